@@ -1,0 +1,27 @@
+# Set-up on a fresh machine: `make demo` (the main job) and `make test` (all tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.tileblas-installed
+
+.PHONY: demo test install bench clean
+
+$(STAMP): pyproject.toml setup.py src/tileblas/_native.c
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[all]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tileblas demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info src/tileblas/*.so

@@ -1,0 +1,34 @@
+"""tileblas: every device of a machine, and the workers of a cluster, working together on BLAS.
+
+Submodules are imported on first use so that ``import tileblas`` stays fast and imports nothing optional:
+
+* :mod:`tileblas.blas` -- drop-in replacement for :mod:`scipy.linalg.blas`
+* :mod:`tileblas.devices` -- the Device interface and the host CPU device
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_SUBMODULES = {"blas", "devices", "kernels", "runtime", "linalg", "rblas", "perf", "cli"}
+
+# Public names that live in submodules, resolved lazily: name -> module.
+_LAZY: dict[str, str] = {}
+
+__all__ = ["__version__", *sorted(_SUBMODULES)]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"tileblas.{name}")
+    mod = _LAZY.get(name)
+    if mod is not None:
+        return getattr(importlib.import_module(mod), name)
+    raise AttributeError(f"module 'tileblas' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _SUBMODULES | set(_LAZY))

@@ -1,0 +1,476 @@
+"""The kernel layer: native BLAS called without holding the GIL, on an OpenBLAS that tileblas owns.
+
+What this module owns
+    * Loading OpenBLAS from the ``scipy-openblas32`` wheel.  That library is a separate instance from the
+      one inside NumPy and SciPy (its symbols carry the ``scipy_`` prefix), so setting its thread count
+      never races the rest of the process.
+    * One :class:`BlasLibrary` per thread count.  OpenBLAS keeps its thread count in process-global
+      state, so the library for ``threads=k`` (k > 1) is a private copy of the shared object, loaded with
+      ``RTLD_LOCAL``: each copy has its own state and its own thread pool.  Single-threaded tile workers
+      share the ``threads=1`` instance, which computes in the calling thread and is safe to call from many
+      threads at once.
+    * Array-level Level-3 kernels (:func:`gemm`, :func:`symm`, ... :func:`trsm`) that accept 2-D arrays in
+      C or Fortran order or strided views with one unit stride, and reach column-major BLAS by
+      transposition, not by copying, wherever the algebra allows.  Operands that no flag can describe
+      (negative or zero strides, a conjugate without a transpose, ...) are copied.
+
+What it must not touch
+    Argument checking for users (tileblas.blas does that, once) and scheduling (the runtime).  Every
+    function here trusts its caller's shapes and dtypes.
+
+The native calls go through :func:`tileblas._native.call`, a few hundred nanoseconds per call; ctypes
+costs microseconds, which would make tiny Level-1 calls many times slower than SciPy's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+from typing import Any
+
+import numpy as np
+
+from tileblas import _native
+
+__all__ = [
+    "BlasLibrary",
+    "get_library",
+    "library_path",
+    "prefix_of",
+    "scalar_code",
+    "colmajor",
+    "gemm",
+    "symm",
+    "hemm",
+    "syrk",
+    "herk",
+    "syr2k",
+    "her2k",
+    "trmm",
+    "trsm",
+    "DTYPES",
+]
+
+call = _native.call
+
+#: BLAS precision prefix for each supported dtype.
+DTYPES: dict[np.dtype, str] = {
+    np.dtype(np.float32): "s",
+    np.dtype(np.float64): "d",
+    np.dtype(np.complex64): "c",
+    np.dtype(np.complex128): "z",
+}
+_SCALAR_CODE = {"s": "f", "d": "d", "c": "C", "z": "Z"}
+_REAL_CODE = {"s": "f", "d": "d", "c": "f", "z": "d"}
+
+
+def prefix_of(dtype: Any) -> str:
+    """The BLAS prefix ('s', 'd', 'c', 'z') of a dtype; TypeError for any other dtype."""
+    try:
+        return DTYPES[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(
+            f"BLAS works on float32, float64, complex64 and complex128; got dtype {np.dtype(dtype)}"
+        ) from None
+
+
+def scalar_code(prefix: str, real: bool = False) -> str:
+    """The _native signature code of a scalar argument of precision ``prefix``."""
+    return _REAL_CODE[prefix] if real else _SCALAR_CODE[prefix]
+
+
+def library_path() -> str:
+    """Path of the OpenBLAS shared object shipped by the scipy-openblas32 wheel (not imported)."""
+    spec = importlib.util.find_spec("scipy_openblas32")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "tileblas needs the 'scipy-openblas32' package (its own OpenBLAS); pip install scipy-openblas32"
+        )
+    libdir = os.path.join(list(spec.submodule_search_locations)[0], "lib")
+    for name in sorted(os.listdir(libdir)):
+        if name.startswith("libscipy_openblas") and (name.endswith(".so") or ".so." in name or name.endswith(".dylib")):
+            return os.path.join(libdir, name)
+    raise ImportError(f"no OpenBLAS shared object found in {libdir}")
+
+
+class BlasLibrary:
+    """One loaded OpenBLAS instance with a fixed thread count.
+
+    Parameters
+    ----------
+    path : str
+        The shared object to load.
+    threads : int
+        Threads this instance uses for every call.
+    """
+
+    PREFIX = "scipy_"
+
+    def __init__(self, path: str, threads: int) -> None:
+        import ctypes
+
+        self.path = path
+        self.threads = threads
+        self._dll = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
+        self._ctypes = ctypes
+        self._addr: dict[str, int] = {}
+        self._lock = threading.Lock()
+        setter = self._dll[self.PREFIX + "openblas_set_num_threads"]
+        setter.argtypes = [ctypes.c_int]
+        setter(int(threads))
+
+    def address(self, name: str) -> int:
+        """Address of the native entry point ``name`` (without the library's prefix), cached."""
+        try:
+            return self._addr[name]
+        except KeyError:
+            pass
+        fn = self._dll[self.PREFIX + name]
+        addr = self._ctypes.cast(fn, self._ctypes.c_void_p).value
+        self._addr[name] = addr
+        return addr
+
+    def fortran(self, name: str) -> int:
+        """Address of the Fortran-interface routine ``name`` (e.g. 'dgemm')."""
+        return self.address(name + "_")
+
+    def call(self, name: str, signature: str, *args: Any) -> Any:
+        """Call the Fortran routine ``name`` with the _native ``signature``, without the GIL."""
+        return call(self.fortran(name), signature, *args)
+
+    # ------------------------------------------------------------------ information
+    def config(self) -> str:
+        fn = self._dll[self.PREFIX + "openblas_get_config"]
+        fn.restype = self._ctypes.c_char_p
+        return fn().decode()
+
+    def corename(self) -> str:
+        fn = self._dll[self.PREFIX + "openblas_get_corename"]
+        fn.restype = self._ctypes.c_char_p
+        return fn().decode()
+
+    def num_threads(self) -> int:
+        fn = self._dll[self.PREFIX + "openblas_get_num_threads"]
+        fn.restype = self._ctypes.c_int
+        return int(fn())
+
+    def __repr__(self) -> str:
+        return f"BlasLibrary(threads={self.threads}, path={self.path!r})"
+
+
+_LIBS: dict[int, BlasLibrary] = {}
+_LIBS_LOCK = threading.Lock()
+
+
+def get_library(threads: int = 1) -> BlasLibrary:
+    """The OpenBLAS instance that runs every call on ``threads`` threads (created on first use).
+
+    ``threads=1`` is the instance tile workers share.  Any other count gets a private copy of the library
+    so that its thread setting cannot affect the single-threaded workers.
+    """
+    threads = int(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1; got {threads}")
+    lib = _LIBS.get(threads)
+    if lib is not None:
+        return lib
+    with _LIBS_LOCK:
+        lib = _LIBS.get(threads)
+        if lib is not None:
+            return lib
+        path = library_path()
+        if threads == 1:
+            lib = BlasLibrary(path, threads)
+        else:
+            # A private copy: dlopen of a different file gives a separate instance with its own state.
+            # The file is removed as soon as it is mapped, so nothing is left behind.
+            tmpdir = tempfile.mkdtemp(prefix="tileblas-openblas-")
+            copy = os.path.join(tmpdir, f"libtileblas_openblas_t{threads}.so")
+            try:
+                shutil.copyfile(path, copy)
+                lib = BlasLibrary(copy, threads)
+            finally:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+        _LIBS[threads] = lib
+        return lib
+
+
+# ---------------------------------------------------------------------------------------------------
+# Memory-layout algebra
+# ---------------------------------------------------------------------------------------------------
+
+
+def colmajor(a: np.ndarray) -> int:
+    """Leading dimension of ``a`` read as a column-major matrix using its own data pointer, or 0.
+
+    A 2-D view qualifies when its rows are contiguous in memory (unit stride down a column) and the
+    column stride is a positive multiple of the item size no smaller than the number of rows.
+    """
+    m, n = a.shape
+    s0, s1 = a.strides
+    it = a.itemsize
+    if m > 1 and s0 != it:
+        return 0
+    if n <= 1:
+        return max(m, 1)
+    if s1 <= 0 or s1 % it:
+        return 0
+    ld = s1 // it
+    return ld if ld >= max(m, 1) else 0
+
+
+def _fortran_copy(a: np.ndarray) -> tuple[np.ndarray, int]:
+    f = np.asfortranarray(a)
+    return f, max(f.shape[0], 1)
+
+
+# op codes as (transpose, conjugate) bits
+_OPS = {"N": (0, 0), "T": (1, 0), "C": (1, 1), "R": (0, 1)}
+_OPNAME = {v: k for k, v in _OPS.items()}
+
+
+def _norm_trans(trans: str, prefix: str) -> str:
+    if prefix in "sd":
+        return {"C": "T", "R": "N"}.get(trans, trans)
+    return trans
+
+
+def _general_operand(a: np.ndarray, trans: str, prefix: str, allow_r: bool) -> tuple[np.ndarray, int, str]:
+    """Describe op(a) as op'(X) with X column-major; copy when no flag can."""
+    ld = colmajor(a)
+    if ld:
+        return a, ld, trans
+    ldt = colmajor(a.T)
+    if ldt:
+        t, c = _OPS[trans]
+        new = _norm_trans(_OPNAME[(t ^ 1, c)], prefix)
+        if new != "R" or allow_r:
+            return a.T, ldt, new
+    f, ld = _fortran_copy(a)
+    return f, ld, trans
+
+
+def _plain_operand(a: np.ndarray) -> tuple[np.ndarray, int]:
+    ld = colmajor(a)
+    if ld:
+        return a, ld
+    return _fortran_copy(a)
+
+
+def _flip(uplo: str) -> str:
+    return "L" if uplo == "U" else "U"
+
+
+def _output_needs_transpose(c: np.ndarray) -> bool:
+    return not colmajor(c) and bool(colmajor(c.T))
+
+
+def _writable_colmajor_output(c: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """(array to compute in, ld, copied back?) for an output that must be column-major."""
+    ld = colmajor(c)
+    if ld:
+        return c, ld, False
+    f = np.asfortranarray(c)
+    return f, max(f.shape[0], 1), True
+
+
+# ---------------------------------------------------------------------------------------------------
+# Level-3 kernels on arrays.  Outputs are updated in place; shapes are the caller's responsibility.
+# ---------------------------------------------------------------------------------------------------
+
+
+def gemm(alpha, a, b, beta, c, transa="N", transb="N", lib: BlasLibrary | None = None) -> None:
+    """c := alpha*op(a)@op(b) + beta*c in place.  trans in N, T, C (and R: conjugate, no transpose)."""
+    prefix = DTYPES[c.dtype]
+    transa = _norm_trans(transa, prefix)
+    transb = _norm_trans(transb, prefix)
+    if _output_needs_transpose(c):
+        # c^T = op(b)^T op(a)^T; with a' = a.T the operator letters are unchanged.
+        return gemm(alpha, b.T, a.T, beta, c.T, transb, transa, lib)
+    lib = lib or get_library(1)
+    m, n = c.shape
+    k = a.shape[0] if _OPS[transa][0] else a.shape[1]
+    if m == 0 or n == 0:
+        return None
+    if k == 0:
+        if beta == 0:
+            c[...] = 0
+        elif beta != 1:
+            c *= beta
+        return None
+    cc, ldc, copied = _writable_colmajor_output(c)
+    a_, lda, ta = _general_operand(a, transa, prefix, allow_r=True)
+    b_, ldb, tb = _general_operand(b, transb, prefix, allow_r=True)
+    s = _SCALAR_CODE[prefix]
+    lib.call(prefix + "gemm", "vcciii" + s + "ai" + "ai" + s + "ai",
+             ta, tb, m, n, k, alpha, a_, lda, b_, ldb, beta, cc, ldc)
+    if copied:
+        c[...] = cc
+    return None
+
+
+def _symm_like(name, side, uplo, alpha, a, b, beta, c, lib, hermitian):
+    prefix = DTYPES[c.dtype]
+    if _output_needs_transpose(c):
+        # c^T = b^T a^T: side flips; a.T read from the other triangle is a (symmetric) or
+        # conj(a) = a^T (Hermitian), which is exactly what c^T needs.
+        return _symm_like(name, "R" if side == "L" else "L", _flip(uplo), alpha, a.T, b.T, beta, c.T,
+                          lib, hermitian)
+    lib = lib or get_library(1)
+    m, n = c.shape
+    if m == 0 or n == 0:
+        return None
+    cc, ldc, copied = _writable_colmajor_output(c)
+    ld = colmajor(a)
+    if ld:
+        a_, lda, up = a, ld, uplo
+    elif colmajor(a.T) and not (hermitian and prefix in "cz"):
+        a_, lda, up = a.T, colmajor(a.T), _flip(uplo)
+    else:
+        a_, lda = _fortran_copy(a)
+        up = uplo
+    b_, ldb = _plain_operand(b)
+    s = _SCALAR_CODE[prefix]
+    lib.call(prefix + name, "vccii" + s + "aiai" + s + "ai", side, up, m, n, alpha, a_, lda, b_, ldb, beta, cc, ldc)
+    if copied:
+        c[...] = cc
+    return None
+
+
+def symm(alpha, a, b, beta, c, side="L", uplo="U", lib=None) -> None:
+    """c := alpha*a@b + beta*c (side L) or alpha*b@a + beta*c (side R), a symmetric in its uplo triangle."""
+    return _symm_like("symm", side, uplo, alpha, a, b, beta, c, lib, hermitian=False)
+
+
+def hemm(alpha, a, b, beta, c, side="L", uplo="U", lib=None) -> None:
+    """As :func:`symm` with a Hermitian."""
+    prefix = DTYPES[c.dtype]
+    if prefix in "sd":
+        return _symm_like("symm", side, uplo, alpha, a, b, beta, c, lib, hermitian=False)
+    return _symm_like("hemm", side, uplo, alpha, a, b, beta, c, lib, hermitian=True)
+
+
+def _rank_k(name, uplo, trans, alpha, a, b, beta, c, lib, hermitian):
+    """syrk/herk (b is None) and syr2k/her2k on arrays, c square and updated in its uplo triangle."""
+    prefix = DTYPES[c.dtype]
+    herm = hermitian and prefix in "cz"
+    if _output_needs_transpose(c):
+        if not herm:
+            # c is symmetric: c.T holds the same matrix in the other triangle.
+            return _rank_k(name, _flip(uplo), trans, alpha, a, b, beta, c.T, lib, hermitian)
+        # c.T is conj(c): conj(c) := alpha conj(op(a)op(a)^H) ... = op'(a.T)op'(a.T)^H with N<->C.
+        t2 = "C" if trans == "N" else "N"
+        alpha2 = alpha if b is None else np.conj(alpha)
+        return _rank_k(name, _flip(uplo), t2, alpha2, a.T, None if b is None else b.T, beta, c.T, lib,
+                       hermitian)
+    lib = lib or get_library(1)
+    n = c.shape[0]
+    if n == 0:
+        return None
+    k = a.shape[0] if trans != "N" else a.shape[1]
+    cc, ldc, copied = _writable_colmajor_output(c)
+
+    def operand(x):
+        ld = colmajor(x)
+        if ld:
+            return x, ld, trans
+        if colmajor(x.T) and not herm:
+            return x.T, colmajor(x.T), "N" if trans != "N" else "T"
+        f, ld = _fortran_copy(x)
+        return f, ld, trans
+
+    a_, lda, t = operand(a)
+    if b is not None:
+        b_, ldb, tb = operand(b)
+        if tb != t:  # both operands must share one trans flag
+            a_, lda = _fortran_copy(a)
+            b_, ldb = _fortran_copy(b)
+            t = trans
+    if k == 0:
+        a_, lda = np.zeros((max(n, 1), 1), c.dtype, order="F"), max(n, 1)
+        b_, ldb = a_, lda
+        t = "N"
+        alpha = 0
+    s = _SCALAR_CODE[prefix]
+    s_beta = _REAL_CODE[prefix] if herm else s
+    s_alpha = _REAL_CODE[prefix] if (herm and b is None) else s
+    if b is None:
+        lib.call(prefix + name, "vccii" + s_alpha + "ai" + s_beta + "ai", uplo, t, n, k, alpha, a_, lda, beta,
+                 cc, ldc)
+    else:
+        lib.call(prefix + name, "vccii" + s_alpha + "aiai" + s_beta + "ai", uplo, t, n, k, alpha, a_, lda, b_,
+                 ldb, beta, cc, ldc)
+    if copied:
+        c[...] = cc
+    return None
+
+
+def syrk(alpha, a, beta, c, uplo="U", trans="N", lib=None) -> None:
+    """c := alpha*op(a)@op(a).T + beta*c on the uplo triangle of c."""
+    prefix = DTYPES[c.dtype]
+    return _rank_k("syrk", uplo, _norm_trans(trans, prefix), alpha, a, None, beta, c, lib, hermitian=False)
+
+
+def herk(alpha, a, beta, c, uplo="U", trans="N", lib=None) -> None:
+    """c := alpha*op(a)@op(a).H + beta*c on the uplo triangle of c; alpha and beta real."""
+    prefix = DTYPES[c.dtype]
+    if prefix in "sd":
+        return syrk(alpha, a, beta, c, uplo, trans, lib)
+    return _rank_k("herk", uplo, trans, alpha, a, None, beta, c, lib, hermitian=True)
+
+
+def syr2k(alpha, a, b, beta, c, uplo="U", trans="N", lib=None) -> None:
+    """c := alpha*op(a)@op(b).T + alpha*op(b)@op(a).T + beta*c on the uplo triangle of c."""
+    prefix = DTYPES[c.dtype]
+    return _rank_k("syr2k", uplo, _norm_trans(trans, prefix), alpha, a, b, beta, c, lib, hermitian=False)
+
+
+def her2k(alpha, a, b, beta, c, uplo="U", trans="N", lib=None) -> None:
+    """c := alpha*op(a)@op(b).H + conj(alpha)*op(b)@op(a).H + beta*c; beta real."""
+    prefix = DTYPES[c.dtype]
+    if prefix in "sd":
+        return syr2k(alpha, a, b, beta, c, uplo, trans, lib)
+    return _rank_k("her2k", uplo, trans, alpha, a, b, beta, c, lib, hermitian=True)
+
+
+def _triangular(name, side, uplo, transa, diag, alpha, a, b, lib):
+    prefix = DTYPES[b.dtype]
+    transa = _norm_trans(transa, prefix)
+    if _output_needs_transpose(b):
+        # b^T := alpha b^T op(a)^T: side flips, a.T is triangular in the other half, letters unchanged.
+        return _triangular(name, "R" if side == "L" else "L", _flip(uplo), transa, diag, alpha, a.T, b.T, lib)
+    lib = lib or get_library(1)
+    m, n = b.shape
+    if m == 0 or n == 0:
+        return None
+    bb, ldb, copied = _writable_colmajor_output(b)
+    ld = colmajor(a)
+    if ld:
+        a_, lda, up, t = a, ld, uplo, transa
+    else:
+        ldt = colmajor(a.T)
+        tbits = _OPS[transa]
+        flipped = _OPNAME[(tbits[0] ^ 1, tbits[1])]
+        if ldt and flipped != "R":
+            a_, lda, up, t = a.T, ldt, _flip(uplo), flipped
+        else:
+            a_, lda = _fortran_copy(a)
+            up, t = uplo, transa
+    s = _SCALAR_CODE[prefix]
+    lib.call(prefix + name, "vcccci" + "i" + s + "aiai", side, up, t, diag, m, n, alpha, a_, lda, bb, ldb)
+    if copied:
+        b[...] = bb
+    return None
+
+
+def trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None) -> None:
+    """b := alpha*op(a)@b (side L) or alpha*b@op(a) (side R), a triangular; in place."""
+    return _triangular("trmm", side, uplo, transa, diag, alpha, a, b, lib)
+
+
+def trsm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None) -> None:
+    """Solve op(a)@x = alpha*b (side L) or x@op(a) = alpha*b (side R) for x, overwriting b."""
+    return _triangular("trsm", side, uplo, transa, diag, alpha, a, b, lib)

@@ -1,0 +1,294 @@
+/*
+ * tileblas._native -- the only compiled code in tileblas.
+ *
+ * One generic caller for native BLAS/LAPACK entry points that takes every argument by pointer (the
+ * Fortran calling convention) or as a register-sized integer (CBLAS ints and enums), and calls it with
+ * the GIL released.  The Python kernel layer (tileblas._kernels) resolves symbol addresses once and passes
+ * a compact signature string per call, so a call costs a few hundred nanoseconds, not the microseconds of
+ * ctypes.
+ *
+ * call(address, signature, *args)
+ *   signature[0] is the return kind: 'v' void, 'f' float, 'd' double, 'i' int, 'l' size_t/long.
+ *   signature[1:] has one code per native argument:
+ *     'c' one-character str, passed by pointer, with a hidden length 1 appended (Fortran strings)
+ *     'i' Python int -> int32 by pointer          'I' Python int -> integer by value
+ *     'f' float -> float32 by pointer             'd' float -> float64 by pointer
+ *     'C' complex -> complex64 by pointer         'Z' complex -> complex128 by pointer
+ *     'a' numpy.ndarray -> pointer to its first element
+ *     'A' numpy.ndarray and a Python int byte offset (two Python arguments) -> pointer
+ *     'p' Python int address -> pointer
+ * Validation of shapes, strides and flags is the caller's job; this file only converts and calls.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAXARGS 32
+
+typedef union {
+    int32_t i;
+    float f;
+    double d;
+    char c;
+    float cf[2];
+    double cd[2];
+} slot_t;
+
+typedef void *P;
+
+#define ARGS1 a[0]
+#define ARGS2 ARGS1, a[1]
+#define ARGS3 ARGS2, a[2]
+#define ARGS4 ARGS3, a[3]
+#define ARGS5 ARGS4, a[4]
+#define ARGS6 ARGS5, a[5]
+#define ARGS7 ARGS6, a[6]
+#define ARGS8 ARGS7, a[7]
+#define ARGS9 ARGS8, a[8]
+#define ARGS10 ARGS9, a[9]
+#define ARGS11 ARGS10, a[10]
+#define ARGS12 ARGS11, a[11]
+#define ARGS13 ARGS12, a[12]
+#define ARGS14 ARGS13, a[13]
+#define ARGS15 ARGS14, a[14]
+#define ARGS16 ARGS15, a[15]
+#define ARGS17 ARGS16, a[16]
+#define ARGS18 ARGS17, a[17]
+#define ARGS19 ARGS18, a[18]
+#define ARGS20 ARGS19, a[19]
+#define ARGS21 ARGS20, a[20]
+#define ARGS22 ARGS21, a[21]
+#define ARGS23 ARGS22, a[22]
+#define ARGS24 ARGS23, a[23]
+#define T1 P
+#define T2 T1, P
+#define T3 T2, P
+#define T4 T3, P
+#define T5 T4, P
+#define T6 T5, P
+#define T7 T6, P
+#define T8 T7, P
+#define T9 T8, P
+#define T10 T9, P
+#define T11 T10, P
+#define T12 T11, P
+#define T13 T12, P
+#define T14 T13, P
+#define T15 T14, P
+#define T16 T15, P
+#define T17 T16, P
+#define T18 T17, P
+#define T19 T18, P
+#define T20 T19, P
+#define T21 T20, P
+#define T22 T21, P
+#define T23 T22, P
+#define T24 T23, P
+
+#define CASE(N, RT, OUT) case N: OUT ((RT (*)(T##N))fn)(ARGS##N); break;
+#define DISPATCH(RT, OUT)                                                                     \
+    switch (n) {                                                                              \
+        case 0: OUT ((RT (*)(void))fn)(); break;                                              \
+        CASE(1, RT, OUT) CASE(2, RT, OUT) CASE(3, RT, OUT) CASE(4, RT, OUT) CASE(5, RT, OUT)  \
+        CASE(6, RT, OUT) CASE(7, RT, OUT) CASE(8, RT, OUT) CASE(9, RT, OUT)                   \
+        CASE(10, RT, OUT) CASE(11, RT, OUT) CASE(12, RT, OUT) CASE(13, RT, OUT)               \
+        CASE(14, RT, OUT) CASE(15, RT, OUT) CASE(16, RT, OUT) CASE(17, RT, OUT)               \
+        CASE(18, RT, OUT) CASE(19, RT, OUT) CASE(20, RT, OUT) CASE(21, RT, OUT)               \
+        CASE(22, RT, OUT) CASE(23, RT, OUT) CASE(24, RT, OUT)                                 \
+    }
+
+static PyObject *
+native_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    slot_t slots[MAXARGS];
+    P a[MAXARGS];
+    int n = 0, nchar = 0;
+    Py_ssize_t k = 2, sig_len;
+    const char *sig;
+    void *fn;
+
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "call(address, signature, *args)");
+        return NULL;
+    }
+    fn = PyLong_AsVoidPtr(args[0]);
+    if (fn == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "null function address");
+        return NULL;
+    }
+    sig = PyUnicode_AsUTF8AndSize(args[1], &sig_len);
+    if (sig == NULL)
+        return NULL;
+    if (sig_len < 1 || sig_len - 1 > MAXARGS) {
+        PyErr_SetString(PyExc_ValueError, "bad signature length");
+        return NULL;
+    }
+    for (Py_ssize_t s = 1; s < sig_len; s++) {
+        PyObject *o;
+        if (k >= nargs) {
+            PyErr_Format(PyExc_TypeError, "signature %s needs more arguments", sig);
+            return NULL;
+        }
+        o = args[k++];
+        switch (sig[s]) {
+        case 'c': {
+            Py_ssize_t len;
+            const char *c = PyUnicode_AsUTF8AndSize(o, &len);
+            if (c == NULL) return NULL;
+            if (len != 1) {
+                PyErr_SetString(PyExc_ValueError, "character argument must have length 1");
+                return NULL;
+            }
+            slots[n].c = c[0];
+            a[n] = &slots[n];
+            nchar++;
+            break;
+        }
+        case 'i': {
+            long v = PyLong_AsLong(o);
+            if (v == -1 && PyErr_Occurred()) return NULL;
+            if (v > INT32_MAX || v < INT32_MIN) {
+                PyErr_Format(PyExc_OverflowError, "integer argument %ld does not fit a 32-bit BLAS integer", v);
+                return NULL;
+            }
+            slots[n].i = (int32_t)v;
+            a[n] = &slots[n];
+            break;
+        }
+        case 'I': {
+            long v = PyLong_AsLong(o);
+            if (v == -1 && PyErr_Occurred()) return NULL;
+            if (v > INT32_MAX || v < INT32_MIN) {
+                PyErr_Format(PyExc_OverflowError, "integer argument %ld does not fit a 32-bit BLAS integer", v);
+                return NULL;
+            }
+            a[n] = (P)(intptr_t)v;
+            break;
+        }
+        case 'f':
+        case 'd': {
+            double v = PyFloat_AsDouble(o);
+            if (v == -1.0 && PyErr_Occurred()) return NULL;
+            if (sig[s] == 'f') slots[n].f = (float)v; else slots[n].d = v;
+            a[n] = &slots[n];
+            break;
+        }
+        case 'C':
+        case 'Z': {
+            Py_complex v = PyComplex_AsCComplex(o);
+            if (v.real == -1.0 && PyErr_Occurred()) return NULL;
+            if (sig[s] == 'C') { slots[n].cf[0] = (float)v.real; slots[n].cf[1] = (float)v.imag; }
+            else { slots[n].cd[0] = v.real; slots[n].cd[1] = v.imag; }
+            a[n] = &slots[n];
+            break;
+        }
+        case 'a':
+        case 'A': {
+            char *data;
+            if (!PyArray_Check(o)) {
+                PyErr_SetString(PyExc_TypeError, "expected a numpy.ndarray");
+                return NULL;
+            }
+            data = (char *)PyArray_DATA((PyArrayObject *)o);
+            if (sig[s] == 'A') {
+                Py_ssize_t off;
+                if (k >= nargs) {
+                    PyErr_SetString(PyExc_TypeError, "'A' needs an offset argument");
+                    return NULL;
+                }
+                off = PyLong_AsSsize_t(args[k++]);
+                if (off == -1 && PyErr_Occurred()) return NULL;
+                data += off;
+            }
+            a[n] = data;
+            break;
+        }
+        case 'p': {
+            void *p = PyLong_AsVoidPtr(o);
+            if (p == NULL && PyErr_Occurred()) return NULL;
+            a[n] = p;
+            break;
+        }
+        default:
+            PyErr_Format(PyExc_ValueError, "unknown signature code %c", sig[s]);
+            return NULL;
+        }
+        n++;
+    }
+    if (k != nargs) {
+        PyErr_Format(PyExc_TypeError, "signature %s takes fewer arguments than given", sig);
+        return NULL;
+    }
+    /* Fortran hidden string lengths, one per character argument, by value. */
+    for (int c = 0; c < nchar; c++) {
+        if (n >= 24) {
+            PyErr_SetString(PyExc_ValueError, "too many native arguments");
+            return NULL;
+        }
+        a[n++] = (P)(intptr_t)1;
+    }
+    if (n > 24) {
+        PyErr_SetString(PyExc_ValueError, "too many native arguments");
+        return NULL;
+    }
+    switch (sig[0]) {
+    case 'v': {
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(void, )
+        Py_END_ALLOW_THREADS
+        Py_RETURN_NONE;
+    }
+    case 'f': {
+        float r = 0;
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(float, r =)
+        Py_END_ALLOW_THREADS
+        return PyFloat_FromDouble((double)r);
+    }
+    case 'd': {
+        double r = 0;
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(double, r =)
+        Py_END_ALLOW_THREADS
+        return PyFloat_FromDouble(r);
+    }
+    case 'i': {
+        int r = 0;
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(int, r =)
+        Py_END_ALLOW_THREADS
+        return PyLong_FromLong(r);
+    }
+    case 'l': {
+        size_t r = 0;
+        Py_BEGIN_ALLOW_THREADS
+        DISPATCH(size_t, r =)
+        Py_END_ALLOW_THREADS
+        return PyLong_FromSize_t(r);
+    }
+    default:
+        PyErr_Format(PyExc_ValueError, "unknown return code %c", sig[0]);
+        return NULL;
+    }
+}
+
+static PyMethodDef methods[] = {
+    {"call", (PyCFunction)(void (*)(void))native_call, METH_FASTCALL,
+     "call(address, signature, *args): call a native BLAS entry point without the GIL."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "tileblas._native", "GIL-free generic caller for native BLAS.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    import_array();
+    return PyModule_Create(&module);
+}

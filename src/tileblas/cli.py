@@ -1,0 +1,46 @@
+"""The ``tileblas`` command.
+
+Subcommands live in the modules listed in ``_PLUGINS``; each defines ``register(subparsers)`` that adds
+its parsers with ``set_defaults(func=...)``.  Modules are imported only when the command line is parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main", "build_parser"]
+
+# One line per capability; each module is imported only by the `tileblas` command.
+_PLUGINS = (
+    "tileblas._cli_core",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tileblas", description="Every device of a machine working together on BLAS."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _PLUGINS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except (ValueError, TypeError) as exc:
+        print(f"tileblas {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The host CPU device: memory space = host memory, kernels = the GIL-free kernel layer.
+
+A CPUDevice runs its kernels on an OpenBLAS instance with a fixed thread count (1 for the usual tile
+workers; more for the optional multithreaded CPU worker that takes larger tiles, the BLASX paper's "CPU
+computation thread").  Device arrays are host arrays, so moving data costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from tileblas import _kernels
+from tileblas.devices._base import Device, register_device_kind
+
+__all__ = ["CPUDevice", "host_devices", "cpu_count"]
+
+_KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
+
+
+def cpu_count() -> int:
+    """Cores this process may use (affinity-aware)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class CPUDevice(Device):
+    """A host CPU worker.
+
+    Parameters
+    ----------
+    index : int
+        Number used in the device name (``cpu<index>``).
+    threads : int
+        BLAS threads each kernel call uses.  1 for tile workers; more makes a multithreaded worker.
+    """
+
+    kind = "cpu"
+    host_memory = True
+
+    def __init__(self, index: int = 0, threads: int = 1) -> None:
+        threads = int(threads)
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1; got {threads}")
+        super().__init__(f"cpu{index}" if threads == 1 else f"cpu{index}x{threads}", speed_hint=float(threads))
+        self.threads = threads
+        self._lib: _kernels.BlasLibrary | None = None
+        self._kernels: dict[str, Callable[..., None]] = {}
+
+    @property
+    def library(self) -> _kernels.BlasLibrary:
+        if self._lib is None:
+            self._lib = _kernels.get_library(self.threads)
+        return self._lib
+
+    def to_device(self, host: np.ndarray) -> np.ndarray:
+        return host
+
+    def to_host(self, dev: np.ndarray, host: np.ndarray) -> None:
+        if dev is not host and not np.shares_memory(dev, host):
+            host[...] = dev
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.empty(shape, dtype=dtype, order="F")
+
+    def kernel(self, name: str) -> Callable[..., None]:
+        try:
+            return self._kernels[name]
+        except KeyError:
+            pass
+        if name not in _KERNELS:
+            raise ValueError(f"unknown kernel {name!r}; CPU kernels: {', '.join(_KERNELS)}")
+        fn = getattr(_kernels, name)
+        lib = self.library
+
+        def run(*args: Any, **kwargs: Any) -> None:
+            kwargs["lib"] = lib
+            fn(*args, **kwargs)
+
+        run.__name__ = name
+        self._kernels[name] = run
+        return run
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d["threads"] = self.threads
+        return d
+
+
+def host_devices(workers: int | None = None, threads_per_worker: int = 1) -> list[CPUDevice]:
+    """One CPUDevice per core (the default host configuration)."""
+    n = cpu_count() if workers is None else int(workers)
+    if n < 1:
+        raise ValueError(f"workers must be >= 1; got {n}")
+    return [CPUDevice(i, threads_per_worker) for i in range(n)]
+
+
+register_device_kind("cpu", CPUDevice)
