@@ -16,7 +16,11 @@ __version__ = "0.1.0"
 _SUBMODULES = {"blas", "devices", "kernels", "runtime", "linalg", "rblas", "perf", "cli"}
 
 # Public names that live in submodules, resolved lazily: name -> module.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "Matrix": "tileblas.asyncapi",
+    "MatrixHandle": "tileblas.asyncapi",
+    "Runtime": "tileblas.runtime", "get_runtime": "tileblas.runtime", "set_runtime": "tileblas.runtime",
+}
 
 __all__ = ["__version__", *sorted(_SUBMODULES)]
 

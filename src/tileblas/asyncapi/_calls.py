@@ -1,0 +1,552 @@
+"""BLAS calls on handles (Levels 1-3): checked at submission, computed on a backend, returned as futures.
+
+What it owns: the user-facing call functions -- argument checks (one place; ValueError/TypeError naming
+the argument and the bad value), the read/write sets for dependency tracking, the flop counts for the
+"cost" policy, and the run functions that compute on a backend's device.  Level-3 calls use the device's
+kernels (``device.kernel(name)``) or, under the "demand" policy, the tile runtime through
+:func:`tileblas._dispatch.level3`; Level-1/2 calls run on host memory through the kernel layer's native
+BLAS (``get_library(...).call``), without the GIL.
+
+Every call returns an :class:`AsyncFuture` at once; its result is the output handle (the scalar for
+``dot``, ``dotc`` and ``nrm2``).
+What it must not touch: the graph and the policies (it only calls ``Executor.submit``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from tileblas import _kernels
+from tileblas.asyncapi._futures import AsyncFuture
+from tileblas.asyncapi._handles import MatrixHandle
+
+__all__ = [
+    "gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm",
+    "gemv", "ger", "gerc", "trsv",
+    "axpy", "scal", "copy", "dot", "dotc", "nrm2",
+]
+
+_TRANS = ("N", "T", "C")
+
+
+# ----------------------------------------------------------------------------------------- checks
+def _h(x: Any, name: str) -> MatrixHandle:
+    if not isinstance(x, MatrixHandle):
+        raise TypeError(f"{name} must be a MatrixHandle (tileblas.asyncapi.handle(array)); got {type(x).__name__}")
+    if x.deleted:
+        raise ValueError(f"{name} was deleted; create a new handle")
+    return x
+
+
+def _same_dtype(*pairs: tuple[str, MatrixHandle]) -> np.dtype:
+    dt = pairs[0][1].dtype
+    for name, h in pairs[1:]:
+        if h.dtype != dt:
+            raise TypeError(f"{name} has dtype {h.dtype}, but {pairs[0][0]} has dtype {dt}; all operands "
+                            "of one call must share a dtype")
+    return dt
+
+
+def _ndim(h: MatrixHandle, name: str, nd: int) -> None:
+    if h.ndim != nd:
+        raise ValueError(f"{name} must be {nd}-D; got shape {h.shape}")
+
+
+def _flag(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    v = value.upper() if isinstance(value, str) else value
+    if v not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    return v
+
+
+def _scalar(value: Any, name: str, dt: np.dtype, real: bool = False) -> Any:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, complex, np.number)):
+        raise TypeError(f"{name} must be a number; got {type(value).__name__}")
+    if dt.kind == "c" and not real:
+        return complex(value)
+    if isinstance(value, (complex, np.complexfloating)):
+        if complex(value).imag != 0:
+            raise ValueError(f"{name} must be real for this call; got {value!r}")
+        value = complex(value).real
+    return float(value)
+
+
+def _distinct(out: tuple[str, MatrixHandle], *ins: tuple[str, MatrixHandle]) -> None:
+    for name, h in ins:
+        if h is out[1]:
+            raise ValueError(f"{out[0]} must not be the same handle as {name} (BLAS outputs cannot alias inputs)")
+
+
+def _cx(dt: np.dtype) -> float:
+    return 4.0 if dt.kind == "c" else 1.0
+
+
+def _op_shape(shape: tuple[int, ...], trans: str) -> tuple[int, int]:
+    return (shape[1], shape[0]) if trans != "N" else (shape[0], shape[1])
+
+
+def _k3(device: Any, name: str) -> Callable[..., None]:
+    if device is None:
+        from tileblas import _dispatch
+
+        def run(*args: Any) -> None:
+            _dispatch.level3(name, *args)
+
+        return run
+    return device.kernel(name)
+
+
+def _submit(name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
+            host_only: bool = False) -> AsyncFuture:
+    ex = (writes or reads)[0].executor
+    return ex.submit(name, run, reads, writes, flops, host_only=host_only)
+
+
+# ----------------------------------------------------------------------------------------- Level 3
+def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, transa: str = "N",
+         transb: str = "N") -> AsyncFuture:
+    """c := alpha*op(a)@op(b) + beta*c, asynchronously; op is N (none), T (transpose), C (conjugate transpose).
+
+    Returns a future whose result is ``c``.
+    """
+    a, b, c = _h(a, "a"), _h(b, "b"), _h(c, "c")
+    dt = _same_dtype(("c", c), ("a", a), ("b", b))
+    for n_, h in (("a", a), ("b", b), ("c", c)):
+        _ndim(h, n_, 2)
+    transa, transb = _flag(transa, "transa", _TRANS), _flag(transb, "transb", _TRANS)
+    m, k = _op_shape(a.shape, transa)
+    k2, n = _op_shape(b.shape, transb)
+    if k2 != k or c.shape != (m, n):
+        raise ValueError(f"shapes do not match: op(a) is {m}x{k}, op(b) is {k2}x{n}, c is {c.shape}")
+    _distinct(("c", c), ("a", a), ("b", b))
+    alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
+    mode = "w" if beta == 0 else "rw"
+
+    def run(dev: Any) -> MatrixHandle:
+        A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
+        _k3(dev, "gemm")(alpha, A, B, beta, C, transa, transb)
+        return c
+
+    reads = (a, b, c) if mode == "rw" else (a, b)
+    return _submit(_kernels.prefix_of(dt) + "gemm", run, reads, (c,), 2.0 * m * n * k * _cx(dt))
+
+
+def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
+    a, b, c = _h(a, "a"), _h(b, "b"), _h(c, "c")
+    dt = _same_dtype(("c", c), ("a", a), ("b", b))
+    for n_, h in (("a", a), ("b", b), ("c", c)):
+        _ndim(h, n_, 2)
+    side, uplo = _flag(side, "side", ("L", "R")), _flag(uplo, "uplo", ("U", "L"))
+    m, n = c.shape
+    ka = m if side == "L" else n
+    if a.shape != (ka, ka) or b.shape != (m, n):
+        raise ValueError(f"shapes do not match: side={side} with c {c.shape} needs a ({ka}, {ka}) and b {c.shape};"
+                         f" got a {a.shape}, b {b.shape}")
+    _distinct(("c", c), ("a", a), ("b", b))
+    alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
+    mode = "w" if beta == 0 else "rw"
+
+    def run(dev: Any) -> MatrixHandle:
+        A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
+        _k3(dev, name)(alpha, A, B, beta, C, side, uplo)
+        return c
+
+    reads = (a, b, c) if mode == "rw" else (a, b)
+    return _submit(_kernels.prefix_of(dt) + name, run, reads, (c,), 2.0 * ka * m * n * _cx(dt))
+
+
+def symm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, side: str = "L",
+         uplo: str = "U") -> AsyncFuture:
+    """c := alpha*a@b + beta*c (side L) or alpha*b@a + beta*c (side R), a symmetric (its uplo triangle)."""
+    return _symm_like("symm", alpha, a, b, beta, c, side, uplo)
+
+
+def hemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, side: str = "L",
+         uplo: str = "U") -> AsyncFuture:
+    """As :func:`symm` with a Hermitian."""
+    return _symm_like("hemm", alpha, a, b, beta, c, side, uplo)
+
+
+def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFuture:
+    a, c = _h(a, "a"), _h(c, "c")
+    pairs = [("c", c), ("a", a)]
+    if b is not None:
+        b = _h(b, "b")
+        pairs.append(("b", b))
+    dt = _same_dtype(*pairs)
+    for n_, h in pairs:
+        _ndim(h, n_, 2)
+    uplo = _flag(uplo, "uplo", ("U", "L"))
+    if dt.kind == "c":
+        trans = _flag(trans, "trans", ("N", "C") if herm else ("N", "T"))
+    else:
+        trans = _flag(trans, "trans", _TRANS)
+    n, k = _op_shape(a.shape, trans)
+    if c.shape != (n, n) or (b is not None and b.shape != a.shape):
+        bs = "" if b is None else f", b {b.shape}"
+        raise ValueError(f"shapes do not match: op(a) is {n}x{k} so c must be ({n}, {n}); got c {c.shape}{bs}")
+    _distinct(("c", c), *pairs[1:])
+    alpha = _scalar(alpha, "alpha", dt, real=herm and b is None)
+    beta = _scalar(beta, "beta", dt, real=herm)
+    ins = (a,) if b is None else (a, b)
+
+    def run(dev: Any) -> MatrixHandle:
+        C = c.acquire(dev, "rw")
+        args = [x.acquire(dev, "r") for x in ins]
+        if b is None:
+            _k3(dev, name)(alpha, args[0], beta, C, uplo, trans)
+        else:
+            _k3(dev, name)(alpha, args[0], args[1], beta, C, uplo, trans)
+        return c
+
+    flops = (1.0 if b is None else 2.0) * n * n * k * _cx(dt)
+    # c is read too: the other triangle is kept and beta scales the updated one
+    return _submit(_kernels.prefix_of(dt) + name, run, ins + (c,), (c,), flops)
+
+
+def syrk(alpha: Any, a: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U", trans: str = "N") -> AsyncFuture:
+    """c := alpha*op(a)@op(a).T + beta*c on the uplo triangle of c."""
+    return _rank_k("syrk", alpha, a, None, beta, c, uplo, trans, herm=False)
+
+
+def herk(alpha: Any, a: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U", trans: str = "N") -> AsyncFuture:
+    """c := alpha*op(a)@op(a).H + beta*c on the uplo triangle of c (alpha, beta real)."""
+    return _rank_k("herk", alpha, a, None, beta, c, uplo, trans, herm=True)
+
+
+def syr2k(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U",
+          trans: str = "N") -> AsyncFuture:
+    """c := alpha*op(a)@op(b).T + alpha*op(b)@op(a).T + beta*c on the uplo triangle of c."""
+    return _rank_k("syr2k", alpha, a, b, beta, c, uplo, trans, herm=False)
+
+
+def her2k(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U",
+          trans: str = "N") -> AsyncFuture:
+    """c := alpha*op(a)@op(b).H + conj(alpha)*op(b)@op(a).H + beta*c (beta real)."""
+    return _rank_k("her2k", alpha, a, b, beta, c, uplo, trans, herm=True)
+
+
+def _triangular(name: str, alpha, a, b, side, uplo, transa, diag) -> AsyncFuture:
+    a, b = _h(a, "a"), _h(b, "b")
+    dt = _same_dtype(("b", b), ("a", a))
+    _ndim(a, "a", 2)
+    _ndim(b, "b", 2)
+    side, uplo = _flag(side, "side", ("L", "R")), _flag(uplo, "uplo", ("U", "L"))
+    transa, diag = _flag(transa, "transa", _TRANS), _flag(diag, "diag", ("N", "U"))
+    m, n = b.shape
+    ka = m if side == "L" else n
+    if a.shape != (ka, ka):
+        raise ValueError(f"shapes do not match: side={side} with b {b.shape} needs a ({ka}, {ka}); got a {a.shape}")
+    _distinct(("b", b), ("a", a))
+    alpha = _scalar(alpha, "alpha", dt)
+
+    def run(dev: Any) -> MatrixHandle:
+        A, B = a.acquire(dev, "r"), b.acquire(dev, "rw")
+        _k3(dev, name)(alpha, A, B, side, uplo, transa, diag)
+        return b
+
+    return _submit(_kernels.prefix_of(dt) + name, run, (a, b), (b,), float(ka) * m * n * _cx(dt))
+
+
+def trmm(alpha: Any, a: MatrixHandle, b: MatrixHandle, side: str = "L", uplo: str = "U", transa: str = "N",
+         diag: str = "N") -> AsyncFuture:
+    """b := alpha*op(a)@b (side L) or alpha*b@op(a) (side R), a triangular."""
+    return _triangular("trmm", alpha, a, b, side, uplo, transa, diag)
+
+
+def trsm(alpha: Any, a: MatrixHandle, b: MatrixHandle, side: str = "L", uplo: str = "U", transa: str = "N",
+         diag: str = "N") -> AsyncFuture:
+    """Solve op(a)@x = alpha*b (side L) or x@op(a) = alpha*b (side R), x overwriting b."""
+    return _triangular("trsm", alpha, a, b, side, uplo, transa, diag)
+
+
+# ----------------------------------------------------------------------------------------- vectors
+def _lib(dev: Any) -> _kernels.BlasLibrary:
+    lib = getattr(dev, "library", None) if dev is not None else None
+    return lib if lib is not None else _kernels.get_library(1)
+
+
+def _vec_in(x: np.ndarray, order: str = "F") -> tuple[np.ndarray, int]:
+    """(array whose data pointer starts the vector, increment) for reading ``x`` as a vector."""
+    if x.ndim == 1:
+        s = x.strides[0]
+        if s > 0 and s % x.itemsize == 0:
+            return x, s // x.itemsize
+        return np.ascontiguousarray(x), 1
+    flat = x.ravel(order=order)  # a view when x is contiguous in that order
+    return flat, 1
+
+
+def _vec_out(y: np.ndarray) -> tuple[np.ndarray, int, str, bool]:
+    """(array, increment, element order, must copy back) for writing ``y`` as a vector."""
+    if y.ndim == 1:
+        s = y.strides[0]
+        if s > 0 and s % y.itemsize == 0:
+            return y, s // y.itemsize, "F", False
+        return np.ascontiguousarray(y), 1, "F", True
+    if y.flags.f_contiguous:
+        return y.ravel(order="F"), 1, "F", False
+    if y.flags.c_contiguous:
+        return y.ravel(order="C"), 1, "C", False
+    return np.asfortranarray(y).ravel(order="F"), 1, "F", True
+
+
+def _writeback(y: np.ndarray, yy: np.ndarray, order: str) -> None:
+    y[...] = yy.reshape(y.shape, order=order)
+
+
+def _pair(x: MatrixHandle, y: MatrixHandle) -> np.dtype:
+    dt = _same_dtype(("y", y), ("x", x))
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same shape; got x {x.shape}, y {y.shape}")
+    return dt
+
+
+def axpy(alpha: Any, x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
+    """y := alpha*x + y (vectors, or matrices element-wise)."""
+    x, y = _h(x, "x"), _h(y, "y")
+    dt = _pair(x, y)
+    _distinct(("y", y), ("x", x))
+    alpha = _scalar(alpha, "alpha", dt)
+    p = _kernels.prefix_of(dt)
+    s = _kernels.scalar_code(p)
+    size = y.size
+
+    def run(dev: Any) -> MatrixHandle:
+        X, Y = x.acquire(dev, "r"), y.acquire(dev, "rw")
+        yy, incy, order, back = _vec_out(Y)
+        xx, incx = _vec_in(X, order)
+        if back:
+            yy = yy.copy()
+        _lib(dev).call(p + "axpy", "vi" + s + "aiai", size, alpha, xx, incx, yy, incy)
+        if back:
+            _writeback(Y, yy, order)
+        return y
+
+    return _submit(p + "axpy", run, (x, y), (y,), 2.0 * size * _cx(dt), host_only=True)
+
+
+def scal(alpha: Any, x: MatrixHandle) -> AsyncFuture:
+    """x := alpha*x."""
+    x = _h(x, "x")
+    dt = x.dtype
+    alpha = _scalar(alpha, "alpha", dt)
+    p = _kernels.prefix_of(dt)
+    s = _kernels.scalar_code(p)
+    size = x.size
+
+    def run(dev: Any) -> MatrixHandle:
+        X = x.acquire(dev, "rw")
+        xx, incx, order, back = _vec_out(X)
+        _lib(dev).call(p + "scal", "vi" + s + "ai", size, alpha, xx, incx)
+        if back:
+            _writeback(X, xx, order)
+        return x
+
+    return _submit(p + "scal", run, (x,), (x,), float(size) * _cx(dt), host_only=True)
+
+
+def copy(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
+    """y := x."""
+    x, y = _h(x, "x"), _h(y, "y")
+    dt = _pair(x, y)
+    _distinct(("y", y), ("x", x))
+    p = _kernels.prefix_of(dt)
+    size = y.size
+
+    def run(dev: Any) -> MatrixHandle:
+        X, Y = x.acquire(dev, "r"), y.acquire(dev, "w")
+        yy, incy, order, back = _vec_out(Y)
+        xx, incx = _vec_in(X, order)
+        _lib(dev).call(p + "copy", "viaiai", size, xx, incx, yy, incy)
+        if back:
+            _writeback(Y, yy, order)
+        return y
+
+    return _submit(p + "copy", run, (x,), (y,), float(size), host_only=True)
+
+
+def _dot(x: MatrixHandle, y: MatrixHandle, conj: bool) -> AsyncFuture:
+    x, y = _h(x, "x"), _h(y, "y")
+    dt = _pair(x, y)
+    p = _kernels.prefix_of(dt)
+    size = x.size
+
+    def run(dev: Any) -> Any:
+        X, Y = x.acquire(dev, "r"), y.acquire(dev, "r")
+        xx, incx = _vec_in(X, "F")
+        yy, incy = _vec_in(Y, "F")
+        lib = _lib(dev)
+        if size == 0:
+            return dt.type(0)
+        if dt.kind == "c":
+            out = np.zeros(1, dt)
+            fn = "cblas_" + p + ("dotc_sub" if conj else "dotu_sub")
+            _kernels.call(lib.address(fn), "vIaIaIa", size, xx, incx, yy, incy, out)
+            return out[0]
+        return dt.type(lib.call(p + "dot", ("f" if p == "s" else "d") + "iaiai", size, xx, incx, yy, incy))
+
+    name = p + ("dotc" if conj and dt.kind == "c" else ("dotu" if dt.kind == "c" else "dot"))
+    reads = (x,) if x is y else (x, y)
+    return _submit(name, run, reads, (), 2.0 * size * _cx(dt), host_only=True)
+
+
+def dot(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
+    """A future of sum(x*y) (no conjugation: dotu for complex)."""
+    return _dot(x, y, conj=False)
+
+
+def dotc(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
+    """A future of sum(conj(x)*y)."""
+    return _dot(x, y, conj=True)
+
+
+def nrm2(x: MatrixHandle) -> AsyncFuture:
+    """A future of the Euclidean (for matrices: Frobenius) norm of x."""
+    x = _h(x, "x")
+    dt = x.dtype
+    p = _kernels.prefix_of(dt)
+    name = {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"}[p]
+    ret = "f" if p in "sc" else "d"
+    size = x.size
+    rdt = np.dtype(np.float32 if p in "sc" else np.float64)
+
+    def run(dev: Any) -> Any:
+        X = x.acquire(dev, "r")
+        xx, incx = _vec_in(X, "F")
+        if size == 0:
+            return rdt.type(0)
+        return rdt.type(_lib(dev).call(name, ret + "iai", size, xx, incx))
+
+    return _submit(name, run, (x,), (), 2.0 * size * _cx(dt), host_only=True)
+
+
+# ----------------------------------------------------------------------------------------- Level 2
+def _general(a: np.ndarray, trans: str, p: str) -> tuple[np.ndarray, int, str]:
+    return _kernels._general_operand(a, trans, p, allow_r=False)
+
+
+def gemv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandle, trans: str = "N") -> AsyncFuture:
+    """y := alpha*op(a)@x + beta*y."""
+    a, x, y = _h(a, "a"), _h(x, "x"), _h(y, "y")
+    dt = _same_dtype(("y", y), ("a", a), ("x", x))
+    _ndim(a, "a", 2)
+    _ndim(x, "x", 1)
+    _ndim(y, "y", 1)
+    trans = _flag(trans, "trans", _TRANS)
+    m, n = _op_shape(a.shape, trans)
+    if x.shape != (n,) or y.shape != (m,):
+        raise ValueError(f"shapes do not match: op(a) is {m}x{n}, so x must be ({n},) and y ({m},); "
+                         f"got x {x.shape}, y {y.shape}")
+    _distinct(("y", y), ("a", a), ("x", x))
+    alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
+    p = _kernels.prefix_of(dt)
+    s = _kernels.scalar_code(p)
+    mode = "w" if beta == 0 else "rw"
+
+    def run(dev: Any) -> MatrixHandle:
+        A, X, Y = a.acquire(dev, "r"), x.acquire(dev, "r"), y.acquire(dev, mode)
+        if m == 0:
+            return y
+        if n == 0:
+            Y[...] = 0 if beta == 0 else Y * beta
+            return y
+        aa, lda, t = _general(A, trans, p)
+        xx, incx = _vec_in(X)
+        yy, incy, _, back = _vec_out(Y)
+        if beta == 0:
+            yy[...] = 0  # BLAS skips reading y when beta is 0, but NaN garbage must not survive
+        _lib(dev).call(p + "gemv", "vcii" + s + "aiai" + s + "ai", t, aa.shape[0], aa.shape[1], alpha, aa, lda,
+                       xx, incx, beta, yy, incy)
+        if back:
+            Y[...] = yy
+        return y
+
+    reads = (a, x, y) if mode == "rw" else (a, x)
+    return _submit(p + "gemv", run, reads, (y,), 2.0 * m * n * _cx(dt), host_only=True)
+
+
+def _ger(alpha, x, y, a, conj: bool) -> AsyncFuture:
+    x, y, a = _h(x, "x"), _h(y, "y"), _h(a, "a")
+    dt = _same_dtype(("a", a), ("x", x), ("y", y))
+    _ndim(a, "a", 2)
+    _ndim(x, "x", 1)
+    _ndim(y, "y", 1)
+    m, n = a.shape
+    if x.shape != (m,) or y.shape != (n,):
+        raise ValueError(f"shapes do not match: a is {a.shape}, so x must be ({m},) and y ({n},); "
+                         f"got x {x.shape}, y {y.shape}")
+    _distinct(("a", a), ("x", x), ("y", y))
+    alpha = _scalar(alpha, "alpha", dt)
+    p = _kernels.prefix_of(dt)
+    s = _kernels.scalar_code(p)
+    fn = p + ("ger" if dt.kind != "c" else ("gerc" if conj else "geru"))
+
+    def run(dev: Any) -> MatrixHandle:
+        A, X, Y = a.acquire(dev, "rw"), x.acquire(dev, "r"), y.acquire(dev, "r")
+        if m == 0 or n == 0:
+            return a
+        xx, incx = _vec_in(X)
+        yy, incy = _vec_in(Y)
+        lib = _lib(dev)
+        ld = _kernels.colmajor(A)
+        if ld:
+            lib.call(fn, "vii" + s + "aiaiai", m, n, alpha, xx, incx, yy, incy, A, ld)
+        elif _kernels.colmajor(A.T) and not (conj and dt.kind == "c"):
+            # a^T := a^T + alpha y x^T
+            lib.call(fn, "vii" + s + "aiaiai", n, m, alpha, yy, incy, xx, incx, A.T, _kernels.colmajor(A.T))
+        else:
+            f = np.asfortranarray(A)
+            lib.call(fn, "vii" + s + "aiaiai", m, n, alpha, xx, incx, yy, incy, f, max(m, 1))
+            A[...] = f
+        return a
+
+    return _submit(fn, run, (a, x, y), (a,), 2.0 * m * n * _cx(dt), host_only=True)
+
+
+def ger(alpha: Any, x: MatrixHandle, y: MatrixHandle, a: MatrixHandle) -> AsyncFuture:
+    """a := alpha*x@y.T + a (geru for complex)."""
+    return _ger(alpha, x, y, a, conj=False)
+
+
+def gerc(alpha: Any, x: MatrixHandle, y: MatrixHandle, a: MatrixHandle) -> AsyncFuture:
+    """a := alpha*x@y.H + a."""
+    return _ger(alpha, x, y, a, conj=True)
+
+
+def trsv(a: MatrixHandle, x: MatrixHandle, uplo: str = "U", trans: str = "N", diag: str = "N") -> AsyncFuture:
+    """Solve op(a)@z = x for z, overwriting x (a triangular)."""
+    a, x = _h(a, "a"), _h(x, "x")
+    dt = _same_dtype(("x", x), ("a", a))
+    _ndim(a, "a", 2)
+    _ndim(x, "x", 1)
+    uplo, trans = _flag(uplo, "uplo", ("U", "L")), _flag(trans, "trans", _TRANS)
+    diag = _flag(diag, "diag", ("N", "U"))
+    n = x.shape[0]
+    if a.shape != (n, n):
+        raise ValueError(f"shapes do not match: x is ({n},) so a must be ({n}, {n}); got a {a.shape}")
+    _distinct(("x", x), ("a", a))
+    p = _kernels.prefix_of(dt)
+    t0 = "T" if (trans == "C" and dt.kind != "c") else trans
+
+    def run(dev: Any) -> MatrixHandle:
+        A, X = a.acquire(dev, "r"), x.acquire(dev, "rw")
+        if n == 0:
+            return x
+        ld = _kernels.colmajor(A)
+        if ld:
+            aa, up, t = A, uplo, t0
+        elif _kernels.colmajor(A.T) and t0 != "C":
+            aa, ld, up, t = A.T, _kernels.colmajor(A.T), ("L" if uplo == "U" else "U"), ("T" if t0 == "N" else "N")
+        else:
+            aa, ld = np.asfortranarray(A), max(n, 1)
+            up, t = uplo, t0
+        xx, incx, _, back = _vec_out(X)
+        _lib(dev).call(p + "trsv", "vccci" + "aiai", up, t, diag, n, aa, ld, xx, incx)
+        if back:
+            X[...] = xx
+        return x
+
+    return _submit(p + "trsv", run, (a, x), (x,), float(n) * n * _cx(dt), host_only=True)

@@ -1,0 +1,489 @@
+"""The executor: the frontend that turns calls into operations, tracks their dependencies and runs them.
+
+What it owns
+    * The dependency graph (one lock, :mod:`._graph`) and the life of every operation:
+      pending (waiting for dependencies) -> ready (queued on a backend) -> running -> done / failed /
+      cancelled.  An operation becomes ready when its last dependency finishes, and only then does the
+      policy choose its backend (late binding: the estimates are as fresh as they can be).
+    * Backends: one worker thread with a FIFO queue per device for the "cost" policy (each CPU worker
+      with single-threaded BLAS is one backend, as in the paper); for "demand", worker threads that hand
+      Level-3 calls to the tile runtime.
+    * Error propagation and cancellation: a failure reaches the failing call's future and, as
+      :class:`DependencyError`, the future of every call that reads what it should have written (at once,
+      without waiting); cancelling a future cancels the calls that read its output and have not started.
+      A call that will not run still waits for its own dependencies before it leaves the graph, so the
+      order edges (write-after-read, write-after-write) of later calls hold.
+    * Light bookkeeping calls (read-back, delete) run inline in the thread that makes them ready.
+
+What it must not touch: kernels' internals, device internals (it uses the Device interface only).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from tileblas.asyncapi._futures import AsyncFuture, DependencyError
+from tileblas.asyncapi._graph import CANCELLED, DONE, FAILED, FINISHED, PENDING, READY, RUNNING, Op, link
+from tileblas.asyncapi._handles import HOST, MatrixHandle, check_dtype
+from tileblas.asyncapi._policies import POLICIES, CostPolicy, DemandPolicy
+
+__all__ = ["Executor", "Backend", "get_executor", "set_executor"]
+
+_perf = time.perf_counter
+_STOP = object()
+
+
+class Backend:
+    """A device and the worker thread(s) that run the calls queued for it.
+
+    Attributes used by policies: ``speed`` (flop/s), ``bandwidth`` (bytes/s), ``queued_est`` (s of queued
+    work), ``nqueued``, ``running``, ``running_start``, ``running_est``, ``spent`` (s computed so far),
+    ``ntasks``.
+    """
+
+    def __init__(self, executor: "Executor", device: Any, name: str, threads: int = 1) -> None:
+        self.executor = executor
+        self.device = device
+        self.name = name
+        self.host_memory = device is None or bool(device.host_memory)
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.speed = 20e9
+        self.bandwidth = 10e9
+        self.queued_est = 0.0
+        self.nqueued = 0
+        self.running = 0
+        self.running_start = 0.0
+        self.running_est = 0.0
+        self.spent = 0.0
+        self.ntasks = 0
+        self.nthreads = threads
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for i in range(self.nthreads):
+            t = threading.Thread(target=self.executor._worker, args=(self,), daemon=True,
+                                 name=f"tileblas-async-{self.name}-{i}")
+            t.start()
+            self.threads.append(t)
+
+    def stop(self) -> None:
+        for _ in self.threads:
+            self.queue.put(_STOP)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "speed_gflops": self.speed / 1e9, "tasks": self.ntasks,
+                "busy_s": self.spent, "queued": self.nqueued}
+
+    def __repr__(self) -> str:
+        return f"<Backend {self.name} {self.speed / 1e9:.1f} GFLOP/s>"
+
+
+class Executor:
+    """Runs asynchronous BLAS calls on a set of backends.
+
+    Parameters
+    ----------
+    devices : list of Device, optional
+        The backends' devices (default: one single-threaded CPU worker per core,
+        :func:`tileblas.devices.host_devices`).  Used by the "cost" policy.
+    policy : {"cost", "demand"}
+        "cost": every call runs whole on the backend where it is estimated to finish first.
+        "demand": Level-3 calls are split by the tile runtime over all its devices.
+    calibrate : bool
+        "cost" only: measure each backend's speed at start-up.
+    workers : int
+        "demand" only: threads that submit calls to the runtime concurrently.
+    rule : {"eft", "paper"}
+        "cost" only: earliest estimated finish (default) or the paper's load criterion (for comparison).
+    synchronous : bool
+        Run every call inline in the submitting thread, on the backend the policy chose (for debugging
+        and for measuring the bookkeeping alone).  Futures still follow the protocol.
+
+    The executor is a context manager; :meth:`close` waits for calls in flight and stops the threads.
+    """
+
+    def __init__(self, devices: list | None = None, policy: str = "cost", *, calibrate: bool = True,
+                 workers: int = 1, rule: str = "eft", synchronous: bool = False) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(sorted(POLICIES))}; got {policy!r}")
+        workers = int(workers)
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1; got {workers}")
+        self._lock = threading.Lock()
+        self.policy_name = policy
+        if policy == "cost":
+            if devices is None:
+                from tileblas.devices import host_devices
+
+                devices = host_devices()
+            devices = list(devices)
+            if not devices:
+                raise ValueError("devices must name at least one device; got an empty list")
+            self.policy: Any = CostPolicy(calibrate=calibrate, rule=rule)
+            self.backends = [Backend(self, d, d.name) for d in devices]
+        else:
+            self.policy = DemandPolicy()
+            self.backends = [Backend(self, None, "runtime", threads=workers)]
+        self.policy.setup(self.backends)
+        self._closed = False
+        self._nsubmitted = 0
+        self.synchronous = bool(synchronous)
+        if not self.synchronous:
+            for b in self.backends:
+                b.start()
+
+    # ------------------------------------------------------------------ handles
+    def handle(self, data: Any, *, copy: bool = True, upload: bool = True) -> MatrixHandle:
+        """A handle on the host array ``data`` (1-D or 2-D).
+
+        ``copy=True`` copies it (the handle owns its data); ``copy=False`` borrows it (see
+        :class:`MatrixHandle`).  ``upload=False`` declares the content irrelevant (an output): nothing is
+        copied or moved before the first write.
+        """
+        self._check_open()
+        if not isinstance(data, np.ndarray):
+            if copy is False:
+                raise TypeError(f"data must be a numpy.ndarray when copy=False; got {type(data).__name__}")
+            data = np.asarray(data)
+        if data.ndim not in (1, 2):
+            raise ValueError(f"data must be 1-D or 2-D; got an array of shape {data.shape}")
+        dt = check_dtype(data.dtype, "data")
+        return MatrixHandle(self, data, tuple(int(s) for s in data.shape), dt, bool(copy), bool(upload))
+
+    def empty(self, shape: int | tuple[int, ...], dtype: Any = np.float64) -> MatrixHandle:
+        """A handle for an output: no data until a call writes it (it reads as zeros before)."""
+        self._check_open()
+        shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if len(shp) not in (1, 2) or any(int(s) < 0 for s in shp):
+            raise ValueError(f"shape must be 1 or 2 non-negative ints; got {shape!r}")
+        return MatrixHandle(self, None, tuple(int(s) for s in shp), check_dtype(dtype, "dtype"), True, False)
+
+    # ------------------------------------------------------------------ submission
+    def submit(self, name: str, run: Callable[[Any], Any], reads: Iterable[MatrixHandle] = (),
+               writes: Iterable[MatrixHandle] = (), flops: float = 0.0, *, host_only: bool = False,
+               inline: bool = False) -> AsyncFuture:
+        """Submit an operation; returns its future at once.
+
+        ``run(device)`` computes it (``device`` is the backend's Device, or None for the host/runtime) and
+        returns the future's result.  It may only touch the arrays it gets from ``handle.acquire(device,
+        mode)`` of the handles listed in ``reads`` / ``writes`` (an in/out operand goes in both).
+        """
+        reads = tuple(reads)
+        writes = tuple(writes)
+        for h in reads + writes:
+            if h.executor is not self:
+                raise ValueError(f"handle {h!r} belongs to another executor")
+            if h.deleted:
+                raise ValueError(f"handle {h!r} was deleted; create a new handle")
+            if h in writes and h.readonly:
+                raise ValueError(f"handle {h!r} borrows a read-only array and cannot be written")
+        return self._submit(name, run, reads, writes, flops, host_only, inline)
+
+    def _submit(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
+                host_only: bool = False, inline: bool = False, before_link: Callable[[], None] | None = None
+                ) -> AsyncFuture:
+        fut = AsyncFuture()
+        op = Op(self, name, run, reads, writes, flops, fut, host_only, inline)
+        fut._op = op
+        resolve: list = []
+        runnable: list = []
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the executor is closed")
+            self._nsubmitted += 1
+            doom, cause, culprit = link(op)
+            for h in reads:
+                h.inflight += 1
+                if h.inflight == 1:
+                    h._lock_user()
+            for h in writes:
+                h.inflight += 1
+                if h.inflight == 1:
+                    h._lock_user()
+            if before_link is not None:
+                before_link()
+            if doom:
+                self._doom_locked(op, doom, cause, culprit, resolve)
+                if op.npending == 0:
+                    self._finish_doomed_locked(op, resolve, runnable)
+            elif op.npending == 0:
+                self._make_ready_locked(op, runnable)
+        self._after(resolve, runnable)
+        return fut
+
+    # ------------------------------------------------------------------ graph transitions (under lock)
+    def _make_ready_locked(self, op: Op, runnable: list) -> None:
+        if op.inline:
+            op.state = READY
+            runnable.append(op)
+            return
+        b, est = self.policy.choose(op, self.backends, _perf())
+        op.state = READY
+        op.backend = b
+        if self.synchronous:
+            runnable.append(op)
+            return
+        op.estimate = est
+        b.queued_est += est
+        b.nqueued += 1
+        b.queue.put(op)
+
+    def _doom_locked(self, op: Op, state: int, cause: BaseException | None, culprit: Op | None,
+                     resolve: list) -> None:
+        """Mark ``op`` and, transitively, its data dependents as not going to run; resolve their futures."""
+        if cause is not None and isinstance(cause, DependencyError) and cause.cause is not None:
+            cause = cause.cause
+        stack = [op]
+        while stack:
+            o = stack.pop()
+            if o.doom is not None or o.state >= RUNNING:
+                continue
+            if state == FAILED:
+                who = culprit.name if culprit is not None else "a call"
+                err: BaseException | None = DependencyError(
+                    f"{o.name} did not run: {who} it depends on failed with {type(cause).__name__}: {cause}",
+                    cause=cause, op=who)
+            else:
+                err = None
+            o.doom = (state, err if state == FAILED else cause)
+            resolve.append((o.future, state, err))
+            for d, data in o.dependents:
+                if data:
+                    stack.append(d)
+
+    def _finish_doomed_locked(self, op: Op, resolve: list, runnable: list) -> None:
+        if op.state == READY and op.backend is not None and not self.synchronous:  # queued: worker skips it
+            b = op.backend
+            b.queued_est -= op.estimate
+            b.nqueued -= 1
+        st, err = op.doom  # type: ignore[misc]
+        op.state = st
+        op.error = err
+        self._release_locked(op, resolve, runnable)
+
+    def _release_locked(self, op: Op, resolve: list, runnable: list) -> None:
+        """``op`` is final: unlock its handles and let its dependents advance."""
+        for h in op.reads:
+            h.inflight -= 1
+            if h.inflight == 0:
+                h._unlock_user()
+        for h in op.writes:
+            h.inflight -= 1
+            if h.inflight == 0:
+                h._unlock_user()
+        deps = op.dependents
+        failed = op.state != DONE
+        op.release()
+        for d, data in deps:
+            if failed and data and d.doom is None and d.state < RUNNING:
+                # op failed after d was linked: doom d (and its data dependents) now
+                self._doom_locked(d, op.state, op.error, op, resolve)
+            d.npending -= 1
+            if d.npending == 0 and d.state == PENDING:
+                if d.doom is not None:
+                    self._finish_doomed_locked(d, resolve, runnable)
+                else:
+                    self._make_ready_locked(d, runnable)
+
+    def _complete_locked(self, op: Op, result: Any, error: BaseException | None, resolve: list,
+                         runnable: list) -> None:
+        if error is None:
+            op.state = DONE
+            resolve.append((op.future, DONE, result))
+        else:
+            op.state = FAILED
+            op.error = error
+            resolve.append((op.future, FAILED, error))
+        self._release_locked(op, resolve, runnable)
+
+    # ------------------------------------------------------------------ outside the lock
+    def _after(self, resolve: list, runnable: list) -> None:
+        """Resolve futures and run inline operations (outside the lock: callbacks may submit)."""
+        while True:
+            for fut, st, val in resolve:
+                if st == DONE:
+                    fut.set_result(val)
+                elif st == FAILED:
+                    fut.set_exception(val)
+                else:
+                    fut._base_cancel()
+                    fut.set_running_or_notify_cancel()  # wakes waiters (wait/as_completed) of a cancelled future
+            if not runnable:
+                return
+            resolve = []
+            ops, runnable = runnable, []
+            for op in ops:
+                with self._lock:
+                    if op.state != READY:
+                        continue
+                    op.state = RUNNING
+                op.future.set_running_or_notify_cancel()
+                result, error = self._call(op, op.backend.device if op.backend is not None else None)
+                with self._lock:
+                    self._complete_locked(op, result, error, resolve, runnable)
+
+    @staticmethod
+    def _call(op: Op, device: Any) -> tuple[Any, BaseException | None]:
+        try:
+            return op.run(device), None
+        except BaseException as e:  # noqa: BLE001 - the error belongs to the future
+            return None, e
+
+    def _worker(self, b: Backend) -> None:
+        get = b.queue.get
+        lock = self._lock
+        device = b.device
+        observe = self.policy.observe
+        while True:
+            op = get()
+            if op is _STOP:
+                return
+            with lock:
+                if op.state != READY:  # cancelled while queued
+                    continue
+                op.state = RUNNING
+                b.queued_est -= op.estimate
+                b.nqueued -= 1
+                b.running += 1
+                b.running_start = t0 = _perf()
+                b.running_est = op.estimate
+            op.future.set_running_or_notify_cancel()
+            result, error = self._call(op, device)
+            dt = _perf() - t0
+            resolve: list = []
+            runnable: list = []
+            with lock:
+                b.running -= 1
+                b.spent += dt
+                b.ntasks += 1
+                observe(b, op, dt)
+                self._complete_locked(op, result, error, resolve, runnable)
+            self._after(resolve, runnable)
+            del op, result, error, resolve, runnable
+
+    # ------------------------------------------------------------------ cancellation, waiting
+    def _cancel_op(self, op: Op) -> bool:
+        resolve: list = []
+        runnable: list = []
+        with self._lock:
+            if op.state == CANCELLED or (op.doom is not None and op.doom[0] == CANCELLED):
+                return True
+            if op.state >= RUNNING or op.doom is not None:
+                return False
+            self._doom_locked(op, CANCELLED, None, None, resolve)
+            if op.state == READY:
+                self._finish_doomed_locked(op, resolve, runnable)
+        self._after(resolve, runnable)
+        return True
+
+    def _pending_futures(self, h: MatrixHandle) -> list[AsyncFuture]:
+        with self._lock:
+            ops = ([h.last_writer] if h.last_writer is not None else []) + list(h.readers)
+            return [o.future for o in ops if o.state < FINISHED]
+
+    def _wait_handle(self, h: MatrixHandle, timeout: float | None) -> None:
+        futs = self._pending_futures(h)
+        while futs:
+            done, not_done = concurrent.futures.wait(futs, timeout)
+            if not_done:
+                raise TimeoutError(f"calls on {h!r} did not finish within {timeout} s")
+            futs = self._pending_futures(h)  # doomed calls finish after their own dependencies
+
+    def _mark_changed(self, h: MatrixHandle) -> None:
+        self._wait_handle(h, None)
+        with self._lock:
+            with h._lock:
+                h._host_buffer()
+                h._valid = {HOST}
+                h.version += 1
+            h.last_writer = None
+            h.readers = []
+
+    def _submit_read(self, h: MatrixHandle) -> AsyncFuture:
+        def run(_device: Any) -> np.ndarray:
+            arr = h.acquire(None, "r")
+            if h._user is not None:
+                return h._user
+            return arr.copy(order="K")
+
+        return self._submit("read", run, (h,), (), 0.0, host_only=True, inline=True)
+
+    def _submit_delete(self, h: MatrixHandle) -> AsyncFuture:
+        def mark() -> None:
+            h.deleted = True
+
+        def run(_device: Any) -> None:
+            h._free()
+
+        return self._submit("delete", run, (), (h,), 0.0, host_only=True, inline=True, before_link=mark)
+
+    @staticmethod
+    def _done_future(value: Any) -> AsyncFuture:
+        f = AsyncFuture()
+        f.set_result(value)
+        return f
+
+    # ------------------------------------------------------------------ lifetime
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the executor is closed")
+
+    def stats(self) -> dict[str, Any]:
+        """Per-backend counters and the number of calls submitted."""
+        with self._lock:
+            return {"policy": self.policy_name, "submitted": self._nsubmitted,
+                    "backends": [b.describe() for b in self.backends]}
+
+    def close(self) -> None:
+        """Stop accepting calls, let the queued ones finish, stop the worker threads."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for b in self.backends:
+            b.stop()
+        for b in self.backends:
+            for t in b.threads:
+                if t is not threading.current_thread():
+                    t.join()
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Executor policy={self.policy_name} backends={[b.name for b in self.backends]}>"
+
+
+_DEFAULT: Executor | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def get_executor() -> Executor:
+    """The process-wide executor that handles and :class:`tileblas.Matrix` use by default."""
+    global _DEFAULT
+    ex = _DEFAULT
+    if ex is not None and not ex._closed:
+        return ex
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT._closed:
+            _DEFAULT = Executor()
+        return _DEFAULT
+
+
+def set_executor(executor: Executor | None) -> Executor | None:
+    """Make ``executor`` the default (None: create a fresh one on next use); returns the previous one."""
+    global _DEFAULT
+    if executor is not None and not isinstance(executor, Executor):
+        raise TypeError(f"executor must be an Executor or None; got {type(executor).__name__}")
+    with _DEFAULT_LOCK:
+        prev, _DEFAULT = _DEFAULT, executor
+    return prev

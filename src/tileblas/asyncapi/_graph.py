@@ -1,0 +1,139 @@
+"""Operations and the dependency graph between them.
+
+What it owns: :class:`Op` (one asynchronous call: its run function, the handles it reads and writes, its
+state and its dependents) and :func:`link`, which adds an operation to the graph.  Dependencies are
+derived per handle, as in a superscalar processor's register renaming without the renaming:
+
+* read-after-write (RAW): a reader waits for the handle's last writer -- a *data* edge;
+* write-after-read (WAR): a writer waits for every reader since the last write -- an *order* edge;
+* write-after-write (WAW): a writer waits for the last writer -- an *order* edge.
+
+Failure and cancellation travel along data edges only (a call that overwrites a handle does not need the
+value a failed call should have left there); order edges only delay.  All functions here run under the
+executor's graph lock.
+What it must not touch: backends, policies and devices (the executor owns those).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tileblas.asyncapi._futures import AsyncFuture
+    from tileblas.asyncapi._handles import MatrixHandle
+
+__all__ = ["Op", "link", "PENDING", "READY", "RUNNING", "DONE", "FAILED", "CANCELLED", "FINISHED"]
+
+PENDING, READY, RUNNING, DONE, FAILED, CANCELLED = range(6)
+FINISHED = DONE  # states >= FINISHED are final
+
+#: prune a handle's reader list once it grows past this many entries
+_PRUNE_AT = 16
+
+
+class Op:
+    """One asynchronous call in the dependency graph.
+
+    Attributes
+    ----------
+    name : str
+        Routine name ("dgemm", "read", ...), for messages.
+    run : callable
+        ``run(device)`` computes the call on a backend's device (``None``: on the host through the tile
+        runtime) and returns the future's result.
+    reads, writes : tuple of MatrixHandle
+        Handles the call reads and writes (an in/out operand is in both).
+    flops : float
+        Real floating-point operations, for the "cost" policy's estimates.
+    host_only : bool
+        True when the call can only run where the host memory is (Level 1/2 and bookkeeping).
+    inline : bool
+        True for light bookkeeping calls (read-back, delete) that run in whatever thread makes them ready.
+    """
+
+    __slots__ = ("executor", "name", "run", "reads", "writes", "flops", "host_only", "inline", "future",
+                 "state", "npending", "dependents", "backend", "estimate", "error", "started", "doom")
+
+    def __init__(self, executor: Any, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple,
+                 flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False) -> None:
+        self.executor = executor
+        self.name = name
+        self.run = run
+        self.reads = reads
+        self.writes = writes
+        self.flops = flops
+        self.host_only = host_only
+        self.inline = inline
+        self.future = future
+        self.state = PENDING
+        self.npending = 0
+        self.dependents: list[tuple[Op, bool]] = []
+        self.backend: Any = None
+        self.estimate = 0.0
+        self.error: BaseException | None = None
+        self.started = 0.0
+        # (final state, error) once the op is known not to run (a data dependency failed or it was
+        # cancelled); it stays in the graph until its own dependencies finish so that order edges hold.
+        self.doom: tuple[int, BaseException | None] | None = None
+
+    def handles(self) -> tuple:
+        return self.reads + self.writes
+
+    def release(self) -> None:
+        """Drop references that keep data alive once the call is final."""
+        self.run = None  # type: ignore[assignment]
+        self.dependents = []
+        self.reads = self.writes = ()
+
+    def __repr__(self) -> str:
+        states = ("pending", "ready", "running", "done", "failed", "cancelled")
+        return f"<Op {self.name} {states[self.state]}>"
+
+
+def link(op: Op) -> tuple[int, BaseException | None, Op | None]:
+    """Add ``op`` to the graph.
+
+    Returns (doom state, cause, culprit): doom state is 0 when ``op`` may run, FAILED or CANCELLED when
+    it reads data that a failed or cancelled operation should have produced (cause: that error).
+    ``op.npending`` counts the unfinished operations it waits for, whether it will run or not, and the
+    op becomes the handles' last writer / one of their readers.
+    """
+    deps: dict[Op, bool] = {}
+    writes = op.writes
+    for h in op.reads:
+        w = h.last_writer
+        if w is not None:
+            deps[w] = True
+    for h in writes:
+        w = h.last_writer
+        if w is not None and w not in deps:
+            deps[w] = False
+        for r in h.readers:
+            if r is not op and r not in deps:
+                deps[r] = False
+    doom, cause, culprit = 0, None, None
+    for dep, data in deps.items():
+        st = dep.state
+        if data and not doom:
+            if st == FAILED or st == CANCELLED:
+                doom, cause, culprit = st, dep.error, dep
+            elif dep.doom is not None:
+                doom, cause, culprit = dep.doom[0], dep.doom[1], dep
+        if st >= FINISHED:
+            continue
+        dep.dependents.append((op, data))
+        op.npending += 1
+    # Update per-handle state: readers since the last write, and the last writer.
+    for h in op.reads:
+        if h not in writes:
+            rs = h.readers
+            rs.append(op)
+            if len(rs) > h.prune_at:  # amortised: the threshold doubles with the live readers
+                rs = h.readers = [r for r in rs if r.state < FINISHED]
+                h.prune_at = max(_PRUNE_AT, 2 * len(rs))
+    for h in writes:
+        h.last_writer = op
+        if h.readers:
+            h.readers = []
+            h.prune_at = _PRUNE_AT
+    return doom, cause, culprit

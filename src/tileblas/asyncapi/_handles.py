@@ -1,0 +1,247 @@
+"""Matrix handles: data that asynchronous calls read and write, and where valid copies of it live.
+
+What it owns: :class:`MatrixHandle` -- the host buffer (owned or borrowed), the *residency* of the data
+(the set of locations holding a valid copy: the host and/or devices with their own memory), a version
+number bumped on every write, and the per-handle dependency state (last writer, readers since) that
+:mod:`._graph` reads.  A device with its own memory (``device.host_memory`` false) keeps its copy across
+calls; it moves again only after the data changed elsewhere (a write through tileblas on another
+location, or :meth:`MatrixHandle.mark_changed` after a direct host write).
+
+Ownership of the host buffer
+    ``copy=True`` (default): the handle owns a private copy; the caller's array is never touched again.
+    ``copy=False``: the handle *borrows* the caller's array and computes in it.  While any call on the
+    handle is in flight the array is made read-only (``flags.writeable = False``) and its original flag
+    is restored when the last call finishes, so an accidental write raises instead of racing.  (Views the
+    caller made before cannot be locked; do not write through them while calls are in flight.)
+
+What it must not touch: scheduling (the executor) and kernels (the calls).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tileblas import _kernels
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tileblas.asyncapi._executor import Executor
+    from tileblas.asyncapi._futures import AsyncFuture
+    from tileblas.asyncapi._graph import Op
+
+__all__ = ["MatrixHandle", "HOST"]
+
+
+class _Host:
+    """The location 'host memory' in a handle's residency set."""
+
+    name = "host"
+
+    def __repr__(self) -> str:
+        return "host"
+
+
+HOST = _Host()
+
+
+class MatrixHandle:
+    """A matrix (or vector) that asynchronous BLAS calls work on.
+
+    Create handles with :func:`tileblas.asyncapi.handle` / :func:`tileblas.asyncapi.empty` (or
+    :meth:`Executor.handle`).  Every call on a handle returns at once; :meth:`get` waits and returns the
+    data, :meth:`read` returns a future of it, :meth:`delete` (or leaving a ``with`` block) releases it.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy.dtype
+    version : int
+        Bumped on every write (through tileblas or announced with :meth:`mark_changed`).
+    """
+
+    def __init__(self, executor: "Executor", data: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype,
+                 copy: bool, upload: bool) -> None:
+        self.executor = executor
+        self.shape = shape
+        self.dtype = dtype
+        self.size = math.prod(shape)
+        self.nbytes = self.size * dtype.itemsize
+        self.version = 0
+        self._lock = threading.Lock()
+        self._copies: dict[Any, Any] = {}
+        self._valid: set = set()
+        self._user: np.ndarray | None = None
+        self._user_writeable = True
+        self._host: np.ndarray | None = None
+        self.readonly = False
+        if data is not None and not copy:
+            self._user = data
+            self._user_writeable = bool(data.flags.writeable)
+            self.readonly = not self._user_writeable
+            self._host = data.view()  # our own view keeps its writeable flag while the user's is locked
+        elif data is not None and upload:
+            self._host = np.array(data, order="F" if data.ndim == 2 and not data.flags.c_contiguous else "K",
+                                  copy=True)
+        if data is not None and upload:
+            self._valid.add(HOST)
+        # dependency state (read and written under the executor's graph lock)
+        self.last_writer: Op | None = None
+        self.readers: list[Op] = []
+        self.prune_at = 16
+        self.inflight = 0
+        self.deleted = False
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def borrowed(self) -> bool:
+        """True when the handle computes in the caller's array (``copy=False``)."""
+        return self._user is not None
+
+    def valid_on(self) -> list[str]:
+        """Names of the locations holding a valid copy ('host', device names)."""
+        return sorted(getattr(loc, "name", str(loc)) for loc in list(self._valid))
+
+    def is_valid_on(self, device: Any) -> bool:
+        """True when ``device`` (a Device, or None for the host) holds a valid copy."""
+        loc = HOST if device is None or device.host_memory else device
+        return loc in self._valid
+
+    def transfer_bytes(self, device: Any) -> tuple[int, int]:
+        """(bytes to download to the host, bytes to upload to ``device``) before ``device`` can read."""
+        valid = self._valid
+        if not valid:
+            return 0, 0
+        if device is None or device.host_memory:
+            return (0 if HOST in valid else self.nbytes), 0
+        if device in valid:
+            return 0, 0
+        return (0 if HOST in valid else self.nbytes), self.nbytes
+
+    # ------------------------------------------------------------------ residency (worker threads)
+    def _host_buffer(self) -> np.ndarray:
+        if self._host is None:
+            self._host = np.zeros(self.shape, self.dtype, order="F")
+        return self._host
+
+    def _download_locked(self) -> np.ndarray:
+        host = self._host_buffer()
+        if HOST not in self._valid and self._valid:
+            dev = next(iter(self._valid))
+            dev.to_host(self._copies[dev], host)
+            dev.synchronize()
+            self._valid.add(HOST)
+        return host
+
+    def acquire(self, device: Any, mode: str) -> Any:
+        """The array to compute with on ``device`` (None: host), made valid there first.
+
+        ``mode`` is "r" (read), "rw" (read and write) or "w" (write only: the old value is not moved).
+        A write leaves ``device`` the only valid location and bumps :attr:`version`.
+        """
+        with self._lock:
+            if device is None or device.host_memory:
+                loc = HOST
+                arr = self._host_buffer() if mode == "w" else self._download_locked()
+            else:
+                loc = device
+                if loc in self._valid:
+                    arr = self._copies[loc]
+                elif mode != "w" and self._valid:
+                    host = self._download_locked()
+                    arr = device.to_device(host)
+                    self._copies[loc] = arr
+                else:
+                    arr = self._copies.get(loc)
+                    if arr is None:
+                        arr = device.empty(self.shape, self.dtype)
+                        self._copies[loc] = arr
+            if mode == "r":
+                self._valid.add(loc)
+            else:
+                self._valid = {loc}
+                self.version += 1
+            return arr
+
+    # ------------------------------------------------------------------ user API
+    def _check_alive(self, what: str = "handle") -> None:
+        if self.deleted:
+            raise ValueError(f"{what} was deleted; create a new handle")
+
+    def read(self) -> "AsyncFuture":
+        """Read back asynchronously: a future whose result is a host array with the data.
+
+        The array is a fresh copy for owned handles and the caller's own array for borrowed handles.
+        """
+        self._check_alive()
+        return self.executor._submit_read(self)
+
+    def get(self, timeout: float | None = None) -> np.ndarray:
+        """Wait for every call writing this handle, then return its data (see :meth:`read`)."""
+        return self.read().result(timeout)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait until every call submitted so far on this handle has finished (errors are not raised)."""
+        self.executor._wait_handle(self, timeout)
+
+    def mark_changed(self) -> None:
+        """Announce that the host buffer was written directly (borrowed handles): the host copy becomes the
+        only valid one, device copies move again before their next use.  Waits for calls in flight."""
+        self._check_alive()
+        self.executor._mark_changed(self)
+
+    def delete(self) -> "AsyncFuture":
+        """Release the handle once every call on it has finished; returns that release's future.
+
+        Further use of the handle raises ValueError.  A borrowed array gets its writeable flag back.
+        """
+        if self.deleted:
+            return self.executor._done_future(None)
+        return self.executor._submit_delete(self)
+
+    def _free(self) -> None:
+        with self._lock:
+            self._copies.clear()
+            self._valid = set()
+            self._host = None
+            self._user = None
+
+    # locking of a borrowed buffer while calls are in flight (called under the graph lock)
+    def _lock_user(self) -> None:
+        if self._user is not None and self._user_writeable and not self.deleted:
+            try:
+                self._user.flags.writeable = False
+            except ValueError:  # pragma: no cover - the user's array cannot be locked
+                pass
+
+    def _unlock_user(self) -> None:
+        if self._user is not None and self._user_writeable:
+            try:
+                self._user.flags.writeable = True
+            except ValueError:  # pragma: no cover
+                pass
+
+    def __enter__(self) -> "MatrixHandle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.delete()
+
+    def __repr__(self) -> str:
+        where = ",".join(self.valid_on()) or "nowhere"
+        own = "borrowed" if self.borrowed else "owned"
+        dead = " deleted" if self.deleted else ""
+        return (f"<MatrixHandle {self.shape} {self.dtype} {own} v{self.version} valid on {where}{dead}>")
+
+
+def check_dtype(dtype: Any, name: str) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in _kernels.DTYPES:
+        raise TypeError(f"{name} must have dtype float32, float64, complex64 or complex128; got {dt}")
+    return dt

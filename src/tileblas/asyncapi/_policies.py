@@ -1,0 +1,187 @@
+"""Scheduling policies: which backend runs a ready call.
+
+What it owns: the "cost" policy of the paper's section 4.1 and the "demand" policy.
+
+"cost" -- push each call to the backend where it is estimated to *finish* first:
+
+    finish(b) = load(b) + task(op, b) + locality(op, b)
+
+* load(b): what the backend still has to do: the rest of its running call (its estimate minus the time it
+  has run) plus the estimates of its queued calls.  The paper also added the wall time the backend had
+  already spent computing; that term is what made its scheduler slow down when a GPU and a CPU worked
+  together (a fast backend that has worked a lot looks "loaded", so work goes to the slow one).  Here
+  spent time only calibrates speeds; it is kept as ``rule="paper"`` for comparison.
+* task(op, b): the call's floating-point operations divided by the backend's speed, plus a per-call
+  overhead.  Speeds come from a start-up calibration (a small DGEMM on every backend, the paper's
+  pre-compilation benchmark done at run time) and are refined after every call by a moving average of the
+  measured rate.
+* locality(op, b): the time to move the call's operands that are not valid on b (download from the device
+  holding them, upload to b), from the handles' residency and the devices' bandwidths.
+
+Because the choice minimises the estimated finish time, a call is never placed on a backend whose
+estimated finish is later than that of the fastest backend -- the fix for the paper's heterogeneous case.
+
+"demand" -- one backend that hands every Level-3 call to the tile runtime (:func:`tileblas._dispatch.level3`),
+which splits it into tiles that all devices pull on demand; Level 1/2 calls run on the host.
+
+What it must not touch: the dependency graph (the executor decides *when* a call is ready; a policy only
+decides *where* it runs).  Policies are called under the executor's graph lock and must be fast.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tileblas.asyncapi._executor import Backend
+    from tileblas.asyncapi._graph import Op
+
+__all__ = ["CostPolicy", "DemandPolicy", "POLICIES", "calibrate_speed"]
+
+#: host memory bandwidth guess (bytes/s) for devices that do not state one
+_DEFAULT_BANDWIDTH = 10e9
+#: fixed time per call (s): queue hand-off, Python bookkeeping
+_OVERHEAD = 20e-6
+
+
+def calibrate_speed(device: Any, n: int = 160, repeats: int = 3) -> float:
+    """Measured DGEMM rate of ``device`` in flop/s (best of ``repeats``) on n x n matrices."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n))
+    b = rng.standard_normal((n, n))
+    c = np.zeros((n, n), order="F")
+    da, db, dc = device.to_device(np.asfortranarray(a)), device.to_device(np.asfortranarray(b)), \
+        device.to_device(c)
+    kern = device.kernel("gemm")
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        kern(1.0, da, db, 0.0, dc)
+        device.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / max(best, 1e-9)
+
+
+def _model_speed(device: Any) -> float | None:
+    """A DGEMM rate from tileblas.perf's models, when that module exists and knows this device."""
+    import importlib.util
+
+    if importlib.util.find_spec("tileblas.perf") is None:
+        return None
+    try:  # pragma: no cover - depends on a sibling module's progress
+        import tileblas.perf as perf
+
+        predict = getattr(perf, "predict_rate", None)
+        if predict is None:
+            return None
+        rate = predict("dgemm", device=device)
+        return float(rate) if rate and rate > 0 else None
+    except Exception:
+        return None
+
+
+class CostPolicy:
+    """Push each ready call to the backend with the earliest estimated finish (see module docstring).
+
+    Parameters
+    ----------
+    calibrate : bool
+        Measure every backend's speed at start-up (else: ``device.speed_hint`` x 20 GFLOP/s).
+    rule : {"eft", "paper"}
+        "eft": earliest estimated finish (default).  "paper": the paper's load criterion, which adds the
+        time each backend already spent computing.
+    """
+
+    name = "cost"
+
+    def __init__(self, calibrate: bool = True, rule: str = "eft") -> None:
+        if rule not in ("eft", "paper"):
+            raise ValueError(f"rule must be 'eft' or 'paper'; got {rule!r}")
+        self.calibrate = calibrate
+        self.rule = rule
+
+    def setup(self, backends: list["Backend"]) -> None:
+        # With host-memory backends only, no handle ever has a device copy: locality is always 0.
+        self.all_host = all(b.host_memory for b in backends)
+        for b in backends:
+            dev = b.device
+            speed = _model_speed(dev)
+            if speed is None and self.calibrate:
+                speed = calibrate_speed(dev)
+            if speed is None:
+                speed = 20e9 * getattr(dev, "speed_hint", 1.0)
+            b.speed = speed
+            b.bandwidth = float(getattr(dev, "bandwidth", _DEFAULT_BANDWIDTH))
+
+    @staticmethod
+    def task_estimate(op: "Op", b: "Backend") -> float:
+        return _OVERHEAD + op.flops / b.speed
+
+    @staticmethod
+    def locality(op: "Op", b: "Backend") -> float:
+        if b.host_memory and not op.reads:
+            return 0.0
+        dev = None if b.host_memory else b.device
+        t = 0.0
+        for h in op.reads:
+            down, up = h.transfer_bytes(dev)
+            if down:
+                holder = next(iter(h._valid), None)
+                t += down / float(getattr(holder, "bandwidth", _DEFAULT_BANDWIDTH))
+            if up:
+                t += up / b.bandwidth
+        return t
+
+    def choose(self, op: "Op", backends: list["Backend"], now: float) -> tuple["Backend", float]:
+        """(backend, task estimate) for ``op``."""
+        best = None
+        best_score = best_est = 0.0
+        paper = self.rule == "paper"
+        local = bool(op.reads) and not self.all_host
+        for b in backends:
+            if op.host_only and not b.host_memory:
+                continue
+            est = _OVERHEAD + op.flops / b.speed
+            if paper:
+                avg = b.spent / b.ntasks if b.ntasks >= 3 else est
+                load = b.spent + b.nqueued * avg
+            else:
+                load = b.queued_est
+                if b.running:
+                    load += max(0.0, b.running_est - (now - b.running_start))
+            score = load + est + (self.locality(op, b) if local else 0.0)
+            if best is None or score < best_score:
+                best, best_score, best_est = b, score, est
+        if best is None:
+            raise RuntimeError(f"no backend can run {op.name} (it needs host memory)")
+        return best, best_est
+
+    @staticmethod
+    def observe(b: "Backend", op: "Op", seconds: float) -> None:
+        """Refine ``b``'s speed from one measured call (large calls only: small ones measure overhead)."""
+        if op.flops >= 2e6 and seconds > 0:
+            b.speed = 0.7 * b.speed + 0.3 * (op.flops / seconds)
+
+
+class DemandPolicy:
+    """Every call goes to one backend that hands Level-3 work to the tile runtime (see module docstring)."""
+
+    name = "demand"
+
+    def setup(self, backends: list["Backend"]) -> None:
+        for b in backends:
+            b.speed = 20e9
+            b.bandwidth = _DEFAULT_BANDWIDTH
+
+    def choose(self, op: "Op", backends: list["Backend"], now: float) -> tuple["Backend", float]:
+        return backends[0], 0.0
+
+    @staticmethod
+    def observe(b: "Backend", op: "Op", seconds: float) -> None:
+        pass
+
+
+POLICIES = {"cost": CostPolicy, "demand": DemandPolicy}
