@@ -1,0 +1,141 @@
+"""Level-1 entries of the rblas table (paper, Table 1, plus rot/rotm): copy, swap, scal, axpy, rot, rotm.
+
+Design note: each entry restates the scipy.linalg.blas signature and gives the inverse as
+``tileblas.blas`` calls with changed scalars; the helpers here (scalar safety) are shared by Levels 2-3.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tileblas.rblas._modes import get_policy
+from tileblas.rblas._registry import Ctx, Out, Spec
+
+__all__ = ["SPECS", "scalar_impossible", "scalar_unsafe"]
+
+_L1 = ("n", "offx", "incx", "offy", "incy")
+
+
+def scalar_impossible(value: Any, name: str) -> str | None:
+    """Reason why dividing by ``value`` is impossible (zero or non-finite), else None."""
+    v = complex(value)
+    if v == 0:
+        return f"{name} = 0 destroys the overwritten values"
+    if not np.isfinite(v.real) or not np.isfinite(v.imag):
+        return f"{name} = {value!r} is not finite"
+    return None
+
+
+def scalar_unsafe(value: Any, name: str, ctx: Ctx) -> str | None:
+    """Reason why dividing by ``value`` risks overflow/underflow or heavy rounding, else None."""
+    lo, hi = get_policy().scalar_bounds(ctx.real)
+    a = abs(complex(value))
+    if a < lo or a > hi:
+        return f"|{name}| = {a:.3g} is outside the safe range [{lo:.3g}, {hi:.3g}]"
+    return None
+
+
+def _n1(ctx: Ctx) -> float:
+    outs = [ctx.bound.get(o.name) for o in ctx.spec.outputs]
+    return float(sum(getattr(v, "size", 0) for v in outs))
+
+
+def _l1_cost(ctx: Ctx) -> tuple[float, float]:
+    n = _n1(ctx)
+    return 2.0 * n, 3.0 * n * ctx.dtype.itemsize
+
+
+def _scal_inverse(ctx: Ctx) -> list:
+    return [ctx.call(a=1.0 / ctx.get("a"))]
+
+
+def _axpy_inverse(ctx: Ctx) -> list:
+    return [ctx.call(a=-ctx.get("a"))]
+
+
+def _rot_det(ctx: Ctx) -> float:
+    c, s = ctx.get("c"), ctx.get("s")
+    return float(c) * float(c) + float(s) * float(s)
+
+
+def _rot_inverse(ctx: Ctx) -> list:
+    d = _rot_det(ctx)
+    return [ctx.call(c=float(ctx.get("c")) / d, s=-float(ctx.get("s")) / d, overwrite_x=1, overwrite_y=1)]
+
+
+def rotm_matrix(param: Any) -> np.ndarray:
+    """The 2x2 matrix H of a rotm ``param`` array (flag, h11, h21, h12, h22)."""
+    p = np.asarray(param, dtype=np.float64).ravel()
+    flag = p[0]
+    if flag == -2:
+        return np.eye(2)
+    if flag == -1:
+        return np.array([[p[1], p[3]], [p[2], p[4]]])
+    if flag == 0:
+        return np.array([[1.0, p[3]], [p[2], 1.0]])
+    if flag == 1:
+        return np.array([[p[1], 1.0], [-1.0, p[4]]])
+    raise ValueError(f"param[0] (flag) must be -2, -1, 0 or 1; got {flag!r}")
+
+
+def _rotm_inverse(ctx: Ctx) -> list:
+    h = np.linalg.inv(rotm_matrix(ctx.get("param")))
+    p = np.asarray(ctx.get("param"))
+    inv = np.array([-1.0, h[0, 0], h[1, 0], h[0, 1], h[1, 1]], dtype=p.dtype if p.dtype.kind == "f" else ctx.dtype)
+    return [ctx.call(param=inv, overwrite_x=1, overwrite_y=1)]
+
+
+def _rotm_impossible(ctx: Ctx) -> str | None:
+    det = float(np.linalg.det(rotm_matrix(ctx.get("param"))))
+    return "the rotation matrix H is singular" if det == 0 or not np.isfinite(det) else None
+
+
+def _rotm_unsafe(ctx: Ctx) -> str | None:
+    h = rotm_matrix(ctx.get("param"))
+    c = np.linalg.cond(h)
+    if c > get_policy().cond_limit(ctx.real):
+        return f"the rotation matrix H is ill-conditioned (cond {c:.2e})"
+    return None
+
+
+_P4 = ("s", "d", "c", "z")
+
+SPECS = [
+    Spec("copy", 1, _P4, ("x", "y", *_L1), 2, {"offx": 0, "incx": 1, "offy": 0, "incy": 1},
+         (Out("y"),), ("y",), None, cost=_l1_cost,
+         doc="Destructive: y's old values are checkpointed in every mode (the paper's choice 1)."),
+    Spec("swap", 1, _P4, ("x", "y", *_L1), 2, {"offx": 0, "incx": 1, "offy": 0, "incy": 1},
+         (Out("x"), Out("y")), ("x", "y"), lambda ctx: [ctx.call()], cost=_l1_cost,
+         doc="Self-inverse: the reverse swaps again (exact in compute mode)."),
+    Spec("scal", 1, _P4, ("a", "x", "n", "offx", "incx"), 2, {"offx": 0, "incx": 1},
+         (Out("x"),), ("x",), _scal_inverse,
+         impossible=lambda ctx: scalar_impossible(ctx.get("a"), "a"),
+         unsafe=lambda ctx: scalar_unsafe(ctx.get("a"), "a", ctx), cost=_l1_cost,
+         doc="Reverse scales by 1/a (paper: bounded scale, a = 0 is checkpointed)."),
+    Spec("scal", 1, ("cs", "zd"), ("a", "x", "n", "offx", "incx", "overwrite_x"), 2,
+         {"offx": 0, "incx": 1, "overwrite_x": 0},
+         (Out("x", "overwrite_x"),), ("x",), lambda ctx: [ctx.call(a=1.0 / ctx.get("a"), overwrite_x=1)],
+         impossible=lambda ctx: scalar_impossible(ctx.get("a"), "a"),
+         unsafe=lambda ctx: scalar_unsafe(ctx.get("a"), "a", ctx), cost=_l1_cost,
+         doc="Real scale of a complex vector; in place only with overwrite_x=1 (scipy's default copies)."),
+    Spec("axpy", 1, _P4, ("x", "y", "n", "a", "offx", "incx", "offy", "incy"), 2,
+         {"a": 1.0, "offx": 0, "incx": 1, "offy": 0, "incy": 1},
+         (Out("y"),), ("y",), _axpy_inverse, cost=_l1_cost,
+         doc="Reverse: y -= a*x (constructive, no condition)."),
+    Spec("rot", 1, ("s", "d", "cs", "zd"),
+         ("x", "y", "c", "s", "n", "offx", "incx", "offy", "incy", "overwrite_x", "overwrite_y"), 4,
+         {"offx": 0, "incx": 1, "offy": 0, "incy": 1, "overwrite_x": 0, "overwrite_y": 0},
+         (Out("x", "overwrite_x"), Out("y", "overwrite_y")), ("x", "y"), _rot_inverse,
+         impossible=lambda ctx: "c**2 + s**2 = 0" if _rot_det(ctx) == 0 else None,
+         unsafe=lambda ctx: scalar_unsafe(_rot_det(ctx), "c**2+s**2", ctx), cost=_l1_cost,
+         doc="Reverse applies the inverse rotation (c, -s)/(c**2+s**2); in place only with overwrite_x=1,"
+             " overwrite_y=1 (scipy's defaults copy)."),
+    Spec("rotm", 1, ("s", "d"),
+         ("x", "y", "param", "n", "offx", "incx", "offy", "incy", "overwrite_x", "overwrite_y"), 3,
+         {"offx": 0, "incx": 1, "offy": 0, "incy": 1, "overwrite_x": 0, "overwrite_y": 0},
+         (Out("x", "overwrite_x"), Out("y", "overwrite_y")), ("x", "y"), _rotm_inverse,
+         impossible=_rotm_impossible, unsafe=_rotm_unsafe, cost=_l1_cost,
+         doc="Reverse applies the inverse of H as a flag -1 param."),
+]

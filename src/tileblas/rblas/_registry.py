@@ -1,0 +1,480 @@
+"""The engine of :mod:`tileblas.rblas`: one table entry per BLAS routine, and the generic forward/reverse.
+
+Design note.  A :class:`Spec` describes a routine once, against the ``scipy.linalg.blas`` signature that
+``tileblas.blas`` reproduces: its parameter names and defaults, which arguments it may overwrite in place
+(and under which ``overwrite_*`` flag), what it returns, its inverse computation (a list of
+``tileblas.blas`` calls that run in place on the outputs), when that inverse is impossible or unsafe, and
+its cost.  :func:`make_pair` turns a spec and a precision into the ``f``/``r`` functions.  The engine looks
+routines up on ``tileblas.blas`` at call time (:func:`lookup`), so it follows whatever that namespace
+computes with (tile runtime for Level 3, device arrays through the device layer).
+
+In-place semantics are those of the f2py wrappers: an output argument is updated in place exactly when it
+is an array of the routine's dtype, contiguous (rank 1) or Fortran-contiguous (rank 2), and its
+``overwrite_*`` flag (where it has one) is true; otherwise the routine returns a fresh array, the user's
+argument is untouched, and the forward call records mode ``"none"`` (nothing to undo).  The prediction is
+checked against the returned array after every forward call.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from tileblas.rblas import _exact
+from tileblas.rblas._modes import (
+    AlreadyReversedError,
+    ArgumentMismatchError,
+    Decision,
+    ModifiedError,
+    NotForwardedError,
+    OrderError,
+    _check_mode,
+    get_default_mode,
+    get_policy,
+)
+from tileblas.rblas._tape import (
+    Record,
+    _pop,
+    _push,
+    address,
+    fingerprint,
+    identity,
+    is_array,
+    journal,
+    tape_mode,
+)
+
+__all__ = ["Spec", "Out", "Ctx", "make_pair", "lookup", "forward", "reverse", "DTYPE_OF_PREFIX"]
+
+DTYPE_OF_PREFIX = {
+    "s": np.dtype(np.float32), "d": np.dtype(np.float64),
+    "c": np.dtype(np.complex64), "z": np.dtype(np.complex128),
+    "cs": np.dtype(np.complex64), "zd": np.dtype(np.complex128),
+}
+
+
+def _blas_namespace() -> Any:
+    return importlib.import_module("tileblas.blas")
+
+
+def lookup(name: str) -> Callable[..., Any]:
+    """The ``tileblas.blas`` routine ``name``, looked up at call time."""
+    fn = getattr(_blas_namespace(), name, None)
+    if fn is None:
+        raise NotImplementedError(f"tileblas.blas has no routine {name!r} (yet); rblas cannot call it")
+    return fn
+
+
+# ------------------------------------------------------------------------------------------- the table
+@dataclass(frozen=True)
+class Out:
+    """An argument the routine may overwrite in place."""
+
+    name: str
+    flag: str | None = None      # overwrite_* flag that must be true for in-place update
+    ndim: int = 1
+
+
+@dataclass
+class Ctx:
+    """What the per-routine functions of a :class:`Spec` see."""
+
+    spec: "Spec"
+    prefix: str
+    dtype: np.dtype
+    bound: dict[str, Any]
+
+    def get(self, name: str) -> Any:
+        if name in self.bound:
+            return self.bound[name]
+        return self.spec.defaults.get(name)
+
+    def name(self, routine: str | None = None) -> str:
+        return self.prefix + (routine or self.spec.routine)
+
+    @property
+    def real(self) -> np.dtype:
+        return np.dtype(self.dtype.char.lower()) if self.dtype.kind == "c" else self.dtype
+
+    @property
+    def is_complex(self) -> bool:
+        return self.dtype.kind == "c"
+
+    def call(self, routine: str | None = None, outs: tuple[str, ...] | None = None, **changes: Any) -> tuple:
+        """An inverse step: the user's arguments with ``changes``, on routine ``routine``."""
+        kw = dict(self.bound)
+        kw.update(changes)
+        return (self.name(routine), kw, outs or tuple(o.name for o in self.spec.outputs))
+
+
+@dataclass
+class Spec:
+    """One BLAS routine with side effects.
+
+    Attributes
+    ----------
+    routine : str
+        Name without precision prefix ('axpy').
+    level : int
+        BLAS level (1, 2, 3); ``group`` is the paper's Level-2 group (1, 2, 3) where it applies.
+    prefixes : tuple of str
+        Precisions (including 'cs'/'zd' for csscal/zdscal, csrot/zdrot).
+    params : tuple of str
+        The scipy.linalg.blas parameter names in order; ``nreq`` of them are required.
+    defaults : dict
+        Defaults of optional scalar parameters.
+    outputs : tuple of Out
+        Arguments the routine may overwrite in place.
+    returns : tuple of str
+        For each returned value, the argument whose storage it uses.
+    inverse : callable or None
+        ``inverse(ctx) -> list of (routine, kwargs, outputs)``; None for a destructive routine.
+    impossible, unsafe : callable
+        ``f(ctx) -> reason or None``: when the inverse does not exist / is numerically unsafe.
+    cost : callable
+        ``cost(ctx) -> (flops, bytes)`` of the inverse computation.
+    hermdiag : str or None
+        'full' or 'packed' when the routine zeroes the imaginary part of a Hermitian diagonal.
+    """
+
+    routine: str
+    level: int
+    prefixes: tuple[str, ...]
+    params: tuple[str, ...]
+    nreq: int
+    defaults: dict[str, Any]
+    outputs: tuple[Out, ...]
+    returns: tuple[str, ...]
+    inverse: Callable[[Ctx], list] | None
+    impossible: Callable[[Ctx], str | None] = lambda ctx: None
+    unsafe: Callable[[Ctx], str | None] = lambda ctx: None
+    cost: Callable[[Ctx], tuple[float, float]] = lambda ctx: (0.0, 0.0)
+    hermdiag: str | None = None
+    group: int = 0
+    doc: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def bind(spec: Spec, fullname: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    if len(args) > len(spec.params):
+        raise TypeError(f"{fullname}() takes at most {len(spec.params)} arguments ({len(args)} given)")
+    bound = dict(zip(spec.params, args))
+    for k, v in kwargs.items():
+        if k not in spec.params:
+            raise TypeError(f"{fullname}() got an unexpected keyword argument {k!r}")
+        if k in bound:
+            raise TypeError(f"{fullname}() got multiple values for argument {k!r}")
+        bound[k] = v
+    missing = [p for p in spec.params[: spec.nreq] if p not in bound]
+    if missing:
+        raise TypeError(f"{fullname}() missing required argument(s): {', '.join(map(repr, missing))}")
+    return bound
+
+
+def make_key(spec: Spec, fullname: str, bound: dict[str, Any]) -> tuple:
+    full = {**spec.defaults, **bound}
+    return (fullname, tuple((n, identity(full[n])) for n in sorted(full)))
+
+
+def _predicts_inplace(v: Any, out: Out, ctx: Ctx) -> bool:
+    if not is_array(v):
+        return False
+    if out.flag is not None and not ctx.get(out.flag):
+        return False
+    if v.dtype != ctx.dtype or v.ndim != out.ndim:
+        return False
+    flags = v.flags
+    return bool(flags.c_contiguous if out.ndim == 1 else flags.f_contiguous)
+
+
+def _nbytes(v: Any) -> int:
+    return int(v.nbytes)
+
+
+def _copy(v: Any) -> Any:
+    return v.copy(order="K") if isinstance(v, np.ndarray) else v.copy()
+
+
+def _aligned_copy(v: np.ndarray) -> np.ndarray:
+    """A copy whose first element has the same address modulo 64 as ``v``'s (same kernel code paths)."""
+    if not isinstance(v, np.ndarray):
+        return v.copy()
+    order = "F" if (v.flags.f_contiguous and not v.flags.c_contiguous) else "C"
+    raw = np.empty(v.nbytes + 128, dtype=np.uint8)
+    shift = (address(v) - address(raw)) % 64
+    buf = raw[shift: shift + v.nbytes].view(v.dtype)
+    out = buf.reshape(v.shape, order=order)
+    out[...] = v
+    return out
+
+
+def _aliases(ctx: Ctx, outs: list[str]) -> str | None:
+    for o in outs:
+        ov = ctx.bound[o]
+        for n, v in ctx.bound.items():
+            if n == o or not is_array(v) or not isinstance(v, np.ndarray) or not isinstance(ov, np.ndarray):
+                continue
+            if np.may_share_memory(ov, v):
+                return f"output {o!r} shares memory with argument {n!r}"
+    return None
+
+
+def _hermdiag_index(ctx: Ctx, name: str) -> Any:
+    v = ctx.bound[name]
+    if ctx.spec.hermdiag == "full":
+        n = min(v.shape)
+        return (np.arange(n), np.arange(n))
+    n = int(ctx.get("n"))
+    j = np.arange(n)
+    if ctx.get("lower"):
+        return (j * n - j * (j - 1) // 2,)
+    return (j * (j + 3) // 2,)
+
+
+def _save_hermdiag(ctx: Ctx, outs: list[str]) -> dict[str, Any]:
+    saved = {}
+    for o in outs:
+        idx = _hermdiag_index(ctx, o)
+        im = ctx.bound[o][idx].imag
+        if bool((im != 0).any()):
+            saved[o] = (idx, im.copy())
+    return saved
+
+
+# ------------------------------------------------------------------------------------------- decide
+def _decide(ctx: Ctx, requested: str, outs: list[str]) -> tuple[str, str, dict[str, float]]:
+    spec = ctx.spec
+    if not outs:
+        return "none", "no argument is updated in place (the routine returns a fresh array)", {}
+    impossible = None
+    if spec.inverse is None:
+        impossible = "destructive routine: the overwritten values are not a function of the new ones"
+    elif len(outs) != len(spec.outputs):
+        impossible = "only some outputs are updated in place"
+    else:
+        impossible = spec.impossible(ctx) or _aliases(ctx, outs)
+    if requested == "checkpoint":
+        return "checkpoint", "requested", {}
+    if impossible:
+        return "checkpoint", f"inverse computation impossible: {impossible}", {}
+    if requested == "compute":
+        return "compute", "requested; inverse computation exists", {}
+    if requested == "exact":
+        return "exact", "requested; inverse computation plus rounding residual", {}
+    unsafe = spec.unsafe(ctx)
+    if unsafe:
+        return "checkpoint", f"inverse computation unsafe: {unsafe}", {}
+    pol = get_policy()
+    ob = sum(_nbytes(ctx.bound[o]) for o in outs)
+    flops, nbytes = spec.cost(ctx)
+    if ctx.is_complex:
+        flops *= 4
+    w = pol.reverse_weight
+    cp = 2 * ob / pol.bandwidth * (1 + w)
+    rc = w * max(flops / pol.flop_rate, nbytes / pol.bandwidth)
+    est = {"checkpoint_s": cp, "compute_s": rc}
+    if ob > pol.max_checkpoint_bytes:
+        return "compute", f"checkpoint of {ob} B exceeds max_checkpoint_bytes; inverse is safe", est
+    if rc <= cp:
+        return "compute", f"inverse computation estimated cheaper ({rc:.2e} s vs {cp:.2e} s)", est
+    return "checkpoint", f"checkpointing estimated cheaper ({cp:.2e} s vs {rc:.2e} s)", est
+
+
+# ------------------------------------------------------------------------------------------- run inverse
+def _run_inverse(ctx: Ctx, targets: dict[str, Any] | None = None) -> None:
+    """Run the inverse computation in place on the outputs (or on ``targets`` standing in for them)."""
+    if targets:
+        ctx = Ctx(ctx.spec, ctx.prefix, ctx.dtype, {**ctx.bound, **targets})
+    for name, kw, outs in ctx.spec.inverse(ctx):
+        ret = lookup(name)(**kw)
+        rets = ret if isinstance(ret, tuple) else (ret,)
+        for o, r in zip(outs, rets):
+            tgt = kw[o]
+            if r is not tgt and (not is_array(r) or address(r) != address(tgt)):
+                tgt[...] = r
+
+
+# ------------------------------------------------------------------------------------------- forward
+def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None) -> Any:
+    fullname = prefix + spec.routine
+    fn = lookup(fullname)
+    bound = bind(spec, fullname, args, kwargs)
+    requested = _check_mode(mode) if mode is not None else (tape_mode() or get_default_mode())
+    ctx = Ctx(spec, prefix, DTYPE_OF_PREFIX[prefix], bound)
+    outs = [o.name for o in spec.outputs if _predicts_inplace(bound.get(o.name), o, ctx)]
+    chosen, reason, est = _decide(ctx, requested, outs)
+    if chosen == "exact" and not all(isinstance(bound[o], np.ndarray) for o in outs):
+        chosen, reason = "checkpoint", "exact mode works on host (NumPy) arrays; checkpointed instead"
+    ckpt_bytes = sum(_nbytes(bound[o]) for o in outs)
+    state: dict[str, Any] = {}
+    saved = {o: _copy(bound[o]) for o in outs} if chosen in ("checkpoint", "exact") else {}
+    if chosen == "compute" and spec.hermdiag:
+        state["hermdiag"] = _save_hermdiag(ctx, outs)
+    pre = {o: fingerprint(bound[o]) for o in outs} if chosen == "compute" else {}
+
+    ret = fn(*args, **kwargs)
+
+    rets = ret if isinstance(ret, tuple) else (ret,)
+    for rname, r in zip(spec.returns, rets):
+        v = bound.get(rname)
+        if not is_array(v):
+            continue
+        actual = is_array(r) and address(r) == address(v) and r.shape == v.shape
+        if rname in outs and not actual:
+            outs.remove(rname)
+            saved.pop(rname, None)
+        elif actual and rname not in outs:
+            raise RuntimeError(
+                f"{fullname} updated {rname!r} in place although scipy's semantics say it copies; the "
+                "call cannot be reversed (report this as a tileblas.blas bug)")
+    if not outs:
+        chosen, reason, state, saved = "none", "no argument was updated in place (fresh array returned)", {}, {}
+    elif chosen == "exact":
+        work = {o: _aligned_copy(bound[o]) for o in outs}
+        _run_inverse(ctx, work)
+        res = {o: _exact.encode(_exact.real_flat(saved[o]), _exact.real_flat(work[o])) for o in outs}
+        del work
+        rbytes = sum(r.nbytes for r in res.values())
+        if rbytes < ckpt_bytes:
+            state["residual"] = res
+            saved = {}
+            nexc = sum(r.exc_idx.size for r in res.values())
+            reason += f" ({', '.join(r.kind for r in res.values())}, {nexc} raw values)"
+        else:
+            chosen = "checkpoint"
+            reason = f"exact residual ({rbytes} B) would not be smaller than a checkpoint; checkpointed"
+    if saved:
+        state["saved"] = saved
+    extra = sum(v.nbytes for v in saved.values())
+    extra += sum(r.nbytes for r in state.get("residual", {}).values())
+    extra += sum(im.nbytes for _, im in state.get("hermdiag", {}).values())
+    dec = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
+    prints = {n: fingerprint(v) for n, v in bound.items() if is_array(v)}
+    rec = Record(fullname, spec, prefix, bound, make_key(spec, fullname, bound), dec, state,
+                 tuple(outs), prints)
+    rec.pre_prints = {o: fp for o, fp in pre.items() if o in outs}
+    _push(rec)
+    return ret
+
+
+# ------------------------------------------------------------------------------------------- reverse
+def _describe_diff(spec: Spec, rec: Record, bound: dict[str, Any]) -> str:
+    a = {**spec.defaults, **rec.bound}
+    b = {**spec.defaults, **bound}
+    diffs = []
+    for n in spec.params:
+        if n in a or n in b:
+            if identity(a.get(n)) != identity(b.get(n)):
+                diffs.append(n)
+    return ", ".join(repr(d) for d in diffs) or "(none)"
+
+
+def _match(spec: Spec, fullname: str, bound: dict[str, Any]) -> Record:
+    j = journal()
+    key = make_key(spec, fullname, bound)
+    stack = j.stack
+    if stack and stack[-1].key == key:
+        return stack[-1]
+    for rec in reversed(stack[:-1]):
+        if rec.key == key:
+            raise OrderError(
+                f"r{fullname}: out of LIFO order; the most recent live forward call is "
+                f"{stack[-1].describe()}; reverse it first")
+    if key in j.reversed:
+        raise AlreadyReversedError(f"r{fullname}: this forward call was already reversed")
+    if stack and stack[-1].routine == fullname:
+        raise ArgumentMismatchError(
+            f"r{fullname}: arguments differ from the most recent forward call "
+            f"{stack[-1].describe()}: {_describe_diff(spec, stack[-1], bound)}")
+    if not stack:
+        raise NotForwardedError(
+            f"r{fullname}: no forward call to reverse on this thread (never run forward with f{fullname}?)")
+    raise NotForwardedError(
+        f"r{fullname}: no live forward call matches; the most recent live forward call is "
+        f"{stack[-1].describe()}")
+
+
+def _restore_record(rec: Record) -> None:
+    for name, fp in rec.prints.items():
+        if fingerprint(rec.bound[name]) != fp:
+            raise ModifiedError(
+                f"r{rec.routine}: argument {name!r} was modified after the forward call (fingerprint "
+                "mismatch); refusing to reverse")
+    mode = rec.decision.mode
+    ctx = Ctx(rec.spec, rec.prefix, DTYPE_OF_PREFIX[rec.prefix], rec.bound)
+    try:
+        if mode == "checkpoint":
+            for n, v in rec.state["saved"].items():
+                rec.bound[n][...] = v
+        elif mode == "compute":
+            _run_inverse(ctx)
+            for n, (idx, im) in rec.state.get("hermdiag", {}).items():
+                out = rec.bound[n]
+                out[idx] = out[idx].real + 1j * im
+        elif mode == "exact":
+            _run_inverse(ctx)
+            for n, res in rec.state["residual"].items():
+                _exact.decode_into(res, _exact.real_flat(rec.bound[n]), n)
+    finally:
+        _pop(rec)
+    if mode == "compute":
+        _refresh_prints(rec)
+
+
+def _refresh_prints(rec: Record) -> None:
+    """After an inverse computation (accurate, not bit-exact), the records that expect the pre-forward
+    state of a restored array get the restored array's fingerprint, so that chained reversals work."""
+    for o, old_fp in rec.pre_prints.items():
+        arr = rec.bound[o]
+        ident = identity(arr)
+        new_fp = fingerprint(arr)
+        for r2 in journal().stack:
+            for n, v in r2.bound.items():
+                if n in r2.prints and is_array(v) and r2.prints[n] == old_fp and identity(v) == ident:
+                    r2.prints[n] = new_fp
+
+
+def reverse(spec: Spec, prefix: str, args: tuple, kwargs: dict) -> Any:
+    fullname = prefix + spec.routine
+    bound = bind(spec, fullname, args, kwargs)
+    rec = _match(spec, fullname, bound)
+    _restore_record(rec)
+    vals = tuple(bound.get(r) for r in spec.returns)
+    return vals if len(vals) > 1 else vals[0]
+
+
+# ------------------------------------------------------------------------------------------- pairs
+def make_pair(spec: Spec, prefix: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The forward and reverse functions of ``prefix + spec.routine``."""
+    name = prefix + spec.routine
+    sig = f"{', '.join(spec.params[:spec.nreq])}" + (
+        f", [{', '.join(spec.params[spec.nreq:])}]" if len(spec.params) > spec.nreq else "")
+
+    def fwd(*args: Any, mode: str | None = None, **kwargs: Any) -> Any:
+        return forward(spec, prefix, args, kwargs, mode)
+
+    def rev(*args: Any, **kwargs: Any) -> Any:
+        return reverse(spec, prefix, args, kwargs)
+
+    fwd.__name__ = fwd.__qualname__ = "f" + name
+    rev.__name__ = rev.__qualname__ = "r" + name
+    fwd.__module__ = rev.__module__ = "tileblas.rblas"
+    fwd.__doc__ = (
+        f"Forward {name}: ``f{name}({sig}, mode=None)``.\n\n"
+        f"Calls ``tileblas.blas.{name}`` with exactly these arguments and returns what it returns, after\n"
+        f"recording what :func:`r{name}` needs to restore every argument it updates in place.\n"
+        f"{spec.doc}\n\n"
+        "Parameters\n----------\n*args, **kwargs\n    The arguments of ``tileblas.blas." + name + "``.\n"
+        "mode : {'checkpoint', 'compute', 'auto', 'exact'}, optional\n"
+        "    Overrides the active Tape's mode and the process default.\n")
+    rev.__doc__ = (
+        f"Reverse {name}: ``r{name}({sig})``.\n\n"
+        f"Undoes the most recent live forward call ``f{name}`` made with the same arguments on this\n"
+        "thread: every argument it updated in place gets its pre-forward value back.  Returns the\n"
+        "arguments in the positions of the forward call's return values (restored; untouched where the\n"
+        "forward call returned a fresh array; None where the argument was not given).\n")
+    return fwd, rev
