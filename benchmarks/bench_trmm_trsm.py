@@ -1,0 +1,290 @@
+"""Recursive TRMM/TRSM (tileblas) against OpenBLAS's own trmm/trsm, and POTRS/POTRI against scipy.linalg.
+
+Every figure is measured in the same run as its baseline: for each case the implementations are timed
+in interleaved order, ``--trials`` times (default 5), and the best time is kept.  Rates are GFLOP/s
+(TRMM/TRSM: m*m*n flops for an m x m triangle and n right-hand sides, real) and the percentage of the
+rate of a DGEMM of the same shape (2*m*m*n flops) on the same 2-thread OpenBLAS, measured in the same
+round.
+
+    python benchmarks/bench_trmm_trsm.py                  # the issue's cases, best of 5
+    python benchmarks/bench_trmm_trsm.py --quick          # n in {1024, 2048}, best of 3
+    python benchmarks/bench_trmm_trsm.py --sweep-stop     # stopping-size sweep at n=2048
+    python benchmarks/bench_trmm_trsm.py --json out.json
+    python benchmarks/bench_trmm_trsm.py --gpu            # cuBLAS vs recursive on a GPU (needs CuPy)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def _best(fns: dict[str, Callable[[], Callable[[], None]]], trials: int) -> dict[str, float]:
+    """Best time of each function; ``fns[name]()`` prepares a fresh input and returns the timed call."""
+    best = {k: float("inf") for k in fns}
+    for _ in range(trials):
+        for name, prep in fns.items():
+            run = prep()
+            t0 = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+def _tri(n: int, rng, dtype=np.float64) -> np.ndarray:
+    a = rng.standard_normal((n, n)) / np.sqrt(n)
+    a += 2.0 * np.eye(n)
+    return np.asfortranarray(np.tril(a).astype(dtype))
+
+
+def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False) -> list[dict]:
+    import scipy.linalg.blas as sb
+
+    from tileblas import _kernels
+    from tileblas._recursive import recursive_trmm, recursive_trsm, run_panels, DEFAULT_STOP
+
+    lib2 = _kernels.get_library(2)
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        a = _tri(n, rng)
+        for nrhs in rhs_list:
+            nr = n if nrhs == "square" else int(nrhs)
+            b0 = np.asfortranarray(rng.standard_normal((n, nr)))
+            c = np.zeros((n, nr), order="F")
+            for kind in ("trmm", "trsm"):
+                # the paper's figure 3 variants: Left Lower Transpose TRMM, Left Lower NoTrans TRSM
+                trans = "T" if kind == "trmm" else "N"
+                rec = recursive_trmm if kind == "trmm" else recursive_trsm
+                ker = _kernels.trmm if kind == "trmm" else _kernels.trsm
+                sfn = sb.dtrmm if kind == "trmm" else sb.dtrsm
+
+                def fresh():
+                    return b0.copy(order="F")
+
+                def p_rec():
+                    b = fresh()
+                    return lambda: rec(1.0, a, b, "L", "L", trans, "N", stop=stop)
+
+                def p_ob():
+                    b = fresh()
+                    return lambda: ker(1.0, a, b, "L", "L", trans, "N", lib=lib2)
+
+                def p_sp():
+                    b = fresh()
+                    return lambda: sfn(1.0, a, b, side=0, lower=1, trans_a=int(trans != "N"), diag=0,
+                                       overwrite_b=1)
+
+                def p_gemm():
+                    return lambda: _kernels.gemm(1.0, a, b0, 0.0, c, "N", "N", lib=lib2)
+
+                fns = {"recursive": p_rec, "openblas2": p_ob, "scipy": p_sp, "dgemm": p_gemm}
+                if panels:
+                    def p_pan():
+                        b = fresh()
+                        return lambda: run_panels(kind, 1.0, a, b, "L", "L", trans, "N",
+                                                  stop or DEFAULT_STOP, 2)
+                    fns["panels"] = p_pan
+                t = _best(fns, trials)
+                flops = float(n) * n * nr
+                gf = {k: flops / v / 1e9 for k, v in t.items() if k != "dgemm"}
+                gemm_gf = 2 * flops / t["dgemm"] / 1e9
+                row = {"kind": kind, "n": n, "nrhs": nr, "shape": "square" if nrhs == "square" else "rhs",
+                       "seconds": t, "gflops": gf, "dgemm_gflops": gemm_gf,
+                       "pct_dgemm": {k: 100 * v / gemm_gf for k, v in gf.items()},
+                       "speedup_vs_openblas2": t["openblas2"] / t["recursive"],
+                       "speedup_vs_scipy": t["scipy"] / t["recursive"]}
+                if panels:
+                    row["panels_vs_openblas2"] = t["openblas2"] / t["panels"]
+                rows.append(row)
+                extra = f"  panels {gf['panels']:6.1f}" if panels else ""
+                print(f"{kind} n={n:5d} nrhs={nr:5d}  rec {gf['recursive']:6.1f} GF/s "
+                      f"({row['pct_dgemm']['recursive']:5.1f}% dgemm)  openblas2 {gf['openblas2']:6.1f}  "
+                      f"scipy {gf['scipy']:6.1f}  dgemm {gemm_gf:6.1f}  "
+                      f"x{row['speedup_vs_openblas2']:.2f} vs openblas2{extra}", flush=True)
+    return rows
+
+
+def bench_apps(sizes, trials) -> list[dict]:
+    import scipy.linalg as sl
+
+    from tileblas import linalg
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for n in sizes:
+        g = rng.standard_normal((n, n))
+        spd = g @ g.T / n + np.eye(n)
+        cf, low = sl.cho_factor(spd)
+        for nr in (64, n):
+            b0 = rng.standard_normal((n, nr))
+            t = _best({
+                "tileblas": lambda: (lambda: linalg.potrs((cf, low), b0)),
+                "scipy": lambda: (lambda: sl.cho_solve((cf, low), b0)),
+            }, trials)
+            sp = t["scipy"] / t["tileblas"]
+            rows.append({"kind": "potrs", "n": n, "nrhs": nr, "seconds": t, "speedup_vs_scipy": sp})
+            print(f"potrs n={n:5d} nrhs={nr:5d}  tileblas {t['tileblas']*1e3:8.2f} ms  "
+                  f"scipy {t['scipy']*1e3:8.2f} ms  x{sp:.2f}", flush=True)
+
+        def sp_potri():
+            c, lw = sl.cho_factor(spd)
+            inv, info = sl.lapack.dpotri(c, lower=lw, overwrite_c=1)
+            return inv
+
+        t = _best({
+            "tileblas": lambda: (lambda: linalg.potri(linalg.cho_factor(spd)[0], overwrite_c=True)),
+            "scipy": lambda: sp_potri,
+        }, trials)
+        sp = t["scipy"] / t["tileblas"]
+        flops = n ** 3  # potrf n^3/3 + trtri n^3/3 + lauum n^3/3
+        rows.append({"kind": "potri", "n": n, "seconds": t, "speedup_vs_scipy": sp,
+                     "gflops": {k: flops / v / 1e9 for k, v in t.items()}})
+        print(f"potri n={n:5d}  (factor+inverse) tileblas {t['tileblas']*1e3:8.1f} ms  "
+              f"scipy {t['scipy']*1e3:8.1f} ms  x{sp:.2f}", flush=True)
+    return rows
+
+
+def sweep_stop(n, trials, stops=(64, 128, 256, 512)) -> list[dict]:
+    from tileblas._recursive import recursive_trmm, recursive_trsm
+
+    rng = np.random.default_rng(2)
+    a = _tri(n, rng)
+    b0 = np.asfortranarray(rng.standard_normal((n, n)))
+    rows = []
+    for kind, fn, trans in (("trmm", recursive_trmm, "T"), ("trsm", recursive_trsm, "N")):
+        fns = {}
+        for s in stops:
+            def prep(s=s, fn=fn, trans=trans):
+                b = b0.copy(order="F")
+                return lambda: fn(1.0, a, b, "L", "L", trans, "N", stop=s)
+            fns[s] = prep
+        t = _best(fns, trials)
+        gf = {s: float(n) ** 3 / v / 1e9 for s, v in t.items()}
+        rows.append({"kind": kind, "n": n, "gflops_by_stop": gf})
+        print(f"{kind} n={n} " + "  ".join(f"stop={s}: {g:.1f}" for s, g in gf.items()) + " GF/s", flush=True)
+    return rows
+
+
+def bench_gpu(n, nrhs_list, trials) -> list[dict]:
+    try:
+        import cupy
+    except ImportError:
+        sys.exit("--gpu needs CuPy (pip install cupy-cuda12x) and an NVIDIA GPU; CuPy is not installed")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no device")
+    except Exception as exc:  # CUDA driver missing or no device
+        sys.exit(f"--gpu needs an NVIDIA GPU; CuPy found none ({exc})")
+    from tileblas import _gpu_recursive as g
+
+    rng = np.random.default_rng(3)
+    rows = []
+    a_h = _tri(n, rng)
+    a = cupy.asarray(a_h)
+    for nr in nrhs_list:
+        b_h = np.asfortranarray(rng.standard_normal((n, nr)))
+        b0 = cupy.asarray(b_h)
+        for kind in ("trmm", "trsm"):
+            trans = "T" if kind == "trmm" else "N"
+
+            def timed(fn):
+                def prep():
+                    b = b0.copy(order="F")
+                    cupy.cuda.Device().synchronize()
+
+                    def run():
+                        fn(b)
+                        cupy.cuda.Device().synchronize()
+                    return run
+                return prep
+
+            fns = {
+                "recursive": timed(lambda b: g.gpu_recursive(kind, 1.0, a, b, "L", "L", trans, "N")),
+                "cublas": timed(lambda b: g.cublas_native(kind, 1.0, a, b, "L", "L", trans, "N")),
+            }
+            t = _best(fns, trials)
+            th = _best({
+                "async": lambda: (lambda: g.host_async(kind, 1.0, a_h, b_h.copy(order="F"), "L", "L", trans,
+                                                        "N")),
+                "sync_recursive": lambda: (lambda: g.host_sync(kind, 1.0, a_h, b_h.copy(order="F"), "L", "L",
+                                                               trans, "N", recursive=True)),
+                "sync_cublas": lambda: (lambda: g.host_sync(kind, 1.0, a_h, b_h.copy(order="F"), "L", "L",
+                                                            trans, "N", recursive=False)),
+            }, trials)
+            flops = float(n) * n * nr
+            row = {"kind": kind, "n": n, "nrhs": nr, "device_seconds": t, "host_seconds": th,
+                   "gflops": {k: flops / v / 1e9 for k, v in {**t, **th}.items()},
+                   "speedup_vs_cublas": t["cublas"] / t["recursive"],
+                   "async_vs_sync_cublas": th["sync_cublas"] / th["async"]}
+            rows.append(row)
+            print(f"GPU {kind} n={n} nrhs={nr}: recursive x{row['speedup_vs_cublas']:.2f} vs cuBLAS in-place; "
+                  f"host-data async x{row['async_vs_sync_cublas']:.2f} vs sync cuBLAS  "
+                  + "  ".join(f"{k} {v:.0f}" for k, v in row["gflops"].items()) + " GF/s", flush=True)
+    return rows
+
+
+def _bars(rows: list[dict]) -> list[str]:
+    out = []
+    for r in rows:
+        if r["kind"] in ("trmm", "trsm") and "speedup_vs_openblas2" in r:
+            if r["shape"] == "square" and r["n"] == 4096:
+                bar = 0.95
+            elif r["shape"] == "rhs" and r["nrhs"] >= 64:
+                bar = 1.0
+            else:
+                continue
+            s = r["speedup_vs_openblas2"]
+            out.append(f"{'PASS' if s >= bar else 'MISS'} {r['kind']} n={r['n']} nrhs={r['nrhs']}: "
+                       f"x{s:.2f} (bar {bar})")
+        elif r["kind"] in ("potrs", "potri"):
+            s = r["speedup_vs_scipy"]
+            out.append(f"{'PASS' if s >= 1.0 else 'MISS'} {r['kind']} n={r['n']}"
+                       f"{' nrhs=' + str(r['nrhs']) if 'nrhs' in r else ''}: x{s:.2f} vs scipy (bar 1.0)")
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="n in {1024, 2048}, 3 trials")
+    p.add_argument("--trials", type=int, default=None, help="interleaved trials, best kept (default 5)")
+    p.add_argument("--sizes", type=int, nargs="*", default=None)
+    p.add_argument("--rhs", nargs="*", default=None, help="right-hand side counts, or 'square'")
+    p.add_argument("--stop", type=int, default=None, help="recursion stopping size (default: the tuned one)")
+    p.add_argument("--sweep-stop", action="store_true", help="stopping-size sweep at n=2048 and exit")
+    p.add_argument("--panels", action="store_true", help="also time the panel-parallel host variant")
+    p.add_argument("--no-apps", action="store_true", help="skip POTRS/POTRI")
+    p.add_argument("--only-apps", action="store_true", help="only POTRS/POTRI")
+    p.add_argument("--gpu", action="store_true", help="GPU benchmark (n=8192, square and 512 RHS)")
+    p.add_argument("--json", default=None, help="write all rows to this JSON file")
+    args = p.parse_args(argv)
+    trials = args.trials or (3 if args.quick else 5)
+    rows: list[dict] = []
+    if args.gpu:
+        sizes = args.sizes or [8192]
+        rows += bench_gpu(sizes[0], [int(x) if x != "square" else sizes[0] for x in (args.rhs or ["square", 512])],
+                          trials)
+    elif args.sweep_stop:
+        rows += sweep_stop((args.sizes or [2048])[0], trials)
+    else:
+        sizes = args.sizes or ([1024, 2048] if args.quick else [1024, 2048, 4096])
+        rhs = args.rhs or ["square", 16, 64, 256]
+        if not args.only_apps:
+            rows += bench_cpu(sizes, rhs, trials, stop=args.stop, panels=args.panels)
+        if not args.no_apps:
+            rows += bench_apps(sizes, trials)
+        for line in _bars(rows):
+            print(line)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,446 @@
+"""Recursive in-place TRMM and TRSM cast into large GEMMs (Charara, Ltaief, Keyes, Euro-Par 2016, sec. 4).
+
+What this module owns
+    * The recursion itself, written once against a tiny *array backend* (:class:`ArrayBackend`: a
+      ``gemm``, a leaf ``trmm``/``trsm``, ``asfortran``), so the same code runs on NumPy arrays through
+      the GIL-free kernel layer (:class:`HostBackend`) and on CuPy arrays through cuBLAS
+      (:mod:`tileblas._gpu_recursive`).
+    * The recursion is first turned into a *plan*: a list of operations on index ranges (:func:`plan`).
+      Executing the plan in order is the recursive algorithm; the asynchronous GPU variant reads the same
+      plan to know which sub-blocks each operation needs, so it can ship them ahead of the compute.
+    * :func:`recursive_trmm` / :func:`recursive_trsm`: drop-in replacements for
+      :func:`tileblas._kernels.trmm` / :func:`~tileblas._kernels.trsm` (same argument order, in place,
+      legacy BLAS semantics).  Like the kernel layer they trust their inputs; :mod:`tileblas.linalg`
+      validates user input.
+    * The recursive triangular inverse (TRTRI) and triangular product (LAUUM) used by POTRI.
+
+What it must not touch
+    User-input validation (tileblas.linalg), scheduling (the runtime), optional imports.
+
+The recursion (for the triangular dimension n, the rows of B for side 'L', the columns for side 'R'):
+split n = n1 + n2 with n1 the largest power of two strictly below n (n/2 when n is a power of two),
+partition A into the diagonal blocks A11 (n1 x n1), A22 (n2 x n2) and the stored off-diagonal block
+(A12 for uplo 'U', A21 for uplo 'L').  With op(A) "effectively upper" when uplo='U' and trans='N' or
+uplo='L' and trans in 'TC', and X = op(A) block-wise, the eight variants are (B1, B2 the halves of B):
+
+    TRMM  L upper: B1 = a X11 B1;  B1 += a X12 B2;  B2 = a X22 B2
+          L lower: B2 = a X22 B2;  B2 += a X21 B1;  B1 = a X11 B1
+          R upper: B2 = a B2 X22;  B2 += a B1 X12;  B1 = a B1 X11
+          R lower: B1 = a B1 X11;  B1 += a B2 X21;  B2 = a B2 X22
+    TRSM  L upper: B2 = X22 \\ a B2;  B1 = a B1 - X12 B2;  B1 = X11 \\ B1
+          L lower: B1 = X11 \\ a B1;  B2 = a B2 - X21 B1;  B2 = X22 \\ B2
+          R upper: B1 = a B1 / X11;  B2 = a B2 - B1 X12;  B2 = B2 / X22
+          R lower: B2 = a B2 / X22;  B1 = a B1 - B2 X21;  B1 = B1 / X11
+
+Each GEMM reads a half of B that the next recursive call has not yet overwritten (TRMM) or that the
+previous call has already finished (TRSM): that is the dependency order.  Below the stopping size the
+native trmm/trsm runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, Sequence
+
+import numpy as np
+
+from tileblas import _kernels
+from tileblas._kernels import colmajor
+
+__all__ = [
+    "ArrayBackend",
+    "HostBackend",
+    "Leaf",
+    "Gemm",
+    "plan",
+    "split_point",
+    "execute",
+    "recursive_trmm",
+    "recursive_trsm",
+    "recursive_trtri",
+    "recursive_lauum",
+    "DEFAULT_STOP",
+    "DEFAULT_STOP_TRTRI",
+    "PANEL_RHS_MAX",
+    "TriangularSingularError",
+]
+
+#: Default stopping size of the TRMM/TRSM recursion on the host (OpenBLAS, 2 threads).
+#: MEASUREMENT PENDING
+DEFAULT_STOP = 256
+
+#: Stopping size of the recursive TRTRI/LAUUM (below it LAPACK's own routine runs).
+DEFAULT_STOP_TRTRI = 256
+
+#: With at most this many columns on the non-triangular side, the host path splits B into one panel per
+#: core and runs the recursion on each panel with single-threaded BLAS in parallel Python threads (the
+#: kernel layer releases the GIL); above it one recursion drives the multi-threaded BLAS.
+PANEL_RHS_MAX = 0
+
+
+class TriangularSingularError(np.linalg.LinAlgError):
+    """A triangular matrix has an exactly zero diagonal element (``index`` is 1-based)."""
+
+    def __init__(self, index: int, what: str = "triangular matrix") -> None:
+        self.index = int(index)
+        super().__init__(f"the {what} is singular: diagonal element {self.index} is exactly zero")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Array backends
+# ---------------------------------------------------------------------------------------------------
+
+
+class ArrayBackend(Protocol):
+    """What the recursion needs from a device: Level-3 kernels on 2-D views, in place."""
+
+    def gemm(self, alpha: Any, a: Any, b: Any, beta: Any, c: Any, transa: str, transb: str) -> None: ...
+
+    def trmm(self, alpha: Any, a: Any, b: Any, side: str, uplo: str, transa: str, diag: str) -> None: ...
+
+    def trsm(self, alpha: Any, a: Any, b: Any, side: str, uplo: str, transa: str, diag: str) -> None: ...
+
+    def asfortran(self, x: Any) -> Any: ...
+
+
+class HostBackend:
+    """NumPy arrays through :mod:`tileblas._kernels` on one OpenBLAS instance (GIL released)."""
+
+    def __init__(self, lib: _kernels.BlasLibrary | None = None) -> None:
+        self.lib = lib or _kernels.get_library(1)
+
+    def gemm(self, alpha, a, b, beta, c, transa, transb) -> None:
+        _kernels.gemm(alpha, a, b, beta, c, transa, transb, lib=self.lib)
+
+    def trmm(self, alpha, a, b, side, uplo, transa, diag) -> None:
+        _kernels.trmm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
+
+    def trsm(self, alpha, a, b, side, uplo, transa, diag) -> None:
+        _kernels.trsm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
+
+    def asfortran(self, x):
+        return np.asfortranarray(x)
+
+    def __repr__(self) -> str:
+        return f"HostBackend(threads={self.lib.threads})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The plan: the recursion as a list of operations on index ranges of the triangular dimension
+# ---------------------------------------------------------------------------------------------------
+
+
+class Leaf(NamedTuple):
+    """Native trmm/trsm on the diagonal block [lo:hi, lo:hi] and B's slice lo:hi; coefficient 'alpha'
+    or 'one'."""
+
+    lo: int
+    hi: int
+    coef: str
+
+
+class Gemm(NamedTuple):
+    """B[dst] := ca * (op(A[r0:r1, c0:c1]) B[src] or B[src] op(A[...])) + cb * B[dst].
+
+    ``ca`` is 'alpha' or 'minus_one', ``cb`` is 'one' or 'alpha'.  ``src``/``dst`` are ranges of the
+    triangular dimension of B (rows for side 'L', columns for side 'R').
+    """
+
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+    src: tuple[int, int]
+    dst: tuple[int, int]
+    ca: str
+    cb: str
+
+
+def split_point(n: int) -> int:
+    """n1 of the paper's split: n/2 for a power of two, else the largest power of two below n."""
+    if n < 2:
+        raise ValueError(f"cannot split a dimension of size {n}")
+    p = 1 << (n.bit_length() - 1)
+    return n // 2 if p == n else p
+
+
+@functools.lru_cache(maxsize=512)
+def plan(kind: str, n: int, side: str, uplo: str, trans: str, stop: int) -> tuple[Leaf | Gemm, ...]:
+    """The recursive algorithm for ``kind`` ('trmm' or 'trsm') as an ordered tuple of operations.
+
+    Executing the operations in order (see :func:`execute`) is the recursion.  Every stored block of the
+    triangle (diagonal leaves and off-diagonal GEMM blocks) is read by exactly one operation.
+    """
+    if stop < 1:
+        raise ValueError(f"stop must be >= 1; got {stop}")
+    upper = (uplo == "U") == (trans == "N")
+    ops: list[Leaf | Gemm] = []
+
+    def rec(lo: int, hi: int, coef: str) -> None:
+        n_ = hi - lo
+        if n_ <= stop:
+            ops.append(Leaf(lo, hi, coef))
+            return
+        mid = lo + split_point(n_)
+        # stored off-diagonal block of A (global indices)
+        off = (lo, mid, mid, hi) if uplo == "U" else (mid, hi, lo, mid)
+        one, two = (lo, mid), (mid, hi)
+        if kind == "trmm":
+            # coef is always 'alpha' in TRMM
+            if side == "L":
+                first, src, dst = (one, two, one) if upper else (two, one, two)
+            else:
+                first, src, dst = (two, one, two) if upper else (one, two, one)
+            last = two if first == one else one
+            rec(*first, coef)
+            ops.append(Gemm(*off, src, dst, "alpha", "one"))
+            rec(*last, coef)
+        else:
+            if side == "L":
+                first = two if upper else one
+            else:
+                first = one if upper else two
+            last = two if first == one else one
+            rec(*first, coef)
+            ops.append(Gemm(*off, first, last, "minus_one", coef))
+            rec(*last, "one")
+
+    rec(0, n, "alpha")
+    return tuple(ops)
+
+
+def execute(kind: str, backend: ArrayBackend, ops: Sequence[Leaf | Gemm], alpha: Any, a: Any, b: Any,
+            side: str, uplo: str, trans: str, diag: str) -> None:
+    """Run a :func:`plan` on arrays ``a`` (triangular) and ``b`` (updated in place) with ``backend``."""
+    coefs = {"alpha": alpha, "one": 1.0, "minus_one": -1.0}
+    leaf = backend.trmm if kind == "trmm" else backend.trsm
+    left = side == "L"
+    for op in ops:
+        if type(op) is Leaf:
+            lo, hi = op.lo, op.hi
+            leaf(coefs[op.coef], a[lo:hi, lo:hi], b[lo:hi] if left else b[:, lo:hi], side, uplo, trans, diag)
+        else:
+            blk = a[op.r0:op.r1, op.c0:op.c1]
+            (s0, s1), (d0, d1) = op.src, op.dst
+            if left:
+                backend.gemm(coefs[op.ca], blk, b[s0:s1], coefs[op.cb], b[d0:d1], trans, "N")
+            else:
+                backend.gemm(coefs[op.ca], b[:, s0:s1], blk, coefs[op.cb], b[:, d0:d1], "N", trans)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Entry points with the kernel layer's argument order
+# ---------------------------------------------------------------------------------------------------
+
+
+def _flip(uplo: str) -> str:
+    return "L" if uplo == "U" else "U"
+
+
+def _norm_trans(trans: str, dtype: Any) -> str:
+    return "T" if trans == "C" and np.dtype(dtype).kind != "c" else trans
+
+
+def normalize(a: Any, b: Any, side: str, uplo: str, trans: str, asfortran) -> tuple[Any, Any, str, str, Any]:
+    """Describe the problem so that B is column-major (ld usable by BLAS) without copying B if possible.
+
+    Returns (a, b_work, side, uplo, writeback) where ``writeback`` is the array to copy ``b_work`` back
+    into afterwards (None when ``b_work`` is a view of the caller's B).  A row-major B is handled by the
+    transposed problem: B^T := alpha B^T op(A)^T, i.e. side flips and A.T is triangular in the other half
+    with the same operator letter.
+    """
+    writeback = None
+    if not colmajor(b):
+        if colmajor(b.T):
+            b = b.T
+            a = a.T
+            side = "R" if side == "L" else "L"
+            uplo = _flip(uplo)
+        else:
+            writeback = b
+            b = asfortran(b)
+    if not colmajor(a) and not colmajor(a.T):
+        a = asfortran(a)
+    return a, b, side, uplo, writeback
+
+
+def _scalar(alpha: Any, dtype: Any) -> Any:
+    if np.dtype(dtype).kind == "c":
+        return complex(alpha)
+    return float(np.real(alpha))
+
+
+def run_recursive(kind: str, backend: ArrayBackend, alpha: Any, a: Any, b: Any, side: str, uplo: str,
+                  transa: str, diag: str, stop: int) -> None:
+    """The recursion on any backend: layout normalization, trivial cases, plan, execute."""
+    alpha = _scalar(alpha, b.dtype)
+    transa = _norm_trans(transa, b.dtype)
+    if b.shape[0] == 0 or b.shape[1] == 0:
+        return
+    if alpha == 0:
+        b[...] = 0  # BLAS semantics: A is not referenced
+        return
+    a, bw, side, uplo, writeback = normalize(a, b, side, uplo, transa, backend.asfortran)
+    n = bw.shape[0] if side == "L" else bw.shape[1]
+    ops = plan(kind, n, side, uplo, transa, int(stop))
+    execute(kind, backend, ops, alpha, a, bw, side, uplo, transa, diag)
+    if writeback is not None:
+        writeback[...] = bw
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int):
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < workers:  # noqa: SLF001 - our own executor
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tileblas-rec")
+        return _POOL
+
+
+def _host(kind: str, alpha, a, b, side, uplo, transa, diag, lib, stop, threads) -> None:
+    stop = DEFAULT_STOP if stop is None else int(stop)
+    if lib is not None:
+        return run_recursive(kind, HostBackend(lib), alpha, a, b, side, uplo, transa, diag, stop)
+    if threads is None:
+        from tileblas.devices.cpu import cpu_count
+
+        threads = cpu_count()
+    threads = max(1, int(threads))
+    free = b.shape[1] if side == "L" else b.shape[0]  # the independent (non-triangular) dimension
+    if threads > 1 and 0 < free <= PANEL_RHS_MAX and free >= threads:
+        return run_panels(kind, alpha, a, b, side, uplo, transa, diag, stop, threads)
+    return run_recursive(kind, HostBackend(_kernels.get_library(threads)), alpha, a, b, side, uplo, transa,
+                         diag, stop)
+
+
+def run_panels(kind: str, alpha, a, b, side, uplo, transa, diag, stop: int, threads: int) -> None:
+    """Split B along its independent dimension into ``threads`` panels, one recursion per panel, each
+    on single-threaded BLAS in its own Python thread (the kernel layer releases the GIL)."""
+    free = b.shape[1] if side == "L" else b.shape[0]
+    edges = [free * i // threads for i in range(threads + 1)]
+    backend = HostBackend(_kernels.get_library(1))
+    panels = [(b[:, e0:e1] if side == "L" else b[e0:e1]) for e0, e1 in zip(edges, edges[1:]) if e1 > e0]
+    futs = [_pool(threads).submit(run_recursive, kind, backend, alpha, a, p, side, uplo, transa, diag, stop)
+            for p in panels[1:]]
+    run_recursive(kind, backend, alpha, a, panels[0], side, uplo, transa, diag, stop)
+    for f in futs:
+        f.result()
+
+
+def recursive_trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None, stop=None,
+                   threads=None) -> None:
+    """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
+
+    Same arguments as :func:`tileblas._kernels.trmm` plus ``stop`` (recursion stopping size, default
+    :data:`DEFAULT_STOP`) and ``threads`` (host cores to use when ``lib`` is None; default: all).  With
+    ``lib`` given, every kernel runs on that OpenBLAS instance.  Inputs are trusted.
+    """
+    _host("trmm", alpha, a, b, side, uplo, transa, diag, lib, stop, threads)
+
+
+def recursive_trsm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None, stop=None,
+                   threads=None) -> None:
+    """Solve op(a)@x = alpha*b (side 'L') or x@op(a) = alpha*b (side 'R') for x in place, recursively.
+
+    Arguments as :func:`recursive_trmm`.
+    """
+    _host("trsm", alpha, a, b, side, uplo, transa, diag, lib, stop, threads)
+
+
+# ---------------------------------------------------------------------------------------------------
+# TRTRI and LAUUM (POTRI's two steps) by the same recursion, on column-major host arrays
+# ---------------------------------------------------------------------------------------------------
+
+
+def _lapack_leaf(lib: _kernels.BlasLibrary, name: str, a: np.ndarray, *flags: str) -> int:
+    prefix = _kernels.DTYPES[a.dtype]
+    info = np.zeros(1, np.int32)
+    n = a.shape[0]
+    sig = "v" + "c" * len(flags) + "iaia"
+    lib.call(prefix + name, sig, *flags, n, a, colmajor(a), info)
+    return int(info[0])
+
+
+@dataclass
+class _TriConfig:
+    lib: _kernels.BlasLibrary
+    stop: int
+
+
+def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib=None, stop: int | None = None) -> None:
+    """Invert the uplo triangle of the column-major square ``a`` in place (the other one is untouched).
+
+    inv([[U11, U12], [0, U22]]) = [[V11, -V11 U12 V22], [0, V22]]: invert both diagonal blocks, then
+    two recursive TRMMs on the off-diagonal block.  Raises :class:`TriangularSingularError` before
+    writing anything when a diagonal element is exactly zero (non-unit diagonal).
+    """
+    n = a.shape[0]
+    if not colmajor(a):
+        raise ValueError("recursive_trtri needs a column-major array")
+    if diag == "N" and n:
+        zero = np.flatnonzero(np.diagonal(a) == 0)
+        if zero.size:
+            raise TriangularSingularError(int(zero[0]) + 1)
+    cfg = _TriConfig(lib or _kernels.get_library(2), DEFAULT_STOP_TRTRI if stop is None else int(stop))
+    backend = HostBackend(cfg.lib)
+    _trtri(a, uplo, diag, cfg, backend)
+
+
+def _trtri(a, uplo, diag, cfg, backend) -> None:
+    n = a.shape[0]
+    if n <= cfg.stop:
+        info = _lapack_leaf(cfg.lib, "trtri", a, uplo, diag)
+        if info > 0:  # unreachable after the diagonal check, kept as a guard
+            raise TriangularSingularError(info)
+        return
+    n1 = split_point(n)
+    a11, a22 = a[:n1, :n1], a[n1:, n1:]
+    _trtri(a11, uplo, diag, cfg, backend)
+    _trtri(a22, uplo, diag, cfg, backend)
+    stop = max(cfg.stop, 1)
+    if uplo == "U":
+        a12 = a[:n1, n1:]
+        run_recursive("trmm", backend, -1.0, a11, a12, "L", "U", "N", diag, stop)   # -V11 U12
+        run_recursive("trmm", backend, 1.0, a22, a12, "R", "U", "N", diag, stop)    # (...) V22
+    else:
+        a21 = a[n1:, :n1]
+        run_recursive("trmm", backend, -1.0, a22, a21, "L", "L", "N", diag, stop)   # -W22 L21
+        run_recursive("trmm", backend, 1.0, a11, a21, "R", "L", "N", diag, stop)    # (...) W11
+
+
+def recursive_lauum(a: np.ndarray, uplo: str = "U", lib=None, stop: int | None = None) -> None:
+    """U := U U^H (uplo 'U') or L := L^H L (uplo 'L') on the uplo triangle of column-major ``a``.
+
+    [[V11, V12], [0, V22]] -> [[V11 V11^H + V12 V12^H, V12 V22^H], [., V22 V22^H]]: LAUUM(V11), a
+    rank-k update of V11 by V12, a recursive TRMM of V12 by V22^H, LAUUM(V22), in that order.
+    """
+    if not colmajor(a):
+        raise ValueError("recursive_lauum needs a column-major array")
+    cfg = _TriConfig(lib or _kernels.get_library(2), DEFAULT_STOP_TRTRI if stop is None else int(stop))
+    _lauum(a, uplo, cfg, HostBackend(cfg.lib))
+
+
+def _lauum(a, uplo, cfg, backend) -> None:
+    n = a.shape[0]
+    if n <= cfg.stop:
+        _lapack_leaf(cfg.lib, "lauum", a, uplo)
+        return
+    n1 = split_point(n)
+    a11, a22 = a[:n1, :n1], a[n1:, n1:]
+    _lauum(a11, uplo, cfg, backend)
+    if uplo == "U":
+        a12 = a[:n1, n1:]
+        _kernels.herk(1.0, a12, 1.0, a11, "U", "N", lib=cfg.lib)
+        run_recursive("trmm", backend, 1.0, a22, a12, "R", "U", "C", "N", cfg.stop)
+    else:
+        a21 = a[n1:, :n1]
+        _kernels.herk(1.0, a21, 1.0, a11, "L", "C", lib=cfg.lib)
+        run_recursive("trmm", backend, 1.0, a22, a21, "L", "L", "C", "N", cfg.stop)
+    _lauum(a22, uplo, cfg, backend)

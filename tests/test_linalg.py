@@ -1,0 +1,259 @@
+"""tileblas.linalg: Cholesky solve/inverse against scipy.linalg, the public trmm/trsm, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from tileblas import linalg
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+def tol(dtype):
+    return 1e-3 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+
+
+def spd(n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((n, n))
+    if np.dtype(dtype).kind == "c":
+        g = g + 1j * rng.standard_normal((n, n))
+    return (g @ g.conj().T / max(n, 1) + np.eye(n)).astype(dtype)
+
+
+def rand(shape, dtype, seed=1):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+SIZES = [1, 2, 3, 17, 64, 100, 130]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("n", SIZES)
+def test_cho_factor_matches_scipy(dtype, lower, n):
+    a = spd(n, dtype)
+    c, low = linalg.cho_factor(a, lower=lower)
+    cs, _ = sl.cho_factor(a, lower=lower)
+    assert low is lower and c.dtype == cs.dtype
+    np.testing.assert_allclose(c, cs, atol=tol(dtype) * 10, rtol=tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("nrhs", [None, 1, 5])
+def test_potrs_matches_cho_solve(dtype, lower, n, nrhs):
+    a = spd(n, dtype)
+    cs = sl.cho_factor(a, lower=lower)
+    b = rand((n,) if nrhs is None else (n, nrhs), dtype)
+    x = linalg.potrs(cs, b, stop=8)
+    xs = sl.cho_solve(cs, b)
+    assert x.shape == b.shape and x.dtype == xs.dtype
+    np.testing.assert_allclose(x, xs, atol=tol(dtype) * 100, rtol=tol(dtype) * 10)
+    assert linalg.cho_solve is linalg.potrs
+
+
+def test_potrs_mixed_dtypes_and_overwrite():
+    a = spd(40, np.float64)
+    cf = linalg.cho_factor(a)
+    b = np.asfortranarray(rand((40, 3), np.float64))
+    b0 = b.copy()
+    x = linalg.potrs(cf, b)
+    assert not np.shares_memory(x, b) and (b == b0).all()
+    x2 = linalg.potrs(cf, b, overwrite_b=True)
+    assert np.shares_memory(x2, b)
+    np.testing.assert_allclose(x2, x)
+    xi = linalg.potrs(cf, np.arange(40))  # integers -> float64
+    np.testing.assert_allclose(xi, sl.cho_solve(cf, np.arange(40.0)))
+    c32 = linalg.cho_factor(a.astype(np.float32))
+    x3 = linalg.potrs(c32, b)  # float32 factor, float64 rhs -> float64
+    assert x3.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("n,stop", [(1, None), (2, 1), (3, 1), (17, 4), (64, 16), (100, 8), (130, None)])
+def test_potri_matches_lapack(dtype, lower, n, stop):
+    a = spd(n, dtype)
+    cs, _ = sl.cho_factor(a, lower=lower)
+    potri = sl.get_lapack_funcs("potri", (cs,))
+    want, info = potri(cs, lower=lower)
+    assert info == 0
+    got = linalg.potri(cs, lower=lower, stop=stop)
+    part = np.tril if lower else np.triu
+    np.testing.assert_allclose(part(got), part(want), atol=tol(dtype) * 100, rtol=tol(dtype) * 10)
+    other = np.triu if lower else np.tril
+    k = 1 if lower else -1
+    np.testing.assert_array_equal(other(got, k), other(cs, k))  # the other triangle is copied through
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("n", [1, 5, 64, 100])
+def test_inv_spd(dtype, lower, n):
+    a = spd(n, dtype)
+    got = linalg.inv_spd(a, lower=lower, stop=8)
+    cs, _ = sl.cho_factor(a, lower=lower)
+    want, _ = sl.get_lapack_funcs("potri", (cs,))(cs, lower=lower)
+    # scipy reference: potri, then fill the other triangle with the conjugate transpose
+    want = np.tril(want) + np.tril(want, -1).conj().T if lower else np.triu(want) + np.triu(want, 1).conj().T
+    np.testing.assert_allclose(got, want, atol=tol(dtype) * 100, rtol=tol(dtype) * 10)
+    np.testing.assert_allclose(got @ a, np.eye(n), atol=tol(dtype) * 1000)
+    np.testing.assert_allclose(got, got.conj().T, atol=0)
+
+
+def test_inv_spd_overwrite_reuses_memory():
+    a = np.asfortranarray(spd(50, np.float64))
+    ref = np.linalg.inv(a)
+    out = linalg.inv_spd(a.copy(order="F"))
+    np.testing.assert_allclose(out, ref, atol=1e-10)
+    got = linalg.inv_spd(a, overwrite_a=True)
+    assert np.shares_memory(got, a)
+    np.testing.assert_allclose(got, ref, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+def test_trtri(dtype, lower, unit):
+    n = 45
+    rng = np.random.default_rng(4)
+    c = (rng.standard_normal((n, n)) * 0.1).astype(dtype)
+    c[np.diag_indices(n)] += 2
+    got = linalg.trtri(c, lower=lower, unit_diagonal=unit, stop=4)
+    want, info = sl.get_lapack_funcs("trtri", (c,))(c, lower=lower, unitdiag=unit)
+    part = np.tril if lower else np.triu
+    k = 0 if not unit else (-1 if lower else 1)
+    np.testing.assert_allclose(part(got, k), part(want, k), atol=tol(dtype) * 10)
+
+
+# ------------------------------------------------------------------ failures leave input untouched
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("lower", [False, True])
+def test_not_positive_definite(overwrite, lower):
+    a = np.asfortranarray(spd(30, np.float64))
+    a[7, 7] = -50.0  # leading minor of order 8 fails
+    a0 = a.copy()
+    with pytest.raises(linalg.NotPositiveDefiniteError, match="order 8") as ei:
+        linalg.cho_factor(a, lower=lower, overwrite_a=overwrite)
+    assert ei.value.minor == 8
+    assert isinstance(ei.value, np.linalg.LinAlgError)
+    np.testing.assert_array_equal(a, a0)
+    with pytest.raises(linalg.NotPositiveDefiniteError) as ei:
+        linalg.inv_spd(a, lower=lower, overwrite_a=overwrite)
+    assert ei.value.minor == 8
+    np.testing.assert_array_equal(a, a0)
+
+
+def test_singular_factor_and_triangle():
+    c = np.asfortranarray(np.triu(spd(10, np.float64)))
+    c[4, 4] = 0.0
+    c0 = c.copy()
+    b = np.ones((10, 2), order="F")
+    for fn in (lambda: linalg.potri(c, overwrite_c=True), lambda: linalg.trtri(c, overwrite_c=True),
+               lambda: linalg.potrs((c, False), b, overwrite_b=True),
+               lambda: linalg.trsm(1.0, c, b)):
+        with pytest.raises(linalg.SingularTriangularError, match="element 5") as ei:
+            fn()
+        assert ei.value.index == 5 and isinstance(ei.value, np.linalg.LinAlgError)
+        np.testing.assert_array_equal(c, c0)
+        np.testing.assert_array_equal(b, 1.0)
+
+
+# ------------------------------------------------------------------ public trmm / trsm
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+@pytest.mark.parametrize("side,uplo,trans,diag", [("L", "U", "N", "N"), ("R", "L", "C", "U"),
+                                                  ("l", "l", "t", "n")])
+def test_public_trmm_trsm(kind, side, uplo, trans, diag):
+    rng = np.random.default_rng(5)
+    k = 50
+    a = rng.standard_normal((k, k)) * 0.1 + 2 * np.eye(k)
+    b = rng.standard_normal((k, 7) if side.upper() == "L" else (7, k))
+    t = np.triu(a) if uplo.upper() == "U" else np.tril(a)
+    if diag.upper() == "U":
+        np.fill_diagonal(t, 1)
+    op = t if trans.upper() == "N" else t.T
+    if kind == "trmm":
+        want = 2 * (op @ b if side.upper() == "L" else b @ op)
+    else:
+        want = np.linalg.solve(op, 2 * b) if side.upper() == "L" else np.linalg.solve(op.T, 2 * b.T).T
+    out = getattr(linalg, kind)(2.0, a, b, side, uplo, trans, diag, stop=8)
+    assert out is b
+    np.testing.assert_allclose(b, want, atol=1e-10)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("kw,exc,msg", [
+    ({"side": "X"}, ValueError, "side must be one of .*'X'"),
+    ({"uplo": "up"}, ValueError, "uplo .*'up'"),
+    ({"transa": "H"}, ValueError, "transa .*'H'"),
+    ({"diag": 1}, ValueError, "diag .*1"),
+    ({"stop": 0}, ValueError, "stop must be a positive integer; got 0"),
+    ({"threads": 0}, ValueError, "threads must be a positive integer; got 0"),
+])
+def test_trmm_bad_flags(kw, exc, msg):
+    a, b = np.eye(4), np.ones((4, 2))
+    args = {"side": "L", "uplo": "U", "transa": "N", "diag": "N"}
+    stop = kw.pop("stop", None)
+    threads = kw.pop("threads", None)
+    args.update(kw)
+    with pytest.raises(exc, match=msg):
+        linalg.trmm(1.0, a, b, args["side"], args["uplo"], args["transa"], args["diag"], stop=stop,
+                    threads=threads)
+    assert (b == 1).all()
+
+
+def test_trmm_bad_shapes_and_types():
+    with pytest.raises(ValueError, match=r"a must be 4 x 4 .*got a of shape \(3, 3\)"):
+        linalg.trmm(1.0, np.eye(3), np.ones((4, 2)))
+    with pytest.raises(ValueError, match=r"a must be square; got shape \(4, 3\)"):
+        linalg.trsm(1.0, np.ones((4, 3)), np.ones((4, 2)))
+    with pytest.raises(TypeError, match="same dtype; got float32 and float64"):
+        linalg.trmm(1.0, np.eye(4, dtype=np.float32), np.ones((4, 2)))
+    with pytest.raises(TypeError, match="b must be a numpy.ndarray"):
+        linalg.trmm(1.0, np.eye(2), [[1.0], [2.0]])
+    with pytest.raises(TypeError, match="int64"):
+        linalg.trmm(1.0, np.eye(2, dtype=np.int64), np.ones((2, 2), np.int64))
+    with pytest.raises(TypeError, match="alpha must be real"):
+        linalg.trmm(1j, np.eye(2), np.ones((2, 2)))
+    b = np.ones((2, 2))
+    b.flags.writeable = False
+    with pytest.raises(ValueError, match="b must be writeable"):
+        linalg.trmm(1.0, np.eye(2), b)
+    with pytest.raises(ValueError, match="b must not contain infs or NaNs"):
+        linalg.trsm(1.0, np.eye(2), np.array([[np.nan, 1.0], [1.0, 1.0]]), check_finite=True)
+
+
+def test_cholesky_bad_input():
+    with pytest.raises(ValueError, match=r"a must be square; got shape \(3, 2\)"):
+        linalg.cho_factor(np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"a must be 2-D; got an array of shape \(3,\)"):
+        linalg.cho_factor(np.ones(3))
+    with pytest.raises(ValueError, match="a must not contain infs or NaNs"):
+        linalg.cho_factor(np.array([[1.0, np.inf], [np.inf, 1.0]]))
+    with pytest.raises(TypeError, match="numeric; got dtype <U1"):
+        linalg.inv_spd(np.array([["a"]]))
+    cf = linalg.cho_factor(spd(4, np.float64))
+    with pytest.raises(ValueError, match=r"b must have 4 rows .*got b of shape \(3, 2\)"):
+        linalg.potrs(cf, np.ones((3, 2)))
+    with pytest.raises(ValueError, match="b must be 1-D or 2-D"):
+        linalg.potrs(cf, np.ones((4, 2, 2)))
+    with pytest.raises(TypeError, match="c_and_lower must be a"):
+        linalg.potrs(cf[0], np.ones(4))
+    with pytest.raises(TypeError, match="longdouble|float128"):
+        linalg.cho_factor(np.eye(2, dtype=np.longdouble))
+    # empty matrices work like scipy
+    c, low = linalg.cho_factor(np.zeros((0, 0)))
+    assert c.shape == (0, 0)
+    assert linalg.inv_spd(np.zeros((0, 0))).shape == (0, 0)

@@ -1,0 +1,252 @@
+"""The recursive TRMM/TRSM kernels (tileblas._recursive) against NumPy references.
+
+Every side/uplo/trans/diag variant x the four precisions x awkward sizes x stopping sizes that force
+deep recursion, plus layouts (C order, transposed and strided views), alpha edge cases, the plan's
+structure (each block of the triangle used once, the paper's split points) and the TRTRI/LAUUM steps.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tileblas import _kernels
+from tileblas._recursive import (
+    Gemm,
+    Leaf,
+    plan,
+    recursive_lauum,
+    recursive_trmm,
+    recursive_trsm,
+    recursive_trtri,
+    run_panels,
+    split_point,
+)
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+VARIANTS = list(itertools.product("LR", "UL", "NTC", "NU"))
+
+
+def tol(dtype):
+    return 2e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-11
+
+
+def rand(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def tri_matrix(rng, k, dtype):
+    """Well conditioned triangular operand (also with a unit diagonal): small off-diagonal entries."""
+    a = rand(rng, (k, k), dtype) * (0.5 / max(k, 1))
+    a[np.diag_indices(k)] += 2.0
+    return a
+
+
+def reference(kind, alpha, a, b, side, uplo, trans, diag):
+    t = np.triu(a) if uplo == "U" else np.tril(a)
+    t = t.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+    if diag == "U":
+        np.fill_diagonal(t, 1.0)
+    op = {"N": t, "T": t.T, "C": t.conj().T}[trans]
+    bb = b.astype(t.dtype)
+    if kind == "trmm":
+        return alpha * (op @ bb if side == "L" else bb @ op)
+    if side == "L":
+        return np.linalg.solve(op, alpha * bb)
+    return np.linalg.solve(op.T, alpha * bb.T).T
+
+
+def check(kind, alpha, a, b, side, uplo, trans, diag, **kw):
+    want = reference(kind, alpha, a, b.copy(), side, uplo, trans, diag)
+    fn = recursive_trmm if kind == "trmm" else recursive_trsm
+    fn(alpha, a, b, side, uplo, trans, diag, **kw)
+    scale = max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+    np.testing.assert_allclose(b, want, rtol=0, atol=tol(b.dtype) * scale * max(a.shape[0], 1) ** 0.5)
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+@pytest.mark.parametrize("side,uplo,trans,diag", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_all_variants_sizes_and_stops(kind, side, uplo, trans, diag, dtype):
+    rng = np.random.default_rng(hash((kind, side, uplo, trans, diag, np.dtype(dtype).char)) % 2**32)
+    alpha = (0.75 - 0.5j) if np.dtype(dtype).kind == "c" else -1.25
+    for k, other, stop in [(1, 3, 1), (2, 1, 1), (3, 4, 1), (17, 5, 2), (64, 3, 8), (100, 7, 3),
+                           (33, 6, 16), (65, 2, 64), (70, 9, None)]:
+        a = tri_matrix(rng, k, dtype)
+        shape = (k, other) if side == "L" else (other, k)
+        b = np.asfortranarray(rand(rng, shape, dtype))
+        check(kind, alpha, a, b, side, uplo, trans, diag, stop=stop)
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+@pytest.mark.parametrize("stop", [1, 7, 8, 9])
+@pytest.mark.parametrize("k", [7, 8, 9, 15, 16, 17, 31, 32, 33])
+def test_edges_around_stop_and_powers_of_two(kind, stop, k):
+    rng = np.random.default_rng(k * 100 + stop)
+    for side, uplo, trans in itertools.product("LR", "UL", "NT"):
+        a = tri_matrix(rng, k, np.float64)
+        b = rand(rng, (k, 4) if side == "L" else (4, k), np.float64)
+        check(kind, 0.5, a, b, side, uplo, trans, "N", stop=stop)
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+@pytest.mark.parametrize("layout", ["C", "F", "T-view", "strided", "rows-strided", "a-C", "a-strided"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_layouts(kind, layout, dtype):
+    rng = np.random.default_rng(7)
+    for side, uplo, trans in itertools.product("LR", "UL", "NTC"):
+        k, other = 37, 11
+        a = tri_matrix(rng, k, dtype)
+        shape = (k, other) if side == "L" else (other, k)
+        b = rand(rng, shape, dtype)
+        if layout == "C":
+            b = np.ascontiguousarray(b)
+        elif layout == "F":
+            b = np.asfortranarray(b)
+        elif layout == "T-view":
+            b = np.asfortranarray(b.T).T  # C-contiguous view of an F array... a transposed view
+        elif layout == "strided":
+            big = np.zeros((3 * shape[0], 2 * shape[1]), dtype)
+            big[::3, 1::2] = b
+            view = big[::3, 1::2]
+            want = reference(kind, 0.5, a, view.copy(), side, uplo, trans, "N")
+            fn = recursive_trmm if kind == "trmm" else recursive_trsm
+            fn(0.5, a, view, side, uplo, trans, "N", stop=5)
+            np.testing.assert_allclose(view, want, atol=1e-9)
+            mask = np.ones(big.shape, bool)
+            mask[::3, 1::2] = False
+            assert not big[mask].any()  # nothing outside the view was written
+            continue
+        elif layout == "rows-strided":
+            big = np.asfortranarray(np.zeros((shape[0] + 5, shape[1] * 2), dtype))
+            view = big[2:2 + shape[0], ::2]
+            view[...] = b
+            b = view
+        elif layout == "a-C":
+            a = np.ascontiguousarray(a)
+        elif layout == "a-strided":
+            big = np.zeros((2 * k, 2 * k), dtype)
+            big[::2, ::2] = a
+            a = big[::2, ::2]
+        check(kind, 0.5, a, b, side, uplo, trans, "N", stop=5)
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+def test_alpha_zero_zeroes_b_without_reading_a(kind):
+    a = np.full((20, 20), np.nan)
+    b = np.ones((20, 3))
+    (recursive_trmm if kind == "trmm" else recursive_trsm)(0.0, a, b, "L", "U", "N", "N", stop=4)
+    assert (b == 0).all()
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+def test_empty_b(kind):
+    a = np.eye(0)
+    b = np.zeros((0, 5))
+    (recursive_trmm if kind == "trmm" else recursive_trsm)(1.0, a, b, "L", "U", "N", "N")
+    b = np.zeros((4, 0))
+    (recursive_trmm if kind == "trmm" else recursive_trsm)(1.0, np.eye(4), b, "L", "U", "N", "N")
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+def test_explicit_lib_threads_and_panels(kind):
+    rng = np.random.default_rng(3)
+    a = tri_matrix(rng, 90, np.float64)
+    for kw in ({"lib": _kernels.get_library(1)}, {"threads": 1}, {"threads": 2}):
+        b = rand(rng, (90, 12), np.float64)
+        check(kind, 1.5, a, b, "L", "L", "T", "N", stop=16, **kw)
+    b = rand(rng, (90, 12), np.float64)
+    want = reference(kind, 1.5, a, b, "L", "U", "N", "N")
+    run_panels(kind, 1.5, a, b, "L", "U", "N", "N", 16, 3)
+    np.testing.assert_allclose(b, want, atol=1e-10)
+    b = rand(rng, (12, 90), np.float64)
+    want = reference(kind, 1.5, a, b, "R", "L", "T", "U")
+    run_panels(kind, 1.5, a, b, "R", "L", "T", "U", 16, 2)
+    np.testing.assert_allclose(b, want, atol=1e-10)
+
+
+@pytest.mark.parametrize("n,n1", [(2, 1), (3, 2), (4, 2), (5, 4), (8, 4), (9, 8), (100, 64), (128, 64),
+                                  (129, 128), (4096, 2048), (3000, 2048)])
+def test_split_point(n, n1):
+    assert split_point(n) == n1
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+@pytest.mark.parametrize("side,uplo,trans", list(itertools.product("LR", "UL", "NT")))
+@pytest.mark.parametrize("n,stop", [(1, 1), (10, 1), (100, 8), (257, 32), (64, 64)])
+def test_plan_uses_each_block_of_the_triangle_once(kind, side, uplo, trans, n, stop):
+    ops = plan(kind, n, side, uplo, trans, stop)
+    seen = np.zeros((n, n), int)
+    for op in ops:
+        if isinstance(op, Leaf):
+            assert 0 < op.hi - op.lo <= stop
+            seen[op.lo:op.hi, op.lo:op.hi] += 1
+        else:
+            assert isinstance(op, Gemm)
+            seen[op.r0:op.r1, op.c0:op.c1] += 1
+    tri = np.triu(np.ones((n, n), int)) if uplo == "U" else np.tril(np.ones((n, n), int))
+    # the leaves' squares also cover the (zero) other triangle inside each diagonal block
+    leaf_sq = np.zeros((n, n), int)
+    for op in ops:
+        if isinstance(op, Leaf):
+            leaf_sq[op.lo:op.hi, op.lo:op.hi] = 1
+    assert ((seen == 1) | ((seen == 0) & (tri == 0))).all()
+    assert (seen[tri == 1] == 1).all()
+    assert (seen[(tri == 0) & (leaf_sq == 0)] == 0).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(["trmm", "trsm"]), side=st.sampled_from("LR"), uplo=st.sampled_from("UL"),
+       trans=st.sampled_from("NTC"), diag=st.sampled_from("NU"), k=st.integers(1, 70),
+       other=st.integers(1, 9), stop=st.integers(1, 40), dt=st.sampled_from(DTYPES),
+       order=st.sampled_from("CF"))
+def test_property_against_numpy(kind, side, uplo, trans, diag, k, other, stop, dt, order):
+    rng = np.random.default_rng(k * 1000 + other * 10 + stop)
+    a = tri_matrix(rng, k, dt)
+    b = np.array(rand(rng, (k, other) if side == "L" else (other, k), dt), order=order)
+    check(kind, 2.0, a, b, side, uplo, trans, diag, stop=stop)
+
+
+@pytest.mark.parametrize("uplo", "UL")
+@pytest.mark.parametrize("diag", "NU")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,stop", [(1, 1), (5, 1), (37, 4), (64, 16), (100, 7)])
+def test_trtri(uplo, diag, dtype, n, stop):
+    rng = np.random.default_rng(n)
+    a = np.asfortranarray(tri_matrix(rng, n, dtype))
+    other = a.copy()
+    w = a.copy(order="F")
+    recursive_trtri(w, uplo, diag, stop=stop)
+    t = (np.triu if uplo == "U" else np.tril)(a).astype(np.complex128)
+    if diag == "U":
+        np.fill_diagonal(t, 1)
+    want = np.linalg.inv(t)
+    part = np.triu if uplo == "U" else np.tril
+    got = part(w).astype(np.complex128)
+    if diag == "U":
+        np.fill_diagonal(got, 1)
+    np.testing.assert_allclose(got, want, atol=tol(dtype) * 10)
+    strict = np.tril if uplo == "U" else np.triu
+    np.testing.assert_array_equal(strict(w, -1 if uplo == "U" else 1), strict(other, -1 if uplo == "U" else 1))
+
+
+@pytest.mark.parametrize("uplo", "UL")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,stop", [(1, 1), (6, 1), (37, 4), (64, 16), (100, 7)])
+def test_lauum(uplo, dtype, n, stop):
+    rng = np.random.default_rng(n + 1)
+    a = np.asfortranarray(tri_matrix(rng, n, dtype))
+    a[np.diag_indices(n)] = a.diagonal().real  # LAPACK's ?lauum reads a real diagonal (Cholesky factors)
+    w = a.copy(order="F")
+    recursive_lauum(w, uplo, stop=stop)
+    t = (np.triu if uplo == "U" else np.tril)(a).astype(np.complex128)
+    want = t @ t.conj().T if uplo == "U" else t.conj().T @ t
+    part = np.triu if uplo == "U" else np.tril
+    np.testing.assert_allclose(part(w), part(want), atol=tol(dtype) * 30)
