@@ -88,3 +88,46 @@ def test_blas_exports_every_scipy_level3_routine():
         assert callable(getattr(T, name)), name
     for name in ("get_blas_funcs", "find_best_blas_type"):
         assert name in T.__all__ and callable(getattr(T, name))
+
+
+def test_console_bench_blas_json():
+    r = _run([_console(), "bench", "blas", "dgemm", "--n", "64", "--repeat", "2", "--threads", "1", "--json"])
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["routine"] == "dgemm" and data["n"] == 64 and data["threads"] == 1
+    assert data["max_rel_diff"] < 1e-12
+    for lib in ("tileblas", "scipy"):
+        assert data[lib]["best_s"] > 0 and data[lib]["gflops"] > 0
+    assert data["speedup_vs_scipy"] == pytest.approx(data["scipy"]["best_s"] / data["tileblas"]["best_s"])
+    assert all(v == 1 for v in data["scipy_openblas_threads"].values())
+
+
+def test_console_bench_errors_name_the_routine():
+    r = _run([_console(), "bench", "blas", "dfoo", "--n", "8"])
+    assert r.returncode == 2 and "dfoo" in r.stderr
+    r = _run([_console(), "bench", "blas", "drotg", "--n", "8"])
+    assert r.returncode == 2 and "drotg" in r.stderr
+    r = _run([_console(), "bench", "blas", "dgemm", "--n", "0"])
+    assert r.returncode == 2 and "--n" in r.stderr
+
+
+L3_BENCH = ["sgemm", "dgemm", "cgemm", "zgemm", "dsymm", "zhemm", "ssyrk", "cherk", "dsyr2k", "zher2k",
+            "ctrmm", "dtrsm"]
+L12_BENCH = ["daxpy", "ddot", "zdotc", "cdotu", "dnrm2", "dznrm2", "sasum", "izamax", "dscal", "zdscal",
+             "dcopy", "dswap", "dgemv", "dger", "zgerc", "dsymv", "zhemv", "dtrmv", "strsv"]
+
+
+@pytest.mark.parametrize("routine", L3_BENCH + L12_BENCH)
+def test_bench_argument_builders(routine):
+    import tileblas.blas as T
+    from tileblas._cli_bench import bench_blas
+
+    if routine not in T.__all__:  # Level 1/2 land separately: the benchmark must say so by name
+        with pytest.raises(ValueError, match=routine):
+            bench_blas(routine, n=16, repeat=1, threads=1)
+        return
+    r = bench_blas(routine, n=16, repeat=1, threads=1)
+    assert r["routine"] == routine and r["n"] == 16
+    tol = 1e-4 if routine[0] in "sc" or routine in ("scnrm2",) else 1e-10
+    assert r["max_rel_diff"] <= tol, r
+    assert ("gflops" if r["level"] == 3 else "gbytes_per_s") in r["tileblas"]

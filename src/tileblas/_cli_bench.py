@@ -180,7 +180,7 @@ def _l12_builders() -> dict[str, tuple[Callable, Callable]]:
         return (_rand(rng, (n,), dt), _rand(rng, (n,), dt)), {"a": 1e-3}
 
     def scal(n, dt, rng):
-        return (0.999, _rand(rng, (n,), dt)), {}
+        return (-1.0, _rand(rng, (n,), dt)), {}  # flips sign: no underflow, no alpha==1 shortcut
 
     def gemv(n, dt, rng):
         return (1.0, _rand(rng, (n, n), dt), _rand(rng, (n,), dt)), {}
