@@ -408,6 +408,8 @@ CONVERSIONS = [
     ("empty trsm", "strsm", (1, np.zeros((0, 0)), np.ones((0, 2))), {}),
     ("empty trmm b", "dtrmm", (1, np.ones((2, 2)), np.ones((2, 0))), {}),
     ("beta0 ignores nan c", "dgemm", (1, np.ones((2, 2)), np.ones((2, 2)), 0.0, np.full((2, 2), np.nan)), {}),
+    ("broadcast a", "dgemm", (1, np.broadcast_to(np.arange(3.0), (2, 3)), np.ones((3, 4))), {}),
+    ("np.complex128 alpha to s", "sgemm", (np.complex128(2 + 1j), np.ones((2, 2)), np.ones((2, 2))), {}),
     ("herk imag diag", "cherk", (1.0, np.ones((2, 2)) * (1 + 1j), 1.0, np.eye(2) * (1 + 3j)), {}),
 ]
 

@@ -63,11 +63,10 @@ _TRANS = ("N", "T", "C")
 def _scalar(x: Any, prefix: str, name: str, routine: str) -> Any:
     """``x`` as the routine's scalar type (Python float or complex), f2py style."""
     cplx = prefix in "cz"
-    t = type(x)
-    if t is float or t is int:
+    if isinstance(x, (float, int)):  # includes numpy.float64 and bool
         return complex(x) if cplx else float(x)
-    if t is complex:
-        return x if cplx else x.real
+    if isinstance(x, complex):  # includes numpy.complex128
+        return complex(x) if cplx else x.real
     if x is None or isinstance(x, (str, bytes)):
         raise TypeError(f"{routine}: argument {name} must be a number; got {x!r}")
     try:
