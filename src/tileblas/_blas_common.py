@@ -1,0 +1,334 @@
+"""Argument conversion shared by the tileblas.blas wrappers, emulating SciPy's f2py semantics.
+
+What this module owns
+    The rules by which ``scipy.linalg.blas`` (f2py wrappers) turn Python arguments into BLAS arguments,
+    re-implemented once so that every wrapper in :mod:`tileblas._blas1`, :mod:`tileblas._blas2` (and the
+    Level-3 wrappers) behaves the same way.  Probed against SciPy 1.17:
+
+    * Scalars (``alpha``, ``a``, ``c``, ``s`` ...): ``None`` means the default; a complex given to a real
+      argument keeps its real part; a string is parsed by ``float`` (real) but rejected for complex
+      arguments; an array or sequence gives its first element.  Integers (``n``, ``incx``, flags) accept
+      anything ``int()`` accepts and truncate floats.
+    * Arrays are cast to the routine's dtype (a complex array given to a real routine loses its
+      imaginary part with NumPy's ``ComplexWarning``), lists and scalars are accepted, vectors of any rank
+      are read in Fortran order (``dimension(*)``), rank-2 arguments accept rank 0/1 (read as a column).
+    * ``intent(in,out)`` (``y`` of axpy/copy, ``x`` of scal, ``x``/``y`` of swap): a Fortran-contiguous
+      array of the right dtype is written in place and returned as the same object; anything else is
+      copied (Fortran order) and the copy is returned.  ``intent(in,out,copy)`` with ``overwrite_*``:
+      the same, but in place only when ``overwrite_*`` is true.  Like SciPy, an array that owns its
+      memory is written even when its ``writeable`` flag is off; a read-only *view* is copied instead
+      (SciPy writes it too), because its memory may really be read-only (a mapped file, a bytes object).
+    * Offsets, increments and lengths are checked the way the f2py ``check(...)`` clauses do
+      (``0 <= off < len``, ``inc != 0``, ``len - off > (n-1)*|inc|``), raising ValueError naming the
+      argument and its value (SciPy raises its own ``_fblas.error``).
+
+What it must not touch
+    Computation: the wrappers call native BLAS through :mod:`tileblas._native`; this module only
+    converts and checks.  The per-call fast paths live in the wrappers themselves (a function call here
+    would cost more than the whole fast path).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "F32",
+    "F64",
+    "C64",
+    "C128",
+    "DTYPE",
+    "REAL_DTYPE",
+    "SCALAR_CODE",
+    "REAL_CODE",
+    "as_int",
+    "as_real",
+    "as_complex",
+    "as_scalar",
+    "as_flag",
+    "as_vector",
+    "writable",
+    "as_inout",
+    "as_matrix",
+    "as_inout_matrix",
+    "check_inc",
+    "check_off",
+    "check_span",
+    "default_len",
+    "default_len_rot",
+    "column_major",
+]
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+C64 = np.dtype(np.complex64)
+C128 = np.dtype(np.complex128)
+
+#: dtype of each BLAS precision prefix
+DTYPE: dict[str, np.dtype] = {"s": F32, "d": F64, "c": C64, "z": C128}
+#: real dtype that goes with each precision (the type of norms, cosines, ...)
+REAL_DTYPE: dict[str, np.dtype] = {"s": F32, "d": F64, "c": F32, "z": F64}
+#: tileblas._native signature code of a scalar of each precision, and of its real counterpart
+SCALAR_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "C", "z": "Z"}
+REAL_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "f", "z": "d"}
+
+_nd = np.ndarray
+
+
+# ---------------------------------------------------------------------------------------------------
+# scalars
+# ---------------------------------------------------------------------------------------------------
+
+
+def _first(v: Any) -> Any:
+    """f2py reads a scalar from an array or sequence as its first element."""
+    if isinstance(v, _nd):
+        if v.size == 0:
+            raise ValueError("empty array")
+        return v.reshape(-1)[0].item()
+    if isinstance(v, (list, tuple)):
+        if not v:
+            raise ValueError("empty sequence")
+        return _first(v[0])
+    return v
+
+
+def as_int(v: Any, name: str, default: int | None = None) -> int:
+    """Convert an integer argument like f2py: ``None`` -> ``default``, floats truncate.
+
+    Raises
+    ------
+    TypeError
+        When ``v`` has no integer value (the message names ``name`` and ``v``).
+    """
+    if type(v) is int:
+        return v
+    if v is None and default is not None:
+        return default
+    try:
+        return operator.index(v)
+    except TypeError:
+        pass
+    try:
+        w = _first(v)
+        if isinstance(w, complex):
+            w = w.real
+        return int(w)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"{name} must be an integer; got {v!r}") from None
+
+
+def as_real(v: Any, name: str, default: float | None = None) -> float:
+    """Convert a real scalar argument like f2py (complex -> real part, str parsed, arrays -> first)."""
+    if type(v) is float:
+        return v
+    if v is None and default is not None:
+        return default
+    try:
+        w = _first(v)
+        if isinstance(w, (complex, np.complexfloating)):
+            return float(w.real)
+        return float(w)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"{name} must be a real number; got {v!r}") from None
+
+
+def as_complex(v: Any, name: str, default: complex | None = None) -> complex:
+    """Convert a complex scalar argument like f2py (strings are rejected, arrays -> first element)."""
+    if type(v) is complex:
+        return v
+    if v is None and default is not None:
+        return default
+    try:
+        w = _first(v)
+        if isinstance(w, (str, bytes)):
+            raise TypeError
+        return complex(w)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"{name} must be a complex number; got {v!r}") from None
+
+
+def as_scalar(prefix: str, v: Any, name: str, default: complex | float | None = None) -> Any:
+    """Scalar of precision ``prefix`` ('s', 'd': real; 'c', 'z': complex)."""
+    if prefix in "sd":
+        return as_real(v, name, None if default is None else float(np.real(default)))
+    return as_complex(v, name, None if default is None else complex(default))
+
+
+def as_flag(v: Any, name: str, allowed: tuple[int, ...], default: int = 0) -> int:
+    """An integer option (``trans``, ``lower``, ``diag``) that must be one of ``allowed``."""
+    k = as_int(v, name, default)
+    if k not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}; got {name}={k!r}")
+    return k
+
+
+# ---------------------------------------------------------------------------------------------------
+# arrays
+# ---------------------------------------------------------------------------------------------------
+
+
+def _cast(obj: Any, dtype: np.dtype, name: str, copy: bool) -> np.ndarray:
+    try:
+        if copy:
+            return np.array(obj, dtype=dtype, order="F", copy=True)
+        return np.asarray(obj, dtype=dtype, order="F") if not isinstance(obj, _nd) else obj.astype(
+            dtype, order="F"
+        )
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} cannot be converted to a {dtype} array ({exc}); got {_short(obj)}") from None
+
+
+def _short(obj: Any) -> str:
+    if isinstance(obj, _nd):
+        return f"array of shape {obj.shape} and dtype {obj.dtype}"
+    r = repr(obj)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _usable(a: np.ndarray, dtype: np.dtype) -> bool:
+    """True when ``a`` can be handed to BLAS as it is (dtype, Fortran-contiguous, aligned)."""
+    if a.dtype != dtype:
+        return False
+    f = a.flags
+    return f.f_contiguous and f.aligned
+
+
+def writable(a: np.ndarray) -> bool:
+    """True when BLAS may write into ``a``: its writeable flag is on, or it owns its (heap) memory."""
+    return a.base is None or a.flags.writeable
+
+
+def as_vector(obj: Any, dtype: np.dtype, name: str) -> np.ndarray:
+    """A read-only ``dimension(*)`` argument: a contiguous 1-D array of ``dtype`` (a view when possible).
+
+    Arrays of any rank are read in Fortran order, as f2py does.
+    """
+    if isinstance(obj, _nd) and _usable(obj, dtype):
+        a = obj
+    else:
+        a = _cast(obj, dtype, name, copy=False)
+        if not a.flags.aligned:
+            a = a.copy(order="F")
+    if a.ndim != 1:
+        a = a.reshape(-1, order="F")
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+    return a
+
+
+def as_inout(obj: Any, dtype: np.dtype, name: str, overwrite: Any = True) -> tuple[np.ndarray, np.ndarray]:
+    """An ``intent(in,out[,copy])`` vector: ``(returned, flat)``.
+
+    ``returned`` is ``obj`` itself when it is a writeable, aligned, Fortran-contiguous array of ``dtype``
+    and ``overwrite`` is true; otherwise a Fortran-order copy.  ``flat`` is a 1-D view of ``returned``
+    that BLAS writes.
+    """
+    if overwrite and isinstance(obj, _nd) and _usable(obj, dtype) and writable(obj):
+        out = obj
+    else:
+        out = _cast(obj, dtype, name, copy=True)
+        if out.ndim == 0:
+            out = out.reshape(1)
+    flat = out if out.ndim == 1 else out.reshape(-1, order="F")
+    return out, flat
+
+
+def _as_rank2(a: np.ndarray, name: str) -> np.ndarray:
+    if a.ndim == 2:
+        return a
+    if a.ndim == 0:
+        return a.reshape(1, 1)
+    if a.ndim == 1:
+        return a.reshape(a.shape[0], 1)
+    if all(d == 1 for d in a.shape[2:]):
+        return a.reshape(a.shape[0], a.shape[1])
+    raise ValueError(f"{name} must be a 2-D array; got an array of shape {a.shape}")
+
+
+def as_matrix(obj: Any, dtype: np.dtype, name: str) -> np.ndarray:
+    """A read-only rank-2 argument as a 2-D array of ``dtype`` in whatever layout it has.
+
+    Rank 0 and 1 inputs become ``(1, 1)`` and ``(len, 1)`` (f2py's rule); higher ranks are accepted when
+    the extra dimensions have length 1.  Use :func:`column_major` to pass it to BLAS.
+    """
+    if isinstance(obj, _nd) and obj.dtype == dtype and obj.flags.aligned:
+        a = obj
+    else:
+        a = _cast(obj, dtype, name, copy=False)
+        if not a.flags.aligned:
+            a = a.copy(order="F")
+    return _as_rank2(a, name)
+
+
+def column_major(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(array, ld)`` describing the 2-D ``a`` column-major for BLAS; copies only when no stride fits."""
+    m, n = a.shape
+    s0, s1 = a.strides
+    it = a.itemsize
+    if m <= 1 or s0 == it:
+        if n <= 1:
+            return a, max(m, 1)
+        if s1 > 0 and s1 % it == 0 and s1 // it >= max(m, 1):
+            return a, s1 // it
+    f = np.asfortranarray(a)
+    return f, max(m, 1)
+
+
+def as_inout_matrix(
+    obj: Any, dtype: np.dtype, name: str, overwrite: Any, shape: tuple[int, int]
+) -> np.ndarray:
+    """An ``intent(in,out,copy)`` rank-2 argument of a fixed ``shape``: ``obj`` itself when
+    ``overwrite`` is true and it is a writeable Fortran-contiguous array of ``dtype``, else a copy."""
+    if overwrite and isinstance(obj, _nd) and _usable(obj, dtype) and writable(obj) and obj.ndim == 2:
+        out = obj
+    else:
+        out = _cast(obj, dtype, name, copy=True)
+        out = _as_rank2(out, name)
+        if not out.flags.f_contiguous:
+            out = np.asfortranarray(out)
+    if out.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}; got {name} of shape {out.shape}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# checks (f2py check clauses)
+# ---------------------------------------------------------------------------------------------------
+
+
+def check_inc(inc: Any, name: str, positive: bool = False) -> int:
+    """An increment: nonzero (``positive``: > 0)."""
+    k = as_int(inc, name, 1)
+    if k == 0 or (positive and k < 0):
+        raise ValueError(f"{name} must be {'positive' if positive else 'nonzero'}; got {name}={k}")
+    return k
+
+
+def check_off(off: Any, length: int, name: str, vec: str) -> int:
+    """An offset into a vector of ``length`` elements: ``0 <= off < length``."""
+    k = as_int(off, name, 0)
+    if k < 0 or k >= length:
+        raise ValueError(f"{name} must satisfy 0 <= {name} < len({vec}) = {length}; got {name}={k}")
+    return k
+
+
+def check_span(n: int, length: int, off: int, inc: int, vec: str, what: str = "n") -> None:
+    """``n`` elements at stride ``|inc|`` from ``off`` fit in ``length``: ``length - off > (n-1)*|inc|``."""
+    if length - off <= (n - 1) * abs(inc):
+        raise ValueError(
+            f"{what}={n} elements with inc={inc} from offset {off} do not fit in {vec} of length {length}"
+        )
+
+
+def default_len(length: int, off: int, inc: int) -> int:
+    """f2py default ``n = (len(x) - offx) / |incx|`` (integer division)."""
+    return (length - off) // abs(inc)
+
+
+def default_len_rot(length: int, off: int, inc: int) -> int:
+    """f2py default ``n = (len(x) - 1 - offx) / |incx| + 1`` (rot, syr, her, syr2, her2)."""
+    return (length - 1 - off) // abs(inc) + 1
