@@ -1,0 +1,722 @@
+"""The planner: one Level-3 BLAS call -> tile tasks with dependencies (BLASX sections III and IV-A).
+
+What it owns
+    * Checking a call's arguments once (shapes, dtypes, flags, aliasing), in the kernel layer's argument
+      order (:mod:`tileblas._kernels`).
+    * The trivial and small-problem decisions and the default tile size.
+    * Partitioning: the output matrix is cut into a grid of T x T tiles (edge tiles smaller), and **one
+      task computes one output tile** C_ij, following equations (1a)-(1f) of the paper.  A task is a short
+      list of *steps*, each one tile-kernel call (gemm, symm, syrk, ... on tiles), applied in a fixed k
+      order, so the result of a tile does not depend on where it runs.
+    * Dependencies where the mathematics has them: in-place TRSM (row/column i waits for the rows/columns
+      it is solved against) and in-place TRMM (a tile is overwritten only after every task that reads its
+      old value has finished).  Everything else is dependency free.
+    * Split-k: when C has fewer tiles than the runtime wants tasks (skinny outputs, long k), GEMM and the
+      rank-k family split their k loop into chunks computed into workspace tiles, and one reduction task
+      per C tile adds the partial products in a fixed order.
+
+What it must not touch
+    Threads, devices and timing (the scheduler), or array data (tasks name tiles, they do not hold data).
+
+Tiles are named by :class:`Tile` ``(matrix slot, i, j)``; :meth:`Plan.tile_key` turns that into a key that
+identifies the same tile of the same user array across calls, ``(matrix key, i, j)``, which is what
+locality scores and device tile caches are keyed on.  Transposed operands are read tile by tile (section
+III-C): the tile ``(k, i)`` of A with a transpose flag handed to the tile kernel, never a copied matrix.
+Index arithmetic uses Python integers, so matrices of more than 2**31 elements work; each tile kernel call
+sees only tile dimensions and the operand's leading dimension.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tileblas._kernels import DTYPES
+
+__all__ = [
+    "ROUTINES",
+    "Tile",
+    "Task",
+    "Plan",
+    "Matrix",
+    "bind_arguments",
+    "check_call",
+    "flop_count",
+    "default_tile_size",
+    "plan_call",
+    "SMALL_FLOPS",
+    "TILE_CANDIDATES",
+    "MIN_TILE",
+    "MAX_TILE",
+]
+
+#: Level-3 routines the runtime plans, with the positional parameters and flag defaults of the kernel
+#: layer's array-level functions.
+ROUTINES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "gemm": (("alpha", "a", "b", "beta", "c"), {"transa": "N", "transb": "N"}),
+    "symm": (("alpha", "a", "b", "beta", "c"), {"side": "L", "uplo": "U"}),
+    "hemm": (("alpha", "a", "b", "beta", "c"), {"side": "L", "uplo": "U"}),
+    "syrk": (("alpha", "a", "beta", "c"), {"uplo": "U", "trans": "N"}),
+    "herk": (("alpha", "a", "beta", "c"), {"uplo": "U", "trans": "N"}),
+    "syr2k": (("alpha", "a", "b", "beta", "c"), {"uplo": "U", "trans": "N"}),
+    "her2k": (("alpha", "a", "b", "beta", "c"), {"uplo": "U", "trans": "N"}),
+    "trmm": (("alpha", "a", "b"), {"side": "L", "uplo": "U", "transa": "N", "diag": "N"}),
+    "trsm": (("alpha", "a", "b"), {"side": "L", "uplo": "U", "transa": "N", "diag": "N"}),
+}
+
+#: Calls below this many floating-point operations run as one native call (tiling cannot pay: a tile
+#: task costs tens of microseconds of scheduling, and below ~2*192**3 flops one core finishes the whole
+#: call in well under a millisecond; measured by benchmarks/bench_runtime.py --crossover).
+SMALL_FLOPS = 2 * 192**3
+#: Tile kernels that every device provides (Device.kernel); "axpy" (split-k reduction) is the runtime's.
+LEVEL3_KERNELS = frozenset(ROUTINES)
+#: Default tile sizes stay within [MIN_TILE, MAX_TILE]: below 128 single-threaded OpenBLAS runs far
+#: from peak, above 1024 there is too little parallelism on the problem sizes the paper studies.
+MIN_TILE = 128
+MAX_TILE = 1024
+#: In deterministic mode the partitioning must not depend on the number of devices; it is chosen as if
+#: the runtime had this many.
+DETERMINISTIC_DEVICES = 4
+
+_FLAGS = {
+    "transa": ("N", "T", "C"),
+    "transb": ("N", "T", "C"),
+    "trans": ("N", "T", "C"),
+    "side": ("L", "R"),
+    "uplo": ("U", "L"),
+    "diag": ("N", "U"),
+}
+
+
+class Tile(NamedTuple):
+    """A tile named inside one call: operand slot ``m`` of the plan, tile row ``i``, tile column ``j``."""
+
+    m: int
+    i: int
+    j: int
+
+
+@dataclass(eq=False)
+class Matrix:
+    """One operand of a call as a grid of ``tile x tile`` tiles.  ``key`` identifies the user array."""
+
+    array: np.ndarray
+    tile: int
+    key: tuple
+    workspace: bool = False
+
+    def view(self, i: int, j: int) -> np.ndarray:
+        """The tile (i, j) as a view of the operand (edge tiles are smaller)."""
+        t = self.tile
+        return self.array[i * t:(i + 1) * t, j * t:(j + 1) * t]
+
+
+@dataclass(eq=False)
+class Task:
+    """Compute one output tile.
+
+    Attributes
+    ----------
+    out : Tile
+        The tile the task writes.
+    steps : list
+        ``(kernel name, args, kwargs)`` tile-kernel calls, in the fixed order they run; ``args`` hold
+        :class:`Tile` references where the kernel takes arrays.
+    inputs : tuple
+        Tile keys the task reads (for the locality score of equation (3)).
+    deps : int
+        Number of unfinished tasks this one waits for; ``dependents`` are released when it finishes.
+    """
+
+    index: int
+    label: str
+    out: Tile
+    steps: list
+    flops: float
+    inputs: tuple = ()
+    deps: int = 0
+    dependents: list = field(default_factory=list)
+    depth: int = 0
+    call: Any = None
+
+
+@dataclass(eq=False)
+class Plan:
+    """The tasks of one call, and the operands they name."""
+
+    routine: str
+    tile: int
+    mats: list
+    tasks: list
+    path: str = "tiled"
+    split: int = 1
+
+    def tile_key(self, t: Tile) -> tuple:
+        return (self.mats[t.m].key, t.i, t.j)
+
+    def view(self, t: Tile) -> np.ndarray:
+        return self.mats[t.m].view(t.i, t.j)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Check
+# ---------------------------------------------------------------------------------------------------
+
+
+def bind_arguments(name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Bind a call in the kernel layer's argument order to parameter names (TypeError when it cannot)."""
+    if name not in ROUTINES:
+        raise ValueError(f"routine must be one of {', '.join(ROUTINES)}; got {name!r}")
+    params, flags = ROUTINES[name]
+    names = params + tuple(flags)
+    if len(args) > len(names):
+        raise TypeError(f"{name}() takes at most {len(names)} arguments ({', '.join(names)}); got {len(args)}")
+    bound: dict[str, Any] = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise TypeError(f"{name}() got an unexpected keyword argument {k!r}")
+        if k in bound:
+            raise TypeError(f"{name}() got multiple values for argument {k!r}")
+        bound[k] = v
+    missing = [p for p in params if p not in bound]
+    if missing:
+        raise TypeError(f"{name}() missing required argument(s): {', '.join(missing)}")
+    for k, v in flags.items():
+        bound.setdefault(k, v)
+    return bound
+
+
+def _scalar(name: str, value: Any, dtype: np.dtype, real: bool) -> Any:
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number; got {value!r}")
+    if real or dtype.kind == "f":
+        if isinstance(value, (complex, np.complexfloating)):
+            if complex(value).imag != 0:
+                raise ValueError(f"{name} must be real for this routine and dtype; got {value!r}")
+            value = complex(value).real
+        return float(value)
+    return complex(value)
+
+
+def check_call(name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Check one call and return its normalised arguments (flags upper case, scalars converted).
+
+    Raises ValueError/TypeError naming the bad argument.  Shapes follow the reference BLAS.
+    """
+    b = bind_arguments(name, args, kwargs)
+    arrays = [p for p in ("a", "b", "c") if p in b]
+    for p in arrays:
+        x = b[p]
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{p} must be a numpy.ndarray; got {type(x).__name__}")
+        if x.ndim != 2:
+            raise ValueError(f"{p} must be 2-D; got an array of shape {x.shape}")
+    dtype = b[arrays[-1]].dtype
+    if dtype not in DTYPES:
+        raise TypeError(f"{arrays[-1]} must have dtype float32, float64, complex64 or complex128; got {dtype}")
+    for p in arrays:
+        if b[p].dtype != dtype:
+            raise TypeError(f"{p} must have the dtype of {arrays[-1]} ({dtype}); got {b[p].dtype}")
+    for f in ROUTINES[name][1]:
+        v = b[f]
+        if not isinstance(v, str) or v.upper() not in _FLAGS[f]:
+            raise ValueError(f"{f} must be one of {', '.join(repr(x) for x in _FLAGS[f])}; got {v!r}")
+        b[f] = v.upper()
+    cplx = dtype.kind == "c"
+    if name in ("syrk", "syr2k") and cplx and b["trans"] == "C":
+        raise ValueError(f"trans must be 'N' or 'T' for complex {name}; got 'C'")
+    if name in ("herk", "her2k") and cplx and b["trans"] == "T":
+        raise ValueError(f"trans must be 'N' or 'C' for complex {name}; got 'T'")
+    if not cplx:
+        for f in ("trans", "transa", "transb"):
+            if b.get(f) == "C":
+                b[f] = "T"
+    herm = name in ("herk", "her2k")
+    b["alpha"] = _scalar("alpha", b["alpha"], dtype, real=(name == "herk"))
+    if "beta" in b:
+        b["beta"] = _scalar("beta", b["beta"], dtype, real=herm)
+    out = "c" if "c" in b else "b"
+    o = b[out]
+    if not o.flags.writeable:
+        raise ValueError(f"{out} is the output and must be writeable")
+    for p in arrays:
+        if p != out and np.may_share_memory(b[p], o):
+            raise ValueError(f"{out} (the output) must not share memory with {p}")
+    _check_shapes(name, b)
+    return b
+
+
+def _check_shapes(name: str, b: dict[str, Any]) -> None:
+    def need(cond: bool, what: str) -> None:
+        if not cond:
+            shapes = ", ".join(f"{p}{b[p].shape}" for p in ("a", "b", "c") if p in b)
+            raise ValueError(f"{what} ({name} with {shapes})")
+
+    if name == "gemm":
+        a, bb, c = b["a"], b["b"], b["c"]
+        m, ka = a.shape if b["transa"] == "N" else a.shape[::-1]
+        kb, n = bb.shape if b["transb"] == "N" else bb.shape[::-1]
+        need(ka == kb, f"op(a) has {ka} columns but op(b) has {kb} rows")
+        need(c.shape == (m, n), f"c must have shape {(m, n)}; got {c.shape}")
+    elif name in ("symm", "hemm"):
+        a, bb, c = b["a"], b["b"], b["c"]
+        need(a.shape[0] == a.shape[1], f"a must be square; got shape {a.shape}")
+        need(bb.shape == c.shape, f"b and c must have the same shape; got {bb.shape} and {c.shape}")
+        side_dim = c.shape[0] if b["side"] == "L" else c.shape[1]
+        need(a.shape[0] == side_dim, f"a must be {side_dim} x {side_dim} for side={b['side']!r}; got {a.shape}")
+    elif name in ("syrk", "herk", "syr2k", "her2k"):
+        a, c = b["a"], b["c"]
+        need(c.shape[0] == c.shape[1], f"c must be square; got shape {c.shape}")
+        n = a.shape[0] if b["trans"] == "N" else a.shape[1]
+        need(n == c.shape[0], f"op(a) must have {c.shape[0]} rows; got {n}")
+        if "b" in b:
+            need(b["b"].shape == a.shape, f"b must have the shape of a {a.shape}; got {b['b'].shape}")
+    else:
+        a, bb = b["a"], b["b"]
+        need(a.shape[0] == a.shape[1], f"a must be square; got shape {a.shape}")
+        side_dim = bb.shape[0] if b["side"] == "L" else bb.shape[1]
+        need(a.shape[0] == side_dim, f"a must be {side_dim} x {side_dim} for side={b['side']!r}; got {a.shape}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Sizes
+# ---------------------------------------------------------------------------------------------------
+
+
+def _dims(name: str, b: dict[str, Any]) -> tuple[int, int, int]:
+    """(m, n, k) of the call: C (or B) is m x n, k the inner dimension."""
+    if name == "gemm":
+        m, n = b["c"].shape
+        k = b["a"].shape[1] if b["transa"] == "N" else b["a"].shape[0]
+        return m, n, k
+    if name in ("symm", "hemm"):
+        m, n = b["c"].shape
+        return m, n, (m if b["side"] == "L" else n)
+    if name in ("syrk", "herk", "syr2k", "her2k"):
+        n = b["c"].shape[0]
+        k = b["a"].shape[1] if b["trans"] == "N" else b["a"].shape[0]
+        return n, n, k
+    m, n = b["b"].shape
+    return m, n, (m if b["side"] == "L" else n)
+
+
+def flop_count(name: str, m: int, n: int, k: int) -> float:
+    """Real floating-point operations of a call (complex counts 4x, applied by the caller)."""
+    if name == "gemm":
+        return 2.0 * m * n * k
+    if name in ("symm", "hemm"):
+        return 2.0 * m * n * k
+    if name in ("syrk", "herk"):
+        return 1.0 * n * (n + 1) * k
+    if name in ("syr2k", "her2k"):
+        return 2.0 * n * (n + 1) * k
+    return 1.0 * m * n * k  # trmm, trsm: k is the triangle's order
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _output_tiles(name: str, m: int, n: int, t: int) -> int:
+    mt, nt = _ceil(m, t), _ceil(n, t)
+    if name in ("syrk", "herk", "syr2k", "her2k"):
+        return nt * (nt + 1) // 2
+    if name in ("trmm", "trsm"):
+        # tasks run in chains along the triangle; independent chains = tiles across the other side
+        return mt * nt
+    return mt * nt
+
+
+#: Tile sizes the default may pick, largest first.
+TILE_CANDIDATES = (1024, 768, 512, 384, 256, 192, 128)
+#: Fixed cost of one tile task (scheduling + Python kernel-layer overhead), seconds, and a single core's
+#: DGEMM rate, flop/s: together they say how much of a small tile's time is overhead (measured on the
+#: development machine: ~35 GFLOP/s single-threaded from T=128 up, ~25 us per task).
+TASK_OVERHEAD_S = 25e-6
+CORE_FLOPS = 3.0e10
+
+
+def _balance(works: list, devices: int) -> float:
+    """Efficiency of greedy list scheduling of ``works`` on ``devices`` equal devices (1 = perfect)."""
+    if devices <= 1 or not works:
+        return 1.0
+    if len(works) > 64 * devices:
+        return 1.0
+    loads = [0.0] * devices
+    for w in sorted(works, reverse=True):
+        i = loads.index(min(loads))
+        loads[i] += w
+    return sum(works) / (devices * max(loads))
+
+
+def _tile_works(name: str, m: int, n: int, k: int, t: int) -> list:
+    rows = [min(t, m - i) for i in range(0, m, t)]
+    cols = [min(t, n - j) for j in range(0, n, t)]
+    if name in ("syrk", "herk", "syr2k", "her2k"):
+        return [r * c * k * (0.5 if i == j else 1.0) for j, c in enumerate(cols) for i, r in enumerate(rows)
+                if i <= j]
+    return [float(r) * c * k for r in rows for c in cols]
+
+
+def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
+    """The tile size a call gets when neither the runtime nor the call names one.
+
+    Among :data:`TILE_CANDIDATES`, pick the one with the best predicted efficiency: the balance of the
+    output tiles over the devices (greedy list scheduling, which is what demand-driven pulling achieves)
+    times the share of each task spent in the kernel rather than in fixed per-task costs.  Candidates
+    that give fewer than four tiles per device (eight for the dependency chains of in-place TRSM/TRMM)
+    are skipped while a smaller candidate exists; ties go to the larger tile.
+    """
+    devices = max(1, devices)
+    per_device = 8 if name in ("trmm", "trsm") else 4
+    best_t, best_score = TILE_CANDIDATES[-1], -1.0
+    for t in TILE_CANDIDATES:
+        works = _tile_works(name, m, n, k, t)
+        if len(works) < per_device * devices and t != TILE_CANDIDATES[-1]:
+            continue
+        task_s = 2.0 * min(t, m) * min(t, n) * min(t, max(k, 1)) / CORE_FLOPS
+        steps = max(1, -(-k // t))
+        eff = task_s * steps / (task_s * steps + TASK_OVERHEAD_S * (1 + steps))
+        score = _balance(works, devices) * eff
+        if score > best_score + 0.01:
+            best_t, best_score = t, score
+    return best_t
+
+
+# ---------------------------------------------------------------------------------------------------
+# Partition
+# ---------------------------------------------------------------------------------------------------
+
+
+def _matrix_key(a: np.ndarray, tile: int) -> tuple:
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str, tile)
+
+
+class _Builder:
+    """Collects tasks of one plan; knows the tile extents for flop estimates."""
+
+    def __init__(self, routine: str, tile: int, dtype: np.dtype) -> None:
+        self.routine = routine
+        self.tile = tile
+        self.mats: list[Matrix] = []
+        self.tasks: list[Task] = []
+        self.cplx = 4.0 if dtype.kind == "c" else 1.0
+        self.dtype = dtype
+
+    def add_matrix(self, a: np.ndarray, workspace: bool = False) -> int:
+        key = ("ws", id(a)) if workspace else _matrix_key(a, self.tile)
+        self.mats.append(Matrix(a, self.tile, key, workspace))
+        return len(self.mats) - 1
+
+    def extent(self, m: int, i: int, axis: int) -> int:
+        size = self.mats[m].array.shape[axis]
+        return max(0, min(self.tile, size - i * self.tile))
+
+    def task(self, out: Tile, steps: list, label: str) -> Task:
+        inputs = []
+        seen = set()
+        flops = 0.0
+        for kname, args, _ in steps:
+            for t in args:
+                if type(t) is Tile and t != out and t not in seen:
+                    seen.add(t)
+                    inputs.append((self.mats[t.m].key, t.i, t.j))
+            flops += self._step_flops(kname, args, out)
+        t = Task(len(self.tasks), label, out, steps, flops * self.cplx, tuple(inputs))
+        self.tasks.append(t)
+        return t
+
+    def _step_flops(self, kname: str, args: tuple, out: Tile) -> float:
+        rows = self.extent(out.m, out.i, 0)
+        cols = self.extent(out.m, out.j, 1)
+        if kname == "axpy":
+            return 2.0 * rows * cols
+        if kname == "gemm":
+            at, ta = args[1], args[5]
+            inner = self.extent(at.m, at.j, 1) if ta == "N" else self.extent(at.m, at.i, 0)
+            return 2.0 * rows * cols * inner
+        if kname in ("symm", "hemm"):
+            return 2.0 * rows * cols * self.extent(args[1].m, args[1].i, 0)
+        if kname in ("trmm", "trsm"):
+            return 1.0 * rows * cols * self.extent(args[1].m, args[1].i, 0)
+        at = args[1]  # syrk, herk, syr2k, her2k: the k extent of the a tile
+        inner = max(self.extent(at.m, at.i, 0), self.extent(at.m, at.j, 1)) if rows == 0 else (
+            self.extent(at.m, at.j, 1) if self.extent(at.m, at.i, 0) == rows else self.extent(at.m, at.i, 0))
+        return (1.0 if kname in ("syrk", "herk") else 2.0) * rows * cols * inner
+
+    @staticmethod
+    def depend(task: Task, on: Task) -> None:
+        on.dependents.append(task)
+        task.deps += 1
+
+
+def plan_call(name: str, b: dict[str, Any], tile: int, split_target: int = 0) -> Plan:
+    """Partition a checked call into tile tasks.
+
+    Parameters
+    ----------
+    name : str
+        Routine name (a key of :data:`ROUTINES`).
+    b : dict
+        Arguments as returned by :func:`check_call`.
+    tile : int
+        Tile size T.
+    split_target : int
+        When C has fewer tiles than this, GEMM and the rank-k routines split their k loop so that about
+        this many tasks exist (0: never split).
+    """
+    if tile < 1:
+        raise ValueError(f"tile_size must be >= 1; got {tile}")
+    out = b["c"] if "c" in b else b["b"]
+    bl = _Builder(name, tile, out.dtype)
+    fn = _PLANNERS[name]
+    split = fn(bl, b, split_target)
+    plan = Plan(name, tile, bl.mats, bl.tasks, split=split or 1)
+    _set_depths(plan.tasks)
+    return plan
+
+
+def _set_depths(tasks: list[Task]) -> None:
+    """Longest chain of dependents below each task (scheduling priority: critical path first)."""
+    if not any(t.dependents for t in tasks):
+        return
+    for t in reversed(tasks):  # tasks are created in an order where dependents come later
+        t.depth = 1 + max((d.depth for d in t.dependents), default=0)
+
+
+def _k_chunks(nk: int, ntiles: int, split_target: int) -> list[range]:
+    if split_target <= 0 or ntiles >= split_target or nk < 2:
+        return [range(nk)]
+    s = min(nk, _ceil(split_target, ntiles))
+    bounds = [nk * p // s for p in range(s + 1)]
+    return [range(bounds[p], bounds[p + 1]) for p in range(s)]
+
+
+def _split_k_tasks(bl: _Builder, out: np.ndarray, cm: int, cells: list, chunks: list, make_steps, label: str,
+                   uplo_of=None) -> None:
+    """One task per (C tile, k chunk) and, with more than one chunk, one reduction task per C tile.
+
+    Chunk 0 computes with the call's alpha and beta into C itself; chunk s > 0 computes alpha times its
+    partial product into workspace s (beta 0); the reduction adds the workspaces into C in order s = 1, 2,
+    ...  ``make_steps(i, j, krange, dest, beta_first)`` builds the steps of one chunk.
+    """
+    if len(chunks) == 1:
+        for i, j in cells:
+            bl.task(Tile(cm, i, j), make_steps(i, j, chunks[0], Tile(cm, i, j), None), f"{label}[{i},{j}]")
+        return
+    ws = []
+    for _ in chunks[1:]:
+        w = np.zeros(out.shape, out.dtype, order="F")
+        ws.append(bl.add_matrix(w, workspace=True))
+    for i, j in cells:
+        first = bl.task(Tile(cm, i, j), make_steps(i, j, chunks[0], Tile(cm, i, j), None), f"{label}[{i},{j}]k0")
+        parts = [first]
+        for s, w in enumerate(ws, start=1):
+            parts.append(bl.task(Tile(w, i, j), make_steps(i, j, chunks[s], Tile(w, i, j), 0.0),
+                                 f"{label}[{i},{j}]k{s}"))
+        kw = {} if uplo_of is None or i != j else {"uplo": uplo_of}
+        steps = [("axpy", (1.0, Tile(w, i, j), Tile(cm, i, j)), kw) for w in ws]
+        red = bl.task(Tile(cm, i, j), steps, f"{label}[{i},{j}]sum")
+        for p in parts:
+            _Builder.depend(red, p)
+
+
+def _plan_gemm(bl: _Builder, b: dict, split_target: int) -> int:
+    a, bb, c = b["a"], b["b"], b["c"]
+    ta, tb = b["transa"], b["transb"]
+    alpha, beta = b["alpha"], b["beta"]
+    am, bm, cm = bl.add_matrix(a), bl.add_matrix(bb), bl.add_matrix(c)
+    T = bl.tile
+    mt, nt = _ceil(c.shape[0], T), _ceil(c.shape[1], T)
+    k = a.shape[1] if ta == "N" else a.shape[0]
+    nk = _ceil(k, T)
+    cells = [(i, j) for j in range(nt) for i in range(mt)]
+    chunks = _k_chunks(nk, len(cells), split_target)
+
+    def steps(i: int, j: int, ks: range, dest: Tile, beta0: Any) -> list:
+        out = []
+        for n_, kk in enumerate(ks):
+            at = Tile(am, i, kk) if ta == "N" else Tile(am, kk, i)
+            bt = Tile(bm, kk, j) if tb == "N" else Tile(bm, j, kk)
+            be = (beta if beta0 is None else beta0) if n_ == 0 else 1.0
+            out.append(("gemm", (alpha, at, bt, be, dest, ta, tb), {}))
+        return out
+
+    _split_k_tasks(bl, c, cm, cells, chunks, steps, "gemm")
+    return len(chunks)
+
+
+def _plan_symm(bl: _Builder, b: dict, split_target: int) -> int:
+    name = bl.routine
+    a, bb, c = b["a"], b["b"], b["c"]
+    side, uplo = b["side"], b["uplo"]
+    alpha, beta = b["alpha"], b["beta"]
+    am, bm, cm = bl.add_matrix(a), bl.add_matrix(bb), bl.add_matrix(c)
+    T = bl.tile
+    mt, nt = _ceil(c.shape[0], T), _ceil(c.shape[1], T)
+    herm = name == "hemm" and a.dtype.kind == "c"
+    tr = "C" if herm else "T"
+
+    def stored(p: int, q: int) -> bool:
+        return p <= q if uplo == "U" else p >= q
+
+    for j in range(nt):
+        for i in range(mt):
+            steps = []
+            nk = mt if side == "L" else nt
+            for kk in range(nk):
+                be = beta if kk == 0 else 1.0
+                if side == "L":  # C_ij += A~_ik B_kj
+                    if kk == i:
+                        steps.append((name, (alpha, Tile(am, i, i), Tile(bm, i, j), be, Tile(cm, i, j)),
+                                      {"side": "L", "uplo": uplo}))
+                    elif stored(i, kk):
+                        steps.append(("gemm", (alpha, Tile(am, i, kk), Tile(bm, kk, j), be, Tile(cm, i, j), "N", "N"), {}))
+                    else:
+                        steps.append(("gemm", (alpha, Tile(am, kk, i), Tile(bm, kk, j), be, Tile(cm, i, j), tr, "N"), {}))
+                else:  # C_ij += B_ik A~_kj
+                    if kk == j:
+                        steps.append((name, (alpha, Tile(am, j, j), Tile(bm, i, j), be, Tile(cm, i, j)),
+                                      {"side": "R", "uplo": uplo}))
+                    elif stored(kk, j):
+                        steps.append(("gemm", (alpha, Tile(bm, i, kk), Tile(am, kk, j), be, Tile(cm, i, j), "N", "N"), {}))
+                    else:
+                        steps.append(("gemm", (alpha, Tile(bm, i, kk), Tile(am, j, kk), be, Tile(cm, i, j), "N", tr), {}))
+            bl.task(Tile(cm, i, j), steps, f"{name}[{i},{j}]")
+    return 1
+
+
+def _plan_rank_k(bl: _Builder, b: dict, split_target: int) -> int:
+    name = bl.routine
+    a, c = b["a"], b["c"]
+    two = name in ("syr2k", "her2k")
+    bb = b["b"] if two else None
+    uplo, trans = b["uplo"], b["trans"]
+    alpha, beta = b["alpha"], b["beta"]
+    cplx = c.dtype.kind == "c"
+    herm = name in ("herk", "her2k") and cplx
+    tr = "C" if herm else "T"
+    alpha2 = np.conj(alpha) if (herm and two) else alpha
+    am = bl.add_matrix(a)
+    bm = bl.add_matrix(bb) if two else None
+    cm = bl.add_matrix(c)
+    T = bl.tile
+    nt = _ceil(c.shape[0], T)
+    k = a.shape[1] if trans == "N" else a.shape[0]
+    nk = _ceil(k, T)
+    cells = [(i, j) for j in range(nt) for i in range(nt) if (i <= j if uplo == "U" else i >= j)]
+    chunks = _k_chunks(nk, len(cells), split_target)
+
+    def op(m: int, p: int, kk: int) -> Tile:  # tile (p, kk) of op(x), as stored
+        return Tile(m, p, kk) if trans == "N" else Tile(m, kk, p)
+
+    def steps(i: int, j: int, ks: range, dest: Tile, beta0: Any) -> list:
+        out = []
+        for n_, kk in enumerate(ks):
+            be = (beta if beta0 is None else beta0) if n_ == 0 else 1.0
+            if i == j:
+                args = (alpha, op(am, i, kk)) + ((op(bm, i, kk),) if two else ()) + (be, dest)
+                out.append((name, args, {"uplo": uplo, "trans": trans}))
+            elif trans == "N":
+                out.append(("gemm", (alpha, op(am, i, kk), op(bm if two else am, j, kk), be, dest, "N", tr), {}))
+                if two:
+                    out.append(("gemm", (alpha2, op(bm, i, kk), op(am, j, kk), 1.0, dest, "N", tr), {}))
+            else:
+                out.append(("gemm", (alpha, op(am, i, kk), op(bm if two else am, j, kk), be, dest, tr, "N"), {}))
+                if two:
+                    out.append(("gemm", (alpha2, op(bm, i, kk), op(am, j, kk), 1.0, dest, tr, "N"), {}))
+        return out
+
+    _split_k_tasks(bl, c, cm, cells, chunks, steps, name, uplo_of=uplo)
+    return len(chunks)
+
+
+def _plan_triangular(bl: _Builder, b: dict, split_target: int) -> int:
+    """TRMM and TRSM in place on B, with the chains of dependencies the in-place update needs."""
+    name = bl.routine
+    a, bb = b["a"], b["b"]
+    side, uplo, transa, diag = b["side"], b["uplo"], b["transa"], b["diag"]
+    alpha = b["alpha"]
+    am, bm = bl.add_matrix(a), bl.add_matrix(bb)
+    T = bl.tile
+    mt, nt = _ceil(bb.shape[0], T), _ceil(bb.shape[1], T)
+    lower = (uplo == "L") != (transa != "N")  # is op(A) lower triangular?
+    flags = {"side": side, "uplo": uplo, "transa": transa, "diag": diag}
+
+    def opa(p: int, q: int) -> Tile:  # tile (p, q) of op(A), as stored
+        return Tile(am, p, q) if transa == "N" else Tile(am, q, p)
+
+    # Order of the chain along the triangle (d = index along the triangular dimension) and the k tiles
+    # each tile combines.  TRMM: new B_d uses old B_k, so the chain runs so that a tile is overwritten
+    # after every reader of its old value.  TRSM: X_d uses final X_k, so the chain runs in solve order.
+    nd = mt if side == "L" else nt
+    if name == "trmm":
+        # left: B_i = sum_k opA_ik B_k over k>=i (upper) / k<=i (lower); right: B_j = sum_k B_k opA_kj
+        # over k<=j (upper) / k>=j (lower).
+        ascending = (not lower) if side == "L" else lower
+        others = (lambda d: range(d + 1, nd)) if ascending else (lambda d: range(0, d))
+    else:
+        # left: X_i needs k<i (lower) / k>i (upper); right: X_j needs k<j (upper) / k>j (lower).
+        ascending = lower if side == "L" else (not lower)
+        others = (lambda d: range(0, d)) if ascending else (lambda d: range(d + 1, nd))
+    order = list(range(nd)) if ascending else list(range(nd - 1, -1, -1))
+    across = nt if side == "L" else mt
+
+    prev: dict[int, Task] = {}
+    for d in order:
+        for x in range(across):
+            i, j = (d, x) if side == "L" else (x, d)
+            dest = Tile(bm, i, j)
+            steps = []
+            ks = list(others(d))
+            if name == "trmm":
+                steps.append(("trmm", (alpha, Tile(am, d, d), dest), flags))
+                for kk in ks:
+                    if side == "L":
+                        steps.append(("gemm", (alpha, opa(i, kk), Tile(bm, kk, j), 1.0, dest, transa, "N"), {}))
+                    else:
+                        steps.append(("gemm", (alpha, Tile(bm, i, kk), opa(kk, j), 1.0, dest, "N", transa), {}))
+            else:
+                for n_, kk in enumerate(ks):
+                    be = alpha if n_ == 0 else 1.0
+                    if side == "L":
+                        steps.append(("gemm", (-1.0, opa(i, kk), Tile(bm, kk, j), be, dest, transa, "N"), {}))
+                    else:
+                        steps.append(("gemm", (-1.0, Tile(bm, i, kk), opa(kk, j), be, dest, "N", transa), {}))
+                steps.append(("trsm", (alpha if not ks else 1.0, Tile(am, d, d), dest), flags))
+            t = bl.task(dest, steps, f"{name}[{i},{j}]")
+            if x in prev:
+                _Builder.depend(t, prev[x])
+            prev[x] = t
+    return 1
+
+
+_PLANNERS = {
+    "gemm": _plan_gemm,
+    "symm": _plan_symm,
+    "hemm": _plan_symm,
+    "syrk": _plan_rank_k,
+    "herk": _plan_rank_k,
+    "syr2k": _plan_rank_k,
+    "her2k": _plan_rank_k,
+    "trmm": _plan_triangular,
+    "trsm": _plan_triangular,
+}
+
+
+def call_dims(name: str, b: dict[str, Any]) -> tuple[int, int, int]:
+    """(m, n, k) of a checked call."""
+    return _dims(name, b)
+
+
+def is_trivial(name: str, b: dict[str, Any]) -> bool:
+    """True when the call needs no tiling at all: empty output, k == 0, or alpha == 0."""
+    m, n, k = _dims(name, b)
+    return m == 0 or n == 0 or k == 0 or b["alpha"] == 0
+
+
+__all__ += ["call_dims", "is_trivial", "DETERMINISTIC_DEVICES", "LEVEL3_KERNELS"]

@@ -1,0 +1,415 @@
+"""The Runtime object: devices + scheduler + the per-call pipeline, and the current/default runtime.
+
+Every Level-3 call goes, BLIS style::
+
+    check (planner.check_call)  ->  trivial? (empty, k == 0, alpha == 0: one native call)
+      ->  small? (one native call on one device when tiling cannot pay)
+      ->  partition (planner.plan_call: tile size, split-k)  ->  schedule (Scheduler.run)  ->  kernels
+
+Policy
+    * Tile size is the only knob: per call ``tile_size=``, else the Runtime's ``tile_size``, else
+      :func:`~tileblas.runtime._planner.default_tile_size` from the problem and the device count.
+    * The small-problem path (a single native call in the caller's thread on the first host-memory device)
+      is taken when no tile size was named and the call has fewer than ``small_flops`` flops, or when the
+      whole problem fits in one tile.
+    * ``deterministic=True``: the partitioning (default tile size, split-k factor) is chosen as if there
+      were :data:`~tileblas.runtime._planner.DETERMINISTIC_DEVICES` devices, so that the same inputs give
+      bitwise the same result whatever the number of devices and wherever tiles land (every tile is
+      always computed with the same k order, and split-k partial products are reduced in a fixed order).
+      Without it results are still reproducible for one Runtime configuration.
+
+State
+    The current runtime lives in a :class:`contextvars.ContextVar` (``with Runtime() as rt:`` sets it
+    for that thread/context); outside any ``with`` block :func:`get_runtime` returns the process default,
+    created on first use (one single-threaded CPU worker per core) and replaceable by :func:`set_runtime`.
+
+What it must not touch
+    Device-kind-specific code, and argument conversion of the drop-in API (tileblas.blas does that and
+    calls :func:`tileblas._dispatch.level3`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextvars
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tileblas.runtime import _planner as P
+from tileblas.runtime._scheduler import Scheduler, TaskRecord
+from tileblas.runtime._trace import CallProfile, build_profile, chrome_trace, plot_timeline, write_trace
+
+__all__ = ["Runtime", "get_runtime", "set_runtime", "make_devices"]
+
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("tileblas_runtime", default=None)
+_DEFAULT: "Runtime | None" = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def make_devices(spec: Any = None) -> list:
+    """Devices from a Runtime ``devices=`` argument.
+
+    ``None``: one single-threaded CPU worker per core.  An int ``n``: n such workers.  A list of Device
+    objects: used as given.  A string of comma-separated items ``KIND[:COUNT][xTHREADS]``, e.g. ``"cpu:2"``
+    (two single-threaded workers) or ``"cpu:1,cpu:1x2"`` (one single-threaded worker and one worker running
+    2-threaded BLAS); KIND is any registered device kind.
+    """
+    from tileblas.devices import Device, create_device, host_devices
+
+    if spec is None:
+        return list(host_devices())
+    if isinstance(spec, bool):
+        raise TypeError(f"devices must be None, an int, a device spec string or a list of Device; got {spec!r}")
+    if isinstance(spec, (int, np.integer)):
+        if spec < 1:
+            raise ValueError(f"devices must be >= 1; got {spec}")
+        return list(host_devices(int(spec)))
+    if isinstance(spec, str):
+        devs: list = []
+        counts: dict[str, int] = {}
+        for item in spec.split(","):
+            item = item.strip()
+            kind, _, rest = item.partition(":")
+            count_s, _, threads_s = (rest or "1").partition("x")
+            try:
+                count = int(count_s)
+                threads = int(threads_s) if threads_s else None
+            except ValueError:
+                raise ValueError(f"devices spec item must look like 'cpu:2' or 'cpu:1x2'; got {item!r}") from None
+            if count < 1:
+                raise ValueError(f"devices spec item {item!r} must have a count >= 1")
+            for _ in range(count):
+                idx = counts.get(kind, 0)
+                counts[kind] = idx + 1
+                kw = {"threads": threads} if threads else {}
+                devs.append(create_device(kind, idx, **kw))
+        return devs
+    devs = list(spec)
+    if not devs:
+        raise ValueError("devices must name at least one device; got an empty list")
+    for d in devs:
+        if not isinstance(d, Device):
+            raise TypeError(f"devices must be Device objects; got {type(d).__name__}")
+    names = [d.name for d in devs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"device names must be unique; got {names}")
+    return devs
+
+
+class Runtime:
+    """A set of devices executing Level-3 BLAS calls as tile tasks (the BLASX runtime).
+
+    Parameters
+    ----------
+    devices : None, int, str or list of Device
+        See :func:`make_devices`.  Default: one single-threaded CPU worker per core.
+    tile_size : int, optional
+        Tile size for every call (a call's own ``tile_size=`` wins).  Default: chosen per call.
+    reservation_slots : int
+        Size of each device's reservation station (default 4, as in the paper).
+    sync : bool
+        Run every task inline in the calling thread (debugging); same plan, same kernels.
+    deterministic : bool
+        Bitwise-identical results however many devices and wherever tiles land (see module notes).
+    small_flops : float, optional
+        Calls below this many flops run as one native call; default
+        :data:`~tileblas.runtime._planner.SMALL_FLOPS`.
+
+    Notes
+    -----
+    A Runtime is a context manager: ``with Runtime(2) as rt:`` makes it the current runtime of that
+    thread/context (so ``tileblas.blas`` Level-3 routines run on it) and shuts it down on exit.  Several
+    threads may call one Runtime at once; their tasks share the devices.
+
+    If a task raises, the rest of that call is cancelled, the exception reaches the caller with the
+    worker's traceback (and a note naming the task and device), and the runtime keeps working.  The
+    output array of a failed call is **undefined**: some tiles may hold the new values, others the old or
+    partially updated ones.
+    """
+
+    def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
+                 sync: bool = False, deterministic: bool = False, small_flops: float | None = None) -> None:
+        if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
+                                      or tile_size < 1):
+            raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
+        if isinstance(reservation_slots, bool) or not isinstance(reservation_slots, (int, np.integer)) \
+                or reservation_slots < 1:
+            raise ValueError(f"reservation_slots must be a positive int; got {reservation_slots!r}")
+        self._devices = make_devices(devices)
+        self.tile_size = None if tile_size is None else int(tile_size)
+        self.reservation_slots = int(reservation_slots)
+        self.sync = bool(sync)
+        self.deterministic = bool(deterministic)
+        self.small_flops = P.SMALL_FLOPS if small_flops is None else float(small_flops)
+        self._sched = Scheduler(self._devices, self.reservation_slots, self.sync)
+        self._epoch = time.perf_counter()
+        self._lock = threading.Lock()
+        self._history: deque[CallProfile] = deque(maxlen=256)
+        self._last: CallProfile | None = None
+        self._local = threading.local()
+        self._tokens: list = []
+        self._totals = [dict(tasks=0, stolen=0, busy_s=0.0, overhead_s=0.0, bytes_moved=0, flops=0.0)
+                        for _ in self._devices]
+        self._calls = 0
+        self._failed = 0
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def devices(self) -> list:
+        """The devices, in scheduler order."""
+        return list(self._devices)
+
+    @property
+    def closed(self) -> bool:
+        return self._sched.closed
+
+    def __repr__(self) -> str:
+        names = ", ".join(d.name for d in self._devices)
+        flags = "".join([" sync" if self.sync else "", " deterministic" if self.deterministic else "",
+                         " closed" if self.closed else ""])
+        return f"<Runtime [{names}] tile_size={self.tile_size}{flags}>"
+
+    # ----------------------------------------------------------------- life cycle
+    def shutdown(self) -> None:
+        """Stop the worker threads.  Later calls raise RuntimeError."""
+        self._sched.shutdown()
+
+    close = shutdown
+
+    def __enter__(self) -> "Runtime":
+        self._tokens.append(_CURRENT.set(self))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._tokens:
+            try:
+                _CURRENT.reset(self._tokens.pop())
+            except ValueError:  # exited in another context
+                _CURRENT.set(None)
+        self.shutdown()
+
+    # ----------------------------------------------------------------- decisions
+    def _devices_for_partition(self) -> int:
+        return P.DETERMINISTIC_DEVICES if self.deterministic else len(self._devices)
+
+    def tile_size_for(self, name: str, m: int, n: int, k: int) -> int:
+        """The tile size a call of routine ``name`` with output m x n and inner dimension k would get."""
+        if self.tile_size is not None:
+            return self.tile_size
+        return P.default_tile_size(name, m, n, k, self._devices_for_partition())
+
+    def _split_target(self) -> int:
+        nd = self._devices_for_partition()
+        return 0 if nd <= 1 else 2 * nd
+
+    # ----------------------------------------------------------------- the pipeline
+    def run(self, name: str, *args: Any, tile_size: int | None = None, **kwargs: Any) -> None:
+        """Compute Level-3 routine ``name`` in place, with the arguments of :mod:`tileblas._kernels`.
+
+        Parameters
+        ----------
+        name : str
+            gemm, symm, hemm, syrk, herk, syr2k, her2k, trmm or trsm.
+        *args, **kwargs
+            The kernel layer's arguments, e.g. ``run("gemm", alpha, a, b, beta, c, transa="T")``.  The
+            output (c, or b for trmm/trsm) is updated in place.
+        tile_size : int, optional
+            Tile size for this call.
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad arguments (naming the argument).
+        RuntimeError
+            The runtime has been shut down.
+        Exception
+            Whatever a tile task raised (the output is then undefined).
+        """
+        if self.closed:
+            raise RuntimeError("this Runtime has been shut down")
+        if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
+                                      or tile_size < 1):
+            raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
+        b = P.check_call(name, args, kwargs)
+        m, n, k = P.call_dims(name, b)
+        out = b["c"] if "c" in b else b["b"]
+        flops = P.flop_count(name, m, n, k) * (4.0 if out.dtype.kind == "c" else 1.0)
+        shape = (m, n, k)
+        if m == 0 or n == 0:
+            self._record(name, shape, out.dtype, 0, "trivial", flops, [], time.perf_counter(), time.perf_counter())
+            return
+        if P.is_trivial(name, b):
+            return self._direct(name, b, shape, flops, "trivial")
+        explicit = tile_size if tile_size is not None else self.tile_size
+        tile = int(explicit) if explicit is not None else P.default_tile_size(
+            name, m, n, k, self._devices_for_partition())
+        if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
+            return self._direct(name, b, shape, flops, "small")
+        plan = P.plan_call(name, b, tile, self._split_target())
+        call = self._sched.run(plan)
+        path = "split-k" if plan.split > 1 else "tiled"
+        self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
+                     failed=call.error is not None)
+        if call.error is not None:
+            exc = call.error
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"(tileblas: {call.error_note}; the rest of the call was cancelled and the "
+                             f"output is undefined)")
+            raise exc
+
+    def _direct(self, name: str, b: dict[str, Any], shape: tuple, flops: float, path: str) -> None:
+        """One native call on one device (trivial and small problems)."""
+        host = [d for d, dev in enumerate(self._devices) if dev.host_memory]
+        params, flags = P.ROUTINES[name]
+        args = [b[p] for p in params]
+        kw = {f: b[f] for f in flags}
+        if not host:  # a device with its own memory: one task with one tile covering the problem
+            tile = max(max(shape), 1)
+            plan = P.plan_call(name, b, tile, 0)
+            call = self._sched.run(plan)
+            self._record(name, shape, b.get("c", b.get("b")).dtype, tile, path, flops, call.records,
+                         call.t_start, call.t_end, failed=call.error is not None)
+            if call.error is not None:
+                raise call.error
+            return
+        d = host[0]
+        dev = self._devices[d]
+        rec = TaskRecord(f"{name}[all]", d)
+        rec.flops = flops
+        t_start = rec.t_found = rec.t0 = time.perf_counter()
+        try:
+            dev.kernel(name)(*args, **kw)
+        except BaseException:
+            rec.ok = False
+            raise
+        finally:
+            rec.t1 = rec.t_done = time.perf_counter()
+            dev.stats.add(tasks=1, busy_s=rec.t1 - rec.t0)
+            out = b["c"] if "c" in b else b["b"]
+            self._record(name, shape, out.dtype, max(shape), path, flops, [rec], t_start, rec.t1,
+                         failed=not rec.ok)
+
+    def _record(self, name: str, shape: tuple, dtype: Any, tile: int, path: str, flops: float, records: list,
+                t0: float, t1: float, failed: bool = False) -> None:
+        prof = build_profile(name, shape, np.dtype(dtype).name, tile, path, flops,
+                             [d.name for d in self._devices], records, t0, t1, failed=failed)
+        self._local.last = prof
+        with self._lock:
+            self._last = prof
+            self._history.append(prof)
+            self._calls += 1
+            self._failed += failed
+            for tot, dp in zip(self._totals, prof.devices):
+                tot["tasks"] += dp.tasks
+                tot["stolen"] += dp.stolen
+                tot["busy_s"] += dp.busy_s
+                tot["overhead_s"] += dp.overhead_s
+                tot["bytes_moved"] += dp.bytes_moved
+                tot["flops"] += dp.flops
+
+    # ----------------------------------------------------------------- seeing what happened
+    def last_profile(self) -> CallProfile | None:
+        """Profile of the last call made by this thread (or by any thread, if this one made none)."""
+        return getattr(self._local, "last", None) or self._last
+
+    def stats(self) -> dict[str, Any]:
+        """Totals since the runtime was created: calls, failed calls, and per device tasks, stolen tasks,
+        busy and overhead seconds, bytes moved and flops."""
+        with self._lock:
+            return {
+                "calls": self._calls,
+                "failed_calls": self._failed,
+                "devices": {d.name: dict(t) for d, t in zip(self._devices, self._totals)},
+            }
+
+    def profiles(self, last: int | None = None) -> list[CallProfile]:
+        """The most recent call profiles (up to 256 are kept), oldest first."""
+        with self._lock:
+            h = list(self._history)
+        return h if last is None else h[-last:]
+
+    def trace(self, path: str | None = None, last: int | None = None) -> dict[str, Any]:
+        """Chrome/Perfetto trace JSON of recent calls (a track per device, a slice per task).
+
+        Parameters
+        ----------
+        path : str, optional
+            Also write the JSON to this file.
+        last : int, optional
+            Only the ``last`` most recent calls (default: all kept).
+        """
+        tr = chrome_trace(self.profiles(last), [d.name for d in self._devices], self._epoch)
+        if path is not None:
+            write_trace(tr, path)
+        return tr
+
+    def plot(self, path: str, last: int = 1, title: str | None = None) -> str:
+        """Per-device timeline PNG of the ``last`` most recent calls (matplotlib)."""
+        profs = self.profiles(last)
+        return plot_timeline(profs, [d.name for d in self._devices], path, title)
+
+    def clear_history(self) -> None:
+        """Forget the kept call profiles (totals in :meth:`stats` stay)."""
+        with self._lock:
+            self._history.clear()
+
+
+def _routine_method(name: str) -> Callable[..., None]:
+    params, flags = P.ROUTINES[name]
+    sig = ", ".join(params + tuple(f"{f}={v!r}" for f, v in flags.items()))
+    out = "c" if "c" in params else "b"
+
+    def method(self: Runtime, *args: Any, tile_size: int | None = None, **kwargs: Any) -> None:
+        self.run(name, *args, tile_size=tile_size, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = f"Runtime.{name}"
+    method.__doc__ = (f"{name}({sig}, *, tile_size=None): the Level-3 routine on this runtime, updating "
+                      f"``{out}`` in place (arguments as tileblas._kernels.{name}).  See :meth:`run`.")
+    return method
+
+
+for _name in P.ROUTINES:
+    setattr(Runtime, _name, _routine_method(_name))
+del _name
+
+
+def get_runtime() -> Runtime:
+    """The current runtime: the innermost ``with Runtime(...)`` of this context, else the process
+    default (created on first use with one single-threaded CPU worker per core)."""
+    global _DEFAULT
+    rt = _CURRENT.get()
+    if rt is not None and not rt.closed:
+        return rt
+    d = _DEFAULT
+    if d is not None and not d.closed:
+        return d
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT.closed:
+            _DEFAULT = Runtime()
+        return _DEFAULT
+
+
+def set_runtime(rt: Runtime | None) -> Runtime | None:
+    """Make ``rt`` the process default runtime (None: create a fresh one on next use); returns the
+    previous default.  The previous default is not shut down."""
+    global _DEFAULT
+    if rt is not None and not isinstance(rt, Runtime):
+        raise TypeError(f"rt must be a Runtime or None; got {type(rt).__name__}")
+    with _DEFAULT_LOCK:
+        prev, _DEFAULT = _DEFAULT, rt
+    return prev
+
+
+@atexit.register
+def _shutdown_default() -> None:  # pragma: no cover - interpreter exit
+    d = _DEFAULT
+    if d is not None:
+        d.shutdown()
+
+
+_ = Sequence

@@ -1,0 +1,416 @@
+"""The scheduler: demand-driven execution of tile tasks on devices (BLASX section IV-C).
+
+Policy
+    * **Global task queue.**  Ready tasks (all dependencies finished) wait in one priority queue ordered
+      by (call number, longest chain of dependents first, task number): earlier calls first, and within a
+      call the critical path of in-place TRSM/TRMM first.
+    * **Reservation stations.**  Each device has a station of ``slots`` tasks (default 4).  Its worker
+      thread refills the station from the global queue *on demand*, only when it is about to run something,
+      so a faster device simply comes back more often and takes more tasks: there is no static split.
+    * **Locality priority (equation 3).**  From its station a device runs the task with the highest score
+      ``sum over the task's input tiles of f(tile)``, f = 2 for a tile the device holds (L1), 1 for a tile
+      a peer holds that it could fetch cheaply (L2), 0 otherwise; ties go to the global priority.  The
+      score comes from a :class:`LocalityModel`.  Host devices use :class:`RecentTiles`, a bounded record
+      of the tiles each device touched recently (a stand-in for the CPU caches); devices with tile caches
+      plug their real cache state in through the same interface.
+    * **Work stealing.**  A device whose station is empty while the global queue is empty takes the task
+      it scores best from the fullest other station.
+    * **Synchronous mode.**  Every task runs inline in the calling thread, in queue order, devices taken
+      in turn: the same plan, the same kernels, no threads (for debugging and planner tests).
+
+State (all guarded by one condition variable ``_cv``)
+    ``_queue`` (heap of ready tasks), ``_stations`` (one list per device), per-call counters in
+    :class:`CallState`.  Task execution happens outside the lock; the GIL is released inside the kernels.
+
+Failure
+    An exception in a task marks its call failed: the call's queued and reserved tasks are dropped,
+    tasks still running finish, and then the caller gets the exception (with the worker's traceback and
+    a note naming the task and device).  Workers never die from a task's exception, so the runtime keeps
+    serving.  The output of a failed call is undefined (tiles may hold old, new or partial values).
+
+What it must not touch
+    Partitioning (the planner) and any device-kind-specific code: devices are reached only through
+    :class:`tileblas.devices.Device` (``kernel``, ``to_device``, ``to_host``, ``stats``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tileblas.runtime._planner import LEVEL3_KERNELS, Plan, Task, Tile
+
+__all__ = ["Scheduler", "CallState", "LocalityModel", "RecentTiles", "TaskRecord", "host_tile_op"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Locality
+# ---------------------------------------------------------------------------------------------------
+
+
+class LocalityModel:
+    """Where tiles are, as far as the priority of equation (3) is concerned.
+
+    Subclasses (device tile caches) override :meth:`level` and :meth:`touched`.  ``level`` returns 2 for
+    a tile resident on the device (L1 hit), 1 for a tile a peer device holds (L2 hit), 0 otherwise.
+    """
+
+    def level(self, device: int, key: tuple) -> int:  # pragma: no cover - interface
+        return 0
+
+    def touched(self, device: int, keys: Sequence[tuple]) -> None:  # pragma: no cover - interface
+        """Called by a device's worker after it ran a task that read ``keys``."""
+
+    def score(self, device: int, keys: Sequence[tuple]) -> int:
+        level = self.level
+        return sum(level(device, k) for k in keys)
+
+
+class RecentTiles(LocalityModel):
+    """The tiles each device touched most recently (bounded, least recently used dropped first).
+
+    Host devices have no tile cache of their own; a tile read recently is likely still in the core's
+    caches, and running the tasks that share it on the same worker keeps that so.  Peers' records are not
+    consulted (level 1 does not apply to a shared memory space).
+    """
+
+    def __init__(self, devices: int, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._recent: list[OrderedDict] = [OrderedDict() for _ in range(devices)]
+
+    def level(self, device: int, key: tuple) -> int:
+        return 2 if key in self._recent[device] else 0
+
+    def score(self, device: int, keys: Sequence[tuple]) -> int:
+        rec = self._recent[device]
+        return 2 * sum(1 for k in keys if k in rec)
+
+    def touched(self, device: int, keys: Sequence[tuple]) -> None:
+        rec = self._recent[device]
+        for k in keys:
+            rec[k] = None
+            rec.move_to_end(k)
+        while len(rec) > self.capacity:
+            rec.popitem(last=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Kernels that are not Level-3 BLAS
+# ---------------------------------------------------------------------------------------------------
+
+
+def _host_axpy(alpha: Any, x: np.ndarray, y: np.ndarray, uplo: str | None = None) -> None:
+    """y += alpha*x (on the uplo triangle only, when given): the split-k reduction on host memory."""
+    if uplo is None:
+        if alpha == 1:
+            np.add(y, x, out=y)
+        else:
+            y += alpha * x
+        return
+    n = y.shape[0]
+    rows, cols = (np.triu_indices(n) if uplo == "U" else np.tril_indices(n))
+    y[rows, cols] += alpha * x[rows, cols]
+
+
+_HOST_OPS: dict[str, Callable[..., None]] = {"axpy": _host_axpy}
+
+
+def host_tile_op(name: str) -> Callable[..., None]:
+    """The runtime's own implementation of a non-BLAS tile kernel on host memory."""
+    return _HOST_OPS[name]
+
+
+def _resolve_kernel(device: Any, name: str) -> Callable[..., None]:
+    """``device.kernel(name)``; for the runtime's own tile ops on host-memory devices, the host version."""
+    if name in LEVEL3_KERNELS:
+        return device.kernel(name)
+    try:
+        return device.kernel(name)
+    except (ValueError, KeyError, NotImplementedError):
+        if getattr(device, "host_memory", False) and name in _HOST_OPS:
+            return _HOST_OPS[name]
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-call state
+# ---------------------------------------------------------------------------------------------------
+
+
+class TaskRecord:
+    """What happened to one task: device, times (perf_counter seconds), stolen or not, bytes moved."""
+
+    __slots__ = ("label", "device", "t_found", "t0", "t1", "t_done", "stolen", "bytes", "score", "ok", "flops")
+
+    def __init__(self, label: str, device: int) -> None:
+        self.label = label
+        self.device = device
+        self.t_found = self.t0 = self.t1 = self.t_done = 0.0
+        self.stolen = False
+        self.bytes = (0, 0, 0)
+        self.score = 0
+        self.ok = True
+        self.flops = 0.0
+
+
+class CallState:
+    """Book-keeping of one call in flight: counters, records, error, completion event."""
+
+    def __init__(self, seq: int, plan: Plan) -> None:
+        self.seq = seq
+        self.plan = plan
+        self.remaining = len(plan.tasks)
+        self.running = 0
+        self.error: BaseException | None = None
+        self.error_note = ""
+        self.cancelled = False
+        self.done = threading.Event()
+        self.records: list[TaskRecord] = []
+        self.t_start = time.perf_counter()
+        self.t_end = 0.0
+        for t in plan.tasks:
+            t.call = self
+
+
+def _priority(task: Task) -> tuple:
+    return (task.call.seq, -task.depth, task.index)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The scheduler
+# ---------------------------------------------------------------------------------------------------
+
+
+class Scheduler:
+    """Run plans on devices: threaded (one worker per device) or synchronous.
+
+    Parameters
+    ----------
+    devices : sequence of Device
+        Where tasks run.  Nothing here depends on their kind.
+    slots : int
+        Reservation-station size per device.
+    sync : bool
+        Run every task inline in the caller's thread.
+    locality : LocalityModel, optional
+        Source of equation (3)'s tile levels; default :class:`RecentTiles`.
+    """
+
+    def __init__(self, devices: Sequence[Any], slots: int = 4, sync: bool = False,
+                 locality: LocalityModel | None = None) -> None:
+        self.devices = list(devices)
+        self.slots = int(slots)
+        self.sync = bool(sync)
+        self.locality = locality or RecentTiles(len(self.devices))
+        self._cv = threading.Condition(threading.Lock())
+        self._queue: list = []
+        self._stations: list[list[Task]] = [[] for _ in self.devices]
+        self._threads: list[threading.Thread] = []
+        self._closing = False
+        self._seq = 0
+        self._kernels: list[dict[str, Callable]] = [{} for _ in self.devices]
+        self._rr = 0  # next device in synchronous mode
+
+    # ----------------------------------------------------------------- life cycle
+    def _start(self) -> None:
+        if self._threads or self.sync:
+            return
+        for d, dev in enumerate(self.devices):
+            th = threading.Thread(target=self._worker, args=(d,), name=f"tileblas-{dev.name}", daemon=True)
+            th.start()
+            self._threads.append(th)
+
+    def shutdown(self) -> None:
+        """Stop the workers (after the tasks they are running) and wait for them."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        for th in self._threads:
+            if th is not threading.current_thread():
+                th.join()
+        self._threads = []
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    # ----------------------------------------------------------------- submission
+    def run(self, plan: Plan) -> CallState:
+        """Execute every task of ``plan``; returns its CallState (``error`` set when a task failed)."""
+        with self._cv:
+            if self._closing:
+                raise RuntimeError("this Runtime has been shut down")
+            self._seq += 1
+            call = CallState(self._seq, plan)
+        if not plan.tasks:
+            call.t_end = time.perf_counter()
+            call.done.set()
+            return call
+        if self.sync:
+            self._run_sync(call)
+            return call
+        with self._cv:
+            self._start()
+            for t in plan.tasks:
+                if t.deps == 0:
+                    heapq.heappush(self._queue, (_priority(t), t))
+            self._cv.notify_all()
+        call.done.wait()
+        return call
+
+    def _run_sync(self, call: CallState) -> None:
+        ready = [(_priority(t), t) for t in call.plan.tasks if t.deps == 0]
+        heapq.heapify(ready)
+        while ready and not call.cancelled:
+            _, task = heapq.heappop(ready)
+            d = self._rr % len(self.devices)
+            self._rr += 1
+            rec = TaskRecord(task.label, d)
+            rec.t_found = time.perf_counter()
+            call.running += 1
+            self._execute(task, d, rec)
+            call.running -= 1
+            call.remaining -= 1
+            for dep in task.dependents:
+                dep.deps -= 1
+                if dep.deps == 0 and rec.ok:
+                    heapq.heappush(ready, (_priority(dep), dep))
+            rec.t_done = time.perf_counter()
+        call.t_end = time.perf_counter()
+        call.done.set()
+
+    # ----------------------------------------------------------------- workers
+    def _worker(self, d: int) -> None:
+        cv = self._cv
+        clock = time.perf_counter
+        while True:
+            t_found = clock()
+            with cv:
+                while True:
+                    if self._closing:
+                        return
+                    picked = self._pick(d)
+                    if picked is not None:
+                        break
+                    cv.wait()
+                    t_found = clock()
+                task, stolen, score = picked
+                task.call.running += 1
+            rec = TaskRecord(task.label, d)
+            rec.t_found = t_found
+            rec.stolen = stolen
+            rec.score = score
+            self._execute(task, d, rec)
+            with cv:
+                self._finish(task, rec)
+                rec.t_done = time.perf_counter()
+
+    def _pick(self, d: int) -> tuple[Task, bool, int] | None:
+        """Refill station d from the queue, then take its best task, or steal one.  Lock held."""
+        station = self._stations[d]
+        queue = self._queue
+        while len(station) < self.slots and queue:
+            _, t = heapq.heappop(queue)
+            if not t.call.cancelled:
+                station.append(t)
+        stolen = False
+        if not station:
+            victim = max(range(len(self._stations)), key=lambda v: len(self._stations[v]))
+            if not self._stations[victim]:
+                return None
+            station = self._stations[victim]
+            stolen = True
+        score = self.locality.score
+        if len(station) == 1:
+            best, best_s = 0, score(d, station[0].inputs) if station[0].inputs else 0
+        else:
+            best, best_key, best_s = 0, None, 0
+            for n, t in enumerate(station):
+                s = score(d, t.inputs)
+                key = (-s, _priority(t))
+                if best_key is None or key < best_key:
+                    best, best_key, best_s = n, key, s
+        return station.pop(best), stolen, best_s
+
+    def _finish(self, task: Task, rec: TaskRecord) -> None:
+        """Account for a finished task and release its dependents.  Lock held."""
+        call = task.call
+        call.running -= 1
+        call.remaining -= 1
+        call.records.append(rec)
+        if not rec.ok and not call.cancelled:
+            self._cancel(call)
+        if not call.cancelled:
+            released = False
+            for dep in task.dependents:
+                dep.deps -= 1
+                if dep.deps == 0:
+                    heapq.heappush(self._queue, (_priority(dep), dep))
+                    released = True
+            if released:
+                self._cv.notify_all()
+        if call.running == 0 and (call.remaining == 0 or call.cancelled):
+            call.t_end = time.perf_counter()
+            call.done.set()
+
+    def _cancel(self, call: CallState) -> None:
+        call.cancelled = True
+        for st in self._stations:
+            st[:] = [t for t in st if t.call is not call]
+        self._queue = [e for e in self._queue if e[1].call is not call]
+        heapq.heapify(self._queue)
+
+    # ----------------------------------------------------------------- one task
+    def _kernel(self, d: int, name: str) -> Callable[..., None]:
+        cache = self._kernels[d]
+        fn = cache.get(name)
+        if fn is None:
+            fn = cache[name] = _resolve_kernel(self.devices[d], name)
+        return fn
+
+    def _execute(self, task: Task, d: int, rec: TaskRecord) -> None:
+        """Run one task's steps on device d (outside the lock).  Records failure instead of raising."""
+        dev = self.devices[d]
+        plan = task.call.plan
+        stats = dev.stats
+        b0 = (stats.bytes_h2d, stats.bytes_d2h, stats.bytes_d2d)
+        rec.flops = task.flops
+        rec.t0 = time.perf_counter()
+        try:
+            out_host = plan.view(task.out)
+            out_dev = dev.to_device(out_host)
+            arrays: dict[Tile, Any] = {task.out: out_dev}
+            for kname, args, kw in task.steps:
+                fn = self._kernel(d, kname)
+                call_args = []
+                for x in args:
+                    if type(x) is Tile:
+                        arr = arrays.get(x)
+                        if arr is None:
+                            arr = arrays[x] = dev.to_device(plan.view(x))
+                        call_args.append(arr)
+                    else:
+                        call_args.append(x)
+                fn(*call_args, **kw)
+            dev.to_host(out_dev, out_host)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, never swallowed
+            rec.ok = False
+            call = task.call
+            if call.error is None:
+                call.error = exc
+                call.error_note = f"in tile task {task.label} of {plan.routine} on device {dev.name}"
+        rec.t1 = time.perf_counter()
+        if task.inputs:
+            self.locality.touched(d, task.inputs)
+        b1 = (stats.bytes_h2d, stats.bytes_d2h, stats.bytes_d2d)
+        rec.bytes = (b1[0] - b0[0], b1[1] - b0[1], b1[2] - b0[2])
+        stats.add(tasks=1, busy_s=rec.t1 - rec.t0)
+        if self.sync:
+            task.call.records.append(rec)
+            if not rec.ok:
+                task.call.cancelled = True
