@@ -79,6 +79,14 @@ def scipy_openblas_threads() -> dict[str, int]:
     return out
 
 
+def _set_one(basename: str, threads: int) -> None:
+    for p in _loaded_openblas():
+        if os.path.basename(p) == basename:
+            sg = _setter_getter(p)
+            if sg is not None:
+                sg[0](int(threads))
+
+
 def set_scipy_openblas_threads(threads: int) -> dict[str, int]:
     """Set the thread count of every OpenBLAS loaded by NumPy/SciPy; returns the counts now in effect.
 
@@ -263,6 +271,31 @@ def _copy_args(args: tuple, kw: dict) -> tuple[tuple, dict]:
     return tuple(c(a) for a in args), {k: c(v) for k, v in kw.items()}
 
 
+def _time_pair(f_t: Callable, f_s: Callable, args: tuple, kw: dict, repeat: int) -> tuple[float, dict, int]:
+    """(max relative difference, best seconds per call of each, inner loop count), interleaved."""
+    # correctness on fresh copies (in-place routines mutate their arguments)
+    a1, k1 = _copy_args(args, kw)
+    a2, k2 = _copy_args(args, kw)
+    diff = _max_rel_diff(f_t(*a1, **k1), f_s(*a2, **k2))
+
+    # inner loop so that each timed sample lasts ~20 ms
+    t0 = time.perf_counter()
+    f_s(*args, **kw)
+    single = max(time.perf_counter() - t0, 1e-7)
+    inner = max(1, min(100_000, int(0.02 / single)))
+    best = {"tileblas": math.inf, "scipy": math.inf}
+    fns = {"tileblas": f_t, "scipy": f_s}
+    for r in range(repeat):
+        order = ("tileblas", "scipy") if r % 2 == 0 else ("scipy", "tileblas")
+        for lib in order:
+            fn = fns[lib]
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn(*args, **kw)
+            best[lib] = min(best[lib], (time.perf_counter() - t0) / inner)
+    return diff, best, inner
+
+
 def bench_blas(routine: str, n: int | None = None, repeat: int = 5, threads: int | None = None) -> dict[str, Any]:
     """Time ``tileblas.blas.ROUTINE`` against ``scipy.linalg.blas.ROUTINE`` in this process.
 
@@ -320,31 +353,16 @@ def bench_blas(routine: str, n: int | None = None, repeat: int = 5, threads: int
     build, work = builders[family]
     rng = np.random.default_rng(0)
     args, kw = build(n, dtype, rng)
-    scipy_threads = set_scipy_openblas_threads(threads)
     f_t, f_s = getattr(tblas, routine), getattr(sblas, routine)
-
+    before = scipy_openblas_threads()
+    scipy_threads = set_scipy_openblas_threads(threads)
     ctx, mode = _tileblas_context(threads, level)
-    with ctx:
-        # correctness on fresh copies (in-place routines mutate their arguments)
-        a1, k1 = _copy_args(args, kw)
-        a2, k2 = _copy_args(args, kw)
-        diff = _max_rel_diff(f_t(*a1, **k1), f_s(*a2, **k2))
-
-        # inner loop so that each timed sample lasts ~20 ms
-        t0 = time.perf_counter()
-        f_s(*args, **kw)
-        single = max(time.perf_counter() - t0, 1e-7)
-        inner = max(1, min(100_000, int(0.02 / single)))
-        best = {"tileblas": math.inf, "scipy": math.inf}
-        fns = {"tileblas": f_t, "scipy": f_s}
-        for r in range(repeat):
-            order = ("tileblas", "scipy") if r % 2 == 0 else ("scipy", "tileblas")
-            for lib in order:
-                fn = fns[lib]
-                t0 = time.perf_counter()
-                for _ in range(inner):
-                    fn(*args, **kw)
-                best[lib] = min(best[lib], (time.perf_counter() - t0) / inner)
+    try:
+        with ctx:
+            diff, best, inner = _time_pair(f_t, f_s, args, kw, repeat)
+    finally:  # leave SciPy's thread count as it was
+        for name, t in before.items():
+            _set_one(name, t)
 
     cplx = dtype.kind == "c"
     result: dict[str, Any] = {
