@@ -16,6 +16,7 @@ __all__ = ["run_demo", "SECTIONS"]
 
 SECTIONS = (
     "tileblas._demo_core:section",
+    "tileblas._demo_perf:section",
     "tileblas._demo_blas:section",
     "tileblas._demo_runtime:section",
     "tileblas._demo_async:section",

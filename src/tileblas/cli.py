@@ -15,6 +15,7 @@ __all__ = ["main", "build_parser"]
 # One line per capability; each module is imported only by the `tileblas` command.
 _PLUGINS = (
     "tileblas._cli_core",
+    "tileblas._cli_perf",
     "tileblas._cli_runtime",
     "tileblas._cli_bench",
 )

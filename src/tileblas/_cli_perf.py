@@ -1,0 +1,279 @@
+"""Performance-model subcommands: ``tileblas model build|show``, ``tileblas rank trinv|sylvester``, ``tileblas tune``.
+
+Design note
+    Thin argument parsing over :mod:`tileblas.perf`; every command takes ``--db`` (default
+    ``$TILEBLAS_MODEL_DB`` or the user cache directory).  ``rank --measure`` also runs the variants and
+    prints whether the measured ranking agrees with the predicted one (pairs whose measured medians
+    differ by more than ``--tolerance`` count); that comparison lives here and in the benchmark, never in
+    unit tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+__all__ = ["register", "ranking_agreement"]
+
+
+def _ints(text: str) -> list[int]:
+    """'8:1024:8' (start:stop:step, inclusive), '256,512' or '96' -> list of ints."""
+    try:
+        if ":" in text:
+            parts = [int(p) for p in text.split(":")]
+            start, stop = parts[0], parts[1]
+            step = parts[2] if len(parts) > 2 else max(1, (stop - start) // 8 or 1)
+            return list(range(start, stop + 1, step))
+        return [int(p) for p in text.split(",") if p]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 256,512 or 16:256:16; got {text!r}") from None
+
+
+def _repo(args: argparse.Namespace):
+    from tileblas.perf import Repository
+
+    return Repository(args.db)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, help="model repository file (default: $TILEBLAS_MODEL_DB or the cache dir)")
+    p.add_argument("--threads", type=int, default=1, help="BLAS threads the models are for (default 1)")
+    p.add_argument("--locality", choices=("in-cache", "out-of-cache"), default="in-cache")
+
+
+def ranking_agreement(predicted: dict[int, float], measured: dict[int, float], tolerance: float = 0.05) -> tuple[int, int]:
+    """Pairs of variants ordered the same way by prediction and measurement, among the pairs whose measured
+    times differ by more than ``tolerance`` (relative).  Returns (agreeing, counted)."""
+    vs = sorted(measured)
+    agree = counted = 0
+    for i, a in enumerate(vs):
+        for b in vs[i + 1:]:
+            ma, mb = measured[a], measured[b]
+            if abs(ma - mb) <= tolerance * min(ma, mb):
+                continue
+            counted += 1
+            agree += (ma < mb) == (predicted[a] < predicted[b])
+    return agree, counted
+
+
+# ---------------------------------------------------------------------------------------------------
+def _cmd_build(args: argparse.Namespace) -> int:
+    from tileblas.perf import Sampler, build_submodel, current_key
+    from tileblas.perf._trace import routine_spec
+
+    spec = routine_spec(args.routine)
+    flags = tuple(args.flags.upper()) if args.flags else tuple(v[0] for v in spec.flag_values)
+    if len(flags) != len(spec.flag_names) or any(f not in v for f, v in zip(flags, spec.flag_values)):
+        raise ValueError(f"--flags for {args.routine} must be {len(spec.flag_names)} letters for {spec.flag_names}"
+                         f" from {spec.flag_values}; got {args.flags!r}")
+    d = len(spec.size_names)
+    lo = args.lo * d if len(args.lo) == 1 else args.lo
+    hi = args.hi * d if len(args.hi) == 1 else args.hi
+    if len(lo) != d or len(hi) != d:
+        raise ValueError(f"--lo/--hi need 1 or {d} values for {spec.size_names}; got {args.lo} and {args.hi}")
+    key = current_key(args.threads, args.locality)
+    repo = _repo(args)
+    sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps, ld=max(hi))
+    sm = build_submodel(args.routine, flags, lambda s: sampler.sample(args.routine, flags, s), lo, hi,
+                        args.strategy, args.error_bound, args.min_size, args.direction, args.initial_size,
+                        args.validation, progress=not args.no_progress,
+                        config={"locality": args.locality, "reps": args.reps, "threads": args.threads})
+    repo.save(key, sm)
+    v = sm.validation
+    print(f"{args.routine} {''.join(flags) or '-'}: {len(sm.regions)} regions, {sm.points} points, "
+          f"{sm.samples} samples, built in {sm.config['build_seconds']:.1f} s")
+    if v:
+        print(f"validation on {v['points']} fresh points: average relative error {v['avg_rel_error']:.2%}, "
+              f"maximum {v['max_rel_error']:.2%}")
+    print(f"stored in {repo.path}")
+    if args.plot:
+        from tileblas.perf._plots import plot_regions
+
+        print("plot:", plot_regions(sm, args.plot, [(p, e) for p, e in v.get("detail", [])]))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    import datetime
+
+    repo = _repo(args)
+    rows = [r for r in repo.list() if not args.routine or r["routine"] == args.routine]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"models in {repo.path}: {len(rows)}")
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M")
+        err = "-" if r["avg_error"] is None else f"{r['avg_error']:.1%}/{r['max_error']:.1%}"
+        print(f"  {r['routine']:7s} {r['flags'] or '-':4s} threads={r['threads']} {r['locality']:12s} "
+              f"samples={r['samples']:6d} err(avg/max)={err:13s} {when}  [{r['library']} {r['version']} on {r['machine']}]")
+    return 0
+
+
+def _cmd_rank(args: argparse.Namespace) -> int:
+    from tileblas.perf import Predictor, build_models_for, current_key
+    from tileblas.perf._algorithms import get_algorithm
+    from tileblas.perf._predictor import measure_algorithm
+
+    alg = get_algorithm(args.algorithm)
+    variants = args.variants or list(alg.variants)
+    bad = [v for v in variants if v not in alg.variants]
+    if bad:
+        raise ValueError(f"--variants for {args.algorithm} must be among {list(alg.variants)}; got {bad}")
+    repo = _repo(args)
+    key = current_key(args.threads, args.locality)
+    if args.build:
+        build_models_for(args.algorithm, args.n, [args.block], repo, key, variants, reps=args.reps,
+                         progress=not args.no_progress, min_size=args.min_size)
+    pred = Predictor(repo, key)
+    series: dict[Any, dict[str, list[float]]] = {}
+    total_agree = total_counted = 0
+    for n in args.n:
+        ranking = pred.rank(args.algorithm, n, args.block, variants)
+        print(f"{args.algorithm} n={n} block={args.block}: predicted ranking "
+              + " > ".join(str(p.label["variant"]) for p in ranking))
+        measured: dict[int, float] = {}
+        for p in ranking:
+            v = p.label["variant"]
+            line = (f"  variant {v:2d}: predicted {p.time['median'] * 1e3:9.3f} ms "
+                    f"[{p.time['min'] * 1e3:.3f}, {p.time['max'] * 1e3:.3f}] "
+                    f"efficiency {p.efficiency.get('median', 0):.3f}")
+            if args.measure:
+                t = measure_algorithm(args.algorithm, n, v, args.block, args.reps, args.threads)
+                measured[v] = t.median
+                line += f"   measured {t.median * 1e3:9.3f} ms"
+            print(line)
+            s = series.setdefault(f"v{v}", {"x": [], "median": [], "min": [], "max": [], "measured": []})
+            s["x"].append(n)
+            for st in ("median", "min", "max"):
+                s[st].append(p.efficiency.get(st, 0.0))
+            if measured.get(v):
+                s["measured"].append(alg.flops(n) / measured[v] / (pred.peak_gflops * 1e9))
+        if measured:
+            agree, counted = ranking_agreement({p.label["variant"]: p.time["median"] for p in ranking}, measured,
+                                               args.tolerance)
+            total_agree += agree
+            total_counted += counted
+            print(f"  measured ranking: " + " > ".join(str(v) for v in sorted(measured, key=measured.get))
+                  + f"; agreeing pairs {agree}/{counted} (pairs within {args.tolerance:.0%} not counted)")
+    if args.plot:
+        from tileblas.perf._plots import plot_vs_size
+
+        for s in series.values():
+            if not s["measured"]:
+                del s["measured"]
+        print("plot:", plot_vs_size(series, args.plot, f"{args.algorithm}, block {args.block}"))
+    if args.measure and total_counted:
+        print(f"overall: {total_agree}/{total_counted} distinguishable pairs ranked as measured")
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from tileblas.perf import Predictor, build_models_for, current_key, suggest
+    from tileblas.perf._predictor import measure_algorithm
+
+    repo = _repo(args)
+    key = current_key(args.threads, args.locality)
+    blocks = args.blocks
+    build_models_for(args.algorithm, [args.n], blocks, repo, key, [args.variant] if args.variant else None,
+                     reps=args.reps, progress=not args.no_progress, min_size=args.min_size,
+                     validation_points=args.validation)
+    # what the runtime asks for: DGEMM tiles and triangular recursion stop sizes
+    extra = {("dgemm", ("N", "N")): ([64, 64, 64], [args.max_tile] * 3),
+             ("dtrsm", ("L", "L", "N")): ([8, 8], [args.max_tile, args.max_tile])}
+    from tileblas.perf import Sampler, build_submodel
+
+    for (routine, flags), (lo, hi) in extra.items():
+        old = repo.load(key, routine, flags)
+        if old is not None and all(h >= x for h, x in zip(old.hi, hi)):
+            continue
+        print(f"building {routine} {''.join(flags)} over {lo}..{hi}")
+        sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps, ld=max(hi))
+        sm = build_submodel(routine, flags, lambda s, r=routine, f=flags: sampler.sample(r, f, s), lo, hi,
+                            "refine", 0.1, max(args.min_size, 64), validation_points=args.validation,
+                            progress=not args.no_progress,
+                            config={"locality": args.locality, "reps": args.reps, "threads": args.threads})
+        repo.save(key, sm)
+    pred = Predictor(repo, key)
+    variants = [args.variant] if args.variant else None
+    from tileblas.perf._algorithms import get_algorithm
+
+    best = None
+    for v in variants or get_algorithm(args.algorithm).variants:
+        b, preds = pred.best_block(args.algorithm, args.n, v, blocks)
+        p = min(preds, key=lambda q: q.time["median"])
+        print(f"{args.algorithm} variant {v} n={args.n}: best predicted block {b} "
+              f"({p.time['median'] * 1e3:.2f} ms, efficiency {p.efficiency['median']:.3f})")
+        if best is None or p.time["median"] < best[2]:
+            best = (v, b, p.time["median"])
+    assert best is not None
+    print(f"best: variant {best[0]} with block {best[1]}")
+    if args.measure:
+        t = measure_algorithm(args.algorithm, args.n, best[0], best[1], args.reps, args.threads)
+        print(f"  measured {t.median * 1e3:.2f} ms (predicted {best[2] * 1e3:.2f} ms)")
+    db = str(repo.path)
+    print("runtime suggestions:")
+    print(f"  tile_size(dgemm, n=4096, devices=2) = {suggest('tile_size', n=4096, devices=2, path=db)}")
+    print(f"  recursion_stop(dtrsm, n=512) = {suggest('recursion_stop', routine='dtrsm', n=512, path=db)}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------
+def register(subparsers: Any) -> None:
+    model = subparsers.add_parser("model", help="build and inspect BLAS performance models")
+    msub = model.add_subparsers(dest="model_command", metavar="ACTION")
+    b = msub.add_parser("build", help="sample a routine and store its piecewise polynomial model")
+    b.add_argument("routine", help="dgemm, dtrsm, dtrmm, dsyrk, dtrti2 or dtrsyl")
+    b.add_argument("--flags", default=None, help="flag letters, e.g. LLN for dtrsm side,uplo,transa (diag ignored)")
+    b.add_argument("--lo", type=int, nargs="+", default=[8], help="lower bound(s) of the size arguments")
+    b.add_argument("--hi", type=int, nargs="+", default=[1024], help="upper bound(s) of the size arguments")
+    b.add_argument("--strategy", choices=("refine", "expand"), default="refine")
+    b.add_argument("--error-bound", type=float, default=0.1)
+    b.add_argument("--min-size", type=int, default=32, help="minimum region size (refine)")
+    b.add_argument("--direction", choices=("down", "up"), default="down", help="expansion direction (expand)")
+    b.add_argument("--initial-size", type=int, default=128, help="initial region size (expand)")
+    b.add_argument("--reps", type=int, default=5, help="timed repetitions per point (first call excluded)")
+    b.add_argument("--validation", type=int, default=200, help="fresh validation points")
+    b.add_argument("--plot", default=None, help="write a PNG of the regions coloured by error")
+    b.add_argument("--no-progress", action="store_true")
+    _add_common(b)
+    b.set_defaults(func=_cmd_build)
+    s = msub.add_parser("show", help="list stored models")
+    s.add_argument("routine", nargs="?", default=None)
+    s.add_argument("--db", default=None)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_show)
+    model.set_defaults(func=lambda a: (model.print_help(), 2)[1])
+
+    rank = subparsers.add_parser("rank", help="rank algorithm variants by their predicted time")
+    rsub = rank.add_subparsers(dest="rank_command", metavar="ALGORITHM")
+    for name in ("trinv", "sylvester"):
+        r = rsub.add_parser(name, help=f"rank the {name} variants")
+        r.add_argument("--n", type=_ints, default=[256, 512], help="matrix sizes, e.g. 256,512 or 64:1024:64")
+        r.add_argument("--block", type=int, default=96)
+        r.add_argument("--variants", type=_ints, default=None)
+        r.add_argument("--measure", action="store_true", help="also run the variants and compare rankings")
+        r.add_argument("--build", action="store_true", help="build missing models first")
+        r.add_argument("--reps", type=int, default=3)
+        r.add_argument("--min-size", type=int, default=32)
+        r.add_argument("--tolerance", type=float, default=0.05)
+        r.add_argument("--plot", default=None, help="write Fig. IV.1-like PNG (efficiency vs n)")
+        r.add_argument("--no-progress", action="store_true")
+        _add_common(r)
+        r.set_defaults(func=_cmd_rank, algorithm=name)
+    rank.set_defaults(func=lambda a: (rank.print_help(), 2)[1])
+
+    t = subparsers.add_parser("tune", help="build the models an algorithm and the runtime need; pick block sizes")
+    t.add_argument("--algorithm", choices=("trinv", "sylvester"), default="trinv")
+    t.add_argument("--variant", type=int, default=None)
+    t.add_argument("--n", type=int, default=1000)
+    t.add_argument("--blocks", type=_ints, default=list(range(16, 257, 16)))
+    t.add_argument("--max-tile", type=int, default=512, help="largest DGEMM tile / TRSM size modeled for the runtime")
+    t.add_argument("--reps", type=int, default=5)
+    t.add_argument("--min-size", type=int, default=32)
+    t.add_argument("--validation", type=int, default=50)
+    t.add_argument("--measure", action="store_true", help="run the chosen configuration once")
+    t.add_argument("--no-progress", action="store_true")
+    _add_common(t)
+    t.set_defaults(func=_cmd_tune)

@@ -1,0 +1,276 @@
+"""The model repository: one SQLite file holding submodels keyed by machine, library, threads, device, locality.
+
+Design note
+    Path: the ``path`` argument, else ``$TILEBLAS_MODEL_DB``, else ``$XDG_CACHE_HOME/tileblas/models.sqlite``
+    (``~/.cache/tileblas/models.sqlite``).  Every operation opens its own connection (so threads and
+    processes never share one), in WAL mode with a busy timeout; writes run in ``BEGIN IMMEDIATE``
+    transactions, so concurrent writers serialise and readers never see half a model.
+
+    Schema versioning: a ``meta`` table holds ``schema_version``.  A file written by a newer tileblas (or
+    a database that is not a tileblas repository, or bytes that are not SQLite at all) raises
+    :class:`RepositoryError` naming the path and what is wrong.  Each model body is JSON with a SHA-256
+    checksum that is verified on load, so a damaged row is an error, never a wrong model.
+
+What it must not touch
+    Model fitting and timing.  It stores what it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from tileblas.perf._modeler import Submodel
+
+__all__ = ["Repository", "RepositoryError", "ModelKey", "current_key", "default_path", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+_APP = "tileblas-models"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS models (
+    machine TEXT NOT NULL, library TEXT NOT NULL, version TEXT NOT NULL, threads INTEGER NOT NULL,
+    device TEXT NOT NULL, locality TEXT NOT NULL, routine TEXT NOT NULL, flags TEXT NOT NULL,
+    created REAL NOT NULL, samples INTEGER NOT NULL, avg_error REAL, max_error REAL,
+    body TEXT NOT NULL, checksum TEXT NOT NULL,
+    PRIMARY KEY (machine, library, version, threads, device, locality, routine, flags)
+);
+CREATE TABLE IF NOT EXISTS properties (
+    machine TEXT NOT NULL, library TEXT NOT NULL, version TEXT NOT NULL, threads INTEGER NOT NULL,
+    device TEXT NOT NULL, locality TEXT NOT NULL, name TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (machine, library, version, threads, device, locality, name)
+);
+"""
+
+
+class RepositoryError(RuntimeError):
+    """The model repository file cannot be used: damaged, not a tileblas repository, or too new."""
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """Where a model is valid: machine, BLAS library and version, thread count, device, memory locality."""
+
+    machine: str
+    library: str
+    version: str
+    threads: int
+    device: str = "cpu"
+    locality: str = "in-cache"
+
+    def as_tuple(self) -> tuple[str, str, str, int, str, str]:
+        return (self.machine, self.library, self.version, self.threads, self.device, self.locality)
+
+
+def current_key(threads: int = 1, locality: str = "in-cache", device: str = "cpu") -> ModelKey:
+    """The :class:`ModelKey` of this machine with tileblas' own OpenBLAS on ``threads`` threads."""
+    from tileblas import _kernels
+
+    lib = _kernels.get_library(threads)
+    try:
+        from importlib.metadata import version
+
+        ver = version("scipy-openblas32")
+    except Exception:  # pragma: no cover - metadata missing
+        ver = lib.config().split()[1] if lib.config().split() else "unknown"
+    machine = f"{platform.node()}/{platform.machine()}/{lib.corename()}/{os.cpu_count()}cpu"
+    return ModelKey(machine, "openblas", ver, int(threads), device, locality)
+
+
+def default_path() -> Path:
+    """``$TILEBLAS_MODEL_DB``, else ``$XDG_CACHE_HOME/tileblas/models.sqlite`` (``~/.cache`` by default)."""
+    env = os.environ.get("TILEBLAS_MODEL_DB")
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "tileblas" / "models.sqlite"
+
+
+def _flags_text(flags: tuple[str, ...] | list[str] | str) -> str:
+    return "".join(flags)
+
+
+class Repository:
+    """A SQLite file of performance models.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The file; default :func:`default_path`.
+    create : bool
+        Create the file (and its directory) if missing.  With ``create=False`` a missing file raises
+        :class:`FileNotFoundError`.
+    timeout : float
+        Seconds a writer waits for another writer's lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True, timeout: float = 30.0) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self.timeout = float(timeout)
+        if not self.path.exists():
+            if not create:
+                raise FileNotFoundError(f"no model repository at {self.path}")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._init()
+
+    # ------------------------------------------------------------------ connection and schema
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise RepositoryError(f"cannot open the model repository {self.path}: {exc}") from exc
+        try:
+            con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            yield con
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise RepositoryError(
+                f"the model repository {self.path} is damaged or not an SQLite file ({exc}); "
+                f"delete it or point TILEBLAS_MODEL_DB elsewhere"
+            ) from exc
+        finally:
+            con.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._connect() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    def _init(self) -> None:
+        with self._connect() as con:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "meta" not in tables:
+                raise RepositoryError(f"{self.path} is an SQLite database but not a tileblas model repository")
+            if "meta" in tables:
+                self._check_version(con)
+                if tables >= {"meta", "models", "properties"}:
+                    return
+            con.execute("PRAGMA journal_mode=WAL").fetchone()
+        with self._write() as con:
+            for stmt in _SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    con.execute(stmt)
+            row = con.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
+            if row is None:
+                con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                con.execute("INSERT INTO meta VALUES ('application', ?)", (_APP,))
+            else:
+                self._check_version(con)
+
+    def _check_version(self, con: sqlite3.Connection) -> None:
+        rows = dict(con.execute("SELECT name, value FROM meta").fetchall())
+        if rows.get("application", _APP) != _APP:
+            raise RepositoryError(f"{self.path} is not a tileblas model repository")
+        raw = rows.get("schema_version")
+        if raw is None:
+            return
+        try:
+            ver = int(raw)
+        except ValueError:
+            raise RepositoryError(f"{self.path} has an unreadable schema version {raw!r}") from None
+        if ver > SCHEMA_VERSION:
+            raise RepositoryError(
+                f"{self.path} uses model repository schema version {ver}, written by a newer tileblas; "
+                f"this tileblas reads version {SCHEMA_VERSION}"
+            )
+        if ver < 1:
+            raise RepositoryError(f"{self.path} has an invalid schema version {ver}")
+
+    # ------------------------------------------------------------------ models
+    def save(self, key: ModelKey, submodel: Submodel) -> None:
+        """Store (replace) the submodel of ``submodel.routine`` / ``submodel.flags`` under ``key``."""
+        body = json.dumps(submodel.to_dict(), sort_keys=True)
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        with self._write() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO models VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (*key.as_tuple(), submodel.routine, _flags_text(submodel.flags), time.time(), submodel.samples,
+                 submodel.validation.get("avg_rel_error"), submodel.validation.get("max_rel_error"), body, digest),
+            )
+
+    def load(self, key: ModelKey, routine: str, flags: tuple[str, ...] | str) -> Submodel | None:
+        """The stored submodel, or None when none is stored for this key, routine and flags."""
+        with self._connect() as con:
+            row = con.execute(
+                "SELECT body, checksum FROM models WHERE machine=? AND library=? AND version=? AND threads=? "
+                "AND device=? AND locality=? AND routine=? AND flags=?",
+                (*key.as_tuple(), routine, _flags_text(flags)),
+            ).fetchone()
+        if row is None:
+            return None
+        return self._decode(row[0], row[1], routine, flags)
+
+    def _decode(self, body: Any, checksum: Any, routine: str, flags: Any) -> Submodel:
+        if not isinstance(body, str) or hashlib.sha256(body.encode()).hexdigest() != checksum:
+            raise RepositoryError(f"the stored model {routine} {_flags_text(flags)} in {self.path} is damaged "
+                                  f"(checksum mismatch); rebuild it with `tileblas model build`")
+        try:
+            return Submodel.from_dict(json.loads(body))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RepositoryError(f"the stored model {routine} in {self.path} cannot be read: {exc}") from exc
+
+    def list(self, key: ModelKey | None = None) -> list[dict[str, Any]]:
+        """Summaries of the stored models (all keys, or one)."""
+        sql = ("SELECT machine, library, version, threads, device, locality, routine, flags, created, samples, "
+               "avg_error, max_error FROM models")
+        args: tuple = ()
+        if key is not None:
+            sql += " WHERE machine=? AND library=? AND version=? AND threads=? AND device=? AND locality=?"
+            args = key.as_tuple()
+        with self._connect() as con:
+            rows = con.execute(sql + " ORDER BY routine, flags, threads, locality", args).fetchall()
+        names = ("machine", "library", "version", "threads", "device", "locality", "routine", "flags", "created",
+                 "samples", "avg_error", "max_error")
+        return [dict(zip(names, r)) for r in rows]
+
+    def delete(self, key: ModelKey, routine: str, flags: tuple[str, ...] | str) -> bool:
+        """Remove one model; True if it existed."""
+        with self._write() as con:
+            cur = con.execute(
+                "DELETE FROM models WHERE machine=? AND library=? AND version=? AND threads=? AND device=? "
+                "AND locality=? AND routine=? AND flags=?", (*key.as_tuple(), routine, _flags_text(flags)))
+            return cur.rowcount > 0
+
+    # ------------------------------------------------------------------ properties (peak rate, ...)
+    def set_property(self, key: ModelKey, name: str, value: float) -> None:
+        """Store a number measured for ``key`` (e.g. ``"peak_gflops"``)."""
+        with self._write() as con:
+            con.execute("INSERT OR REPLACE INTO properties VALUES (?,?,?,?,?,?,?,?)",
+                        (*key.as_tuple(), name, float(value)))
+
+    def get_property(self, key: ModelKey, name: str) -> float | None:
+        """A stored number, or None."""
+        with self._connect() as con:
+            row = con.execute(
+                "SELECT value FROM properties WHERE machine=? AND library=? AND version=? AND threads=? "
+                "AND device=? AND locality=? AND name=?", (*key.as_tuple(), name)).fetchone()
+        return None if row is None else float(row[0])
+
+    def stamp(self) -> tuple[int, int]:
+        """A cheap change stamp (modification times of the file and its WAL) for caches."""
+        def mt(p: Path) -> int:
+            try:
+                return p.stat().st_mtime_ns
+            except OSError:
+                return 0
+        return mt(self.path), mt(Path(str(self.path) + "-wal"))
+
+    def __repr__(self) -> str:
+        return f"Repository({str(self.path)!r})"

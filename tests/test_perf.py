@@ -1,0 +1,533 @@
+"""Tests of tileblas.perf: sampler, modeler, repository, trace mode, algorithms, predictor, suggest, plots.
+
+No timing is asserted: synthetic timing functions stand in for measurements wherever a value is checked.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import threading
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+from tileblas import perf
+from tileblas.perf import (
+    SYLVESTER_VARIANTS,
+    TRINV_VARIANTS,
+    Call,
+    ModelKey,
+    Predictor,
+    Repository,
+    RepositoryError,
+    Sampler,
+    Timing,
+    build_submodel,
+    sylvester,
+    trace_sylvester,
+    trace_trinv,
+    trinv,
+    validate,
+)
+from tileblas.perf._algorithms import _PLANS
+from tileblas.perf._modeler import Submodel
+from tileblas.perf._trace import ROUTINES
+
+KEY = ModelKey("test-machine", "openblas", "0.0", 1, "cpu", "in-cache")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Sampler
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_timing_statistics():
+    ns = [3000, 1000, 2000, 5000, 4000]
+    t = Timing.from_ns(ns)
+    a = np.asarray(ns) * 1e-9
+    assert t.min == pytest.approx(a.min()) and t.max == pytest.approx(a.max())
+    assert t.mean == pytest.approx(a.mean()) and t.median == pytest.approx(np.median(a))
+    assert t.std == pytest.approx(a.std()) and t.reps == 5
+
+
+def test_time_callable_excludes_first_call_and_prepares_each_time():
+    calls, prepared = [], []
+    t = perf.time_callable(lambda: calls.append(1), reps=4, prepare=lambda: prepared.append(1))
+    assert len(calls) == 5  # one initialisation call + 4 timed
+    assert len(prepared) == 5 and t.reps == 4
+    assert 0 <= t.min <= t.median <= t.max and t.min <= t.mean <= t.max
+
+
+@pytest.mark.parametrize("locality", ["in-cache", "out-of-cache"])
+@pytest.mark.parametrize("routine,flags,sizes", [
+    ("dgemm", "NT", (16, 8, 24)), ("dtrsm", "LLN", (16, 8)), ("dtrsm", "RUT", (16, 8)),
+    ("dtrmm", "RLN", (8, 16)), ("dsyrk", "UN", (16, 8)), ("dtrti2", "L", (24,)), ("dtrsyl", "", (16, 8)),
+])
+def test_sampler_runs_every_routine(locality, routine, flags, sizes):
+    s = Sampler(reps=3, locality=locality, ld=64, flush_bytes=1 << 20)
+    t = s.sample(routine, tuple(flags), sizes)
+    assert t.reps == 3 and 0 < t.min <= t.median <= t.max
+    assert s.samples == 3
+
+
+def test_sampler_restores_overwritten_operands():
+    # trsm overwrites B; every repetition must start from the same input, so the final B is one solve
+    # whatever the number of repetitions.
+    outs = []
+    for reps in (1, 4):
+        s = Sampler(reps=reps, ld=32, seed=3)
+        s.sample("dtrsm", "LLN", (8, 4))
+        outs.append(s._buffers["B"][:8, :4].copy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_sampler_blas_and_functions():
+    from tileblas import blas as tb
+
+    s = Sampler(reps=2)
+    a = np.asfortranarray(np.random.default_rng(0).standard_normal((16, 16)))
+    if hasattr(tb, "dgemm"):
+        t = s.sample_blas("dgemm", 1.0, a, a)
+    else:  # Level 3 not yet in tileblas.blas: time the kernel layer instead
+        from tileblas import _kernels
+
+        c = np.zeros((16, 16), order="F")
+        t = s.sample_function(_kernels.gemm, 1.0, a, a, 0.0, c)
+    assert t.reps == 2
+    t = s.sample_function(trinv, np.tril(a) + 16 * np.eye(16), 1, 4)
+    assert t.reps == 2
+    with pytest.raises(ValueError, match="name"):
+        s.sample_blas("no_such_routine")
+
+
+def test_sampler_rejects_bad_arguments():
+    s = Sampler(reps=1)
+    with pytest.raises(ValueError, match="routine"):
+        s.sample("dfoo", (), (1,))
+    with pytest.raises(ValueError, match="flags"):
+        s.sample("dtrsm", "LX", (4, 4))
+    with pytest.raises(ValueError, match="sizes"):
+        s.sample("dgemm", "NN", (4, 0, 4))
+    with pytest.raises(ValueError, match="locality"):
+        Sampler(locality="L9")
+    with pytest.raises(ValueError, match="reps"):
+        Sampler(reps=0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Modeler on synthetic timing functions with known pieces
+# ---------------------------------------------------------------------------------------------------
+
+
+def _piecewise_trsm(p):
+    """Two cubic pieces in m (jump at m = 512) within dtrsm's L-side basis (degrees (2, 1))."""
+    m, n = p
+    if m <= 512:
+        v = 1e-6 + 2e-12 * m * m * n + 3e-8 * n
+    else:
+        v = 5e-6 + 3e-12 * m * m * n + 1e-8 * m + 1e-10 * m * n
+    return Timing(0.9 * v, v, 1.01 * v, 1.3 * v, 0.05 * v, 3)
+
+
+@pytest.mark.parametrize("strategy,direction", [("refine", "down"), ("expand", "down"), ("expand", "up")])
+def test_modeler_recovers_known_piecewise_polynomial(strategy, direction):
+    sm = build_submodel("dtrsm", "LLN", _piecewise_trsm, (8, 8), (1024, 1024), strategy=strategy,
+                        error_bound=1e-6, min_size=32, direction=direction, initial_size=128,
+                        validation_points=60)
+    assert sm.samples == 3 * sm.points and sm.points > 0
+    assert sm.validation["points"] == 60
+    assert sm.validation["avg_rel_error"] < 1e-9 and sm.validation["max_rel_error"] < 1e-9
+    # no region straddles the jump, and every statistic is recovered
+    assert all(r.hi[0] <= 512 or r.lo[0] > 512 for r in sm.regions)
+    for p in [(8, 8), (100, 1000), (512, 7 * 8), (520, 64), (1024, 1024)]:
+        est, ref = sm.evaluate(p), _piecewise_trsm(p)
+        for s in ("min", "median", "mean", "max"):
+            assert est[s] == pytest.approx(getattr(ref, s), rel=1e-9)
+
+
+def test_modeler_single_polynomial_needs_one_region():
+    f = lambda p: Timing(*(1e-10 * p[0] * p[1] * p[2] + 1e-6,) * 4, 0.0, 2)  # noqa: E731
+    sm = build_submodel("dgemm", "NN", f, (8, 8, 8), (256, 256, 256), error_bound=0.01, validation_points=20)
+    assert len(sm.regions) == 1
+    assert sm.validation["max_rel_error"] < 1e-9
+
+
+def test_validation_points_are_fresh():
+    seen = []
+
+    def f(p):
+        seen.append(p)
+        return _piecewise_trsm(p)
+
+    sm = build_submodel("dtrsm", "LLN", f, (8, 8), (256, 256), error_bound=1e-6, validation_points=0)
+    used = set(seen)
+    seen.clear()
+    res = validate(sm, f, 30, exclude=used, granularity=8)
+    assert res["points"] == 30 and not (set(seen) & used) and len(set(seen)) == 30
+
+
+def test_modeler_refinement_stops_at_min_size_and_rejects_bad_options():
+    rng = np.random.default_rng(0)
+    noisy = lambda p: Timing(*(float(rng.uniform(1, 2)),) * 4, 0.0, 1)  # noqa: E731  unmodelable noise
+    sm = build_submodel("dtrsm", "LLN", noisy, (8, 8), (256, 256), error_bound=1e-3, min_size=64,
+                        validation_points=0)
+    assert all(max(h - l + 8 for l, h in zip(r.lo, r.hi)) >= 32 for r in sm.regions)
+    assert all(min(h - l + 8 for l, h in zip(r.lo, r.hi)) < 128 for r in sm.regions)
+    with pytest.raises(ValueError, match="strategy"):
+        build_submodel("dtrsm", "LLN", noisy, (8, 8), (64, 64), strategy="magic")
+    with pytest.raises(ValueError, match="direction"):
+        build_submodel("dtrsm", "LLN", noisy, (8, 8), (64, 64), strategy="expand", direction="left")
+    with pytest.raises(ValueError, match="error_bound"):
+        build_submodel("dtrsm", "LLN", noisy, (8, 8), (64, 64), error_bound=0)
+
+
+def test_submodel_serialisation_round_trip():
+    sm = build_submodel("dtrsm", "LLN", _piecewise_trsm, (8, 8), (512, 512), error_bound=1e-6, validation_points=5)
+    back = Submodel.from_dict(sm.to_dict())
+    for p in [(8, 8), (300, 17), (512, 512), (2000, 40)]:
+        assert back.evaluate(p) == sm.evaluate(p)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Repository
+# ---------------------------------------------------------------------------------------------------
+
+
+def _small_model(routine="dgemm", flags=("N", "N"), c=1e-10):
+    f = lambda p: Timing(*(c * np.prod(p) + 1e-6,) * 4, 0.0, 1)  # noqa: E731
+    spec = ROUTINES[routine]
+    d = len(spec.size_names)
+    return build_submodel(routine, flags, f, (8,) * d, (128,) * d, error_bound=0.01, validation_points=3)
+
+
+def test_repository_round_trip(tmp_path):
+    repo = Repository(tmp_path / "m.sqlite")
+    sm = _small_model()
+    repo.save(KEY, sm)
+    got = repo.load(KEY, "dgemm", ("N", "N"))
+    assert got.to_dict() == sm.to_dict()
+    assert repo.load(KEY, "dgemm", ("T", "N")) is None
+    assert repo.load(ModelKey("other", "openblas", "0.0", 1), "dgemm", "NN") is None
+    rows = repo.list()
+    assert len(rows) == 1 and rows[0]["routine"] == "dgemm" and rows[0]["flags"] == "NN"
+    repo.save(KEY, _small_model(c=2e-10))  # replace
+    assert len(repo.list()) == 1
+    assert repo.load(KEY, "dgemm", "NN").evaluate((64, 64, 64))["median"] == pytest.approx(2e-10 * 64 ** 3 + 1e-6)
+    repo.set_property(KEY, "peak_gflops", 12.5)
+    assert repo.get_property(KEY, "peak_gflops") == 12.5
+    assert repo.delete(KEY, "dgemm", "NN") and repo.load(KEY, "dgemm", "NN") is None
+
+
+def test_repository_default_path_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEBLAS_MODEL_DB", str(tmp_path / "env.sqlite"))
+    assert perf.default_path() == tmp_path / "env.sqlite"
+    monkeypatch.delenv("TILEBLAS_MODEL_DB")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert perf.default_path() == tmp_path / "cache" / "tileblas" / "models.sqlite"
+
+
+def _writer(path, k):
+    repo = Repository(path)
+    for i in range(5):
+        key = ModelKey(f"m{k}", "openblas", "0.0", 1)
+        repo.save(key, _small_model(c=(i + 1) * 1e-10))
+        repo.list()
+
+
+def test_repository_concurrent_writers_threads_and_processes(tmp_path):
+    path = tmp_path / "c.sqlite"
+    Repository(path)
+    ths = [threading.Thread(target=_writer, args=(path, k)) for k in range(4)]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, 10 + k)) for k in range(2)]
+    for t in ths + procs:
+        t.start()
+    for t in ths:
+        t.join()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    repo = Repository(path)
+    rows = repo.list()
+    assert sorted(r["machine"] for r in rows) == sorted(f"m{k}" for k in [0, 1, 2, 3, 10, 11])
+    for r in rows:  # each holds its writer's last model, whole
+        sm = repo.load(ModelKey(r["machine"], "openblas", "0.0", 1), "dgemm", "NN")
+        assert sm.evaluate((64, 64, 64))["median"] == pytest.approx(5e-10 * 64 ** 3 + 1e-6)
+
+
+def test_repository_damaged_file(tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(os.urandom(4096))
+    with pytest.raises(RepositoryError, match="damaged"):
+        Repository(bad)
+    # a valid SQLite file that is not ours
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    with pytest.raises(RepositoryError, match="not a tileblas"):
+        Repository(other)
+
+
+def test_repository_damaged_model_row(tmp_path):
+    path = tmp_path / "m.sqlite"
+    repo = Repository(path)
+    repo.save(KEY, _small_model())
+    con = sqlite3.connect(path)
+    con.execute("UPDATE models SET body = replace(body, '\"regions\"', '\"regionz\"')")
+    con.commit()
+    con.close()
+    with pytest.raises(RepositoryError, match="damaged"):
+        repo.load(KEY, "dgemm", "NN")
+
+
+def test_repository_newer_schema_version(tmp_path):
+    path = tmp_path / "m.sqlite"
+    Repository(path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value = '99' WHERE name = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(RepositoryError, match="schema version 99"):
+        Repository(path)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Trace mode and algorithms
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_trace_trinv_variant1_matches_paper_example():
+    # paper IV-A: variant 1, n = 250, b = 100
+    assert trace_trinv(250, 1, 100) == [
+        Call("dtrti2", ("L",), (100,)),
+        Call("dtrmm", ("R", "L", "N"), (100, 100)), Call("dtrsm", ("L", "L", "N"), (100, 100)),
+        Call("dtrti2", ("L",), (100,)),
+        Call("dtrmm", ("R", "L", "N"), (50, 200)), Call("dtrsm", ("L", "L", "N"), (50, 200)),
+        Call("dtrti2", ("L",), (50,)),
+    ]
+
+
+def test_trace_records_the_calls_execution_makes():
+    class Recording(perf.Executor):
+        def __init__(self):
+            super().__init__()
+            self.tracer = perf.Tracer()
+
+        def __getattribute__(self, name):
+            if name in ("gemm", "trsm", "trmm", "trti2", "trsyl"):
+                rec, run = getattr(object.__getattribute__(self, "tracer"), name), object.__getattribute__(self, name)
+
+                def both(*a):
+                    rec(*a)
+                    return run(*a)
+                return both
+            return object.__getattribute__(self, name)
+
+    rng = np.random.default_rng(1)
+    n = 37
+    lmat = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
+    for v in TRINV_VARIANTS:
+        ex = Recording()
+        trinv(lmat, v, 8, blas=ex)
+        assert ex.tracer.calls == trace_trinv(n, v, 8)
+    u = np.triu(rng.standard_normal((20, 20))) + 20 * np.eye(20)
+    c = rng.standard_normal((n, 20))
+    for v in (1, 7, 16):
+        ex = Recording()
+        sylvester(lmat, u, c, v, 8, blas=ex)
+        assert ex.tracer.calls == trace_sylvester(n, 20, v, 8)
+
+
+def test_sylvester_plans_of_variants_1_and_16_are_the_papers():
+    # variant 1: X01 -= X00 U01; X10 -= L10 X00; X01 = Om; X10 = Om; X11 -= X10 U01; X11 -= L10 X01; X11 = Om
+    p1 = _PLANS[1]
+    assert [op[0] for op in p1] == ["gemm", "gemm", "solve", "solve", "gemm", "gemm", "solve"]
+    assert {op[1:3] for op in p1[:2]} == {("U", 0), ("L", 0)}
+    assert p1[-1] == ("solve", 1, 1)
+    # variant 16: X11 = Om; X12 -= X11 U12; X21 -= L21 X11; X12 = Om; X21 = Om; X22 -= ...; X22 -= ...
+    p16 = _PLANS[16]
+    assert p16[0] == ("solve", 1, 1)
+    assert [op[0] for op in p16] == ["solve", "gemm", "gemm", "solve", "solve", "gemm", "gemm"]
+    assert {op[3:] for op in p16[-2:]} == {(range(2, 3), range(2, 3))}
+    assert len(SYLVESTER_VARIANTS) == 14 and 4 not in SYLVESTER_VARIANTS and 10 not in SYLVESTER_VARIANTS
+    assert perf.sylvester_invariant(4)["valid"] == "False"
+
+
+@pytest.mark.parametrize("variant", TRINV_VARIANTS)
+@pytest.mark.parametrize("n,block", [(1, 4), (13, 4), (40, 16), (40, 40), (65, 100), (64, 7)])
+def test_trinv_correct(variant, n, block):
+    rng = np.random.default_rng(n)
+    lmat = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
+    full = lmat + np.triu(rng.standard_normal((n, n)), 1)  # strictly upper part must be ignored
+    x = trinv(full, variant, block)
+    ref = sla.solve_triangular(lmat, np.eye(n), lower=True)
+    np.testing.assert_allclose(x, ref, rtol=1e-10, atol=1e-12)
+    assert np.all(np.triu(x, 1) == 0)
+
+
+@pytest.mark.parametrize("variant", SYLVESTER_VARIANTS)
+@pytest.mark.parametrize("m,n,block", [(1, 1, 4), (12, 5, 4), (33, 47, 8), (40, 40, 16), (20, 30, 64)])
+def test_sylvester_correct(variant, m, n, block):
+    rng = np.random.default_rng(m * 100 + n)
+    lmat = np.tril(rng.standard_normal((m, m))) + m * np.eye(m)
+    u = np.triu(rng.standard_normal((n, n))) + n * np.eye(n)
+    c = rng.standard_normal((m, n))
+    x = sylvester(lmat + np.triu(np.ones((m, m)), 1), u + np.tril(np.ones((n, n)), -1), c, variant, block)
+    np.testing.assert_allclose(x, sla.solve_sylvester(lmat, u, c), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(lmat @ x + x @ u, c, atol=1e-9)
+
+
+def test_algorithm_input_errors():
+    a = np.eye(4)
+    with pytest.raises(ValueError, match="variant"):
+        trinv(a, 5)
+    with pytest.raises(ValueError, match="block"):
+        trinv(a, 1, 0)
+    with pytest.raises(ValueError, match="square"):
+        trinv(np.ones((3, 4)))
+    with pytest.raises(TypeError, match="real"):
+        trinv(a.astype(complex))
+    with pytest.raises(ValueError, match="variant"):
+        sylvester(a, a, a, 4)
+    with pytest.raises(ValueError, match="c must have shape"):
+        sylvester(a, a, np.ones((4, 3)))
+    with pytest.raises(np.linalg.LinAlgError):
+        trinv(np.diag([1.0, 0.0, 1.0]), 1, 2)
+    with pytest.raises(perf.SylvesterError):
+        sylvester(np.eye(3), -np.eye(3), np.ones((3, 3)), 1, 2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Predictor and suggest
+# ---------------------------------------------------------------------------------------------------
+
+
+def _flop_time(routine):
+    """Synthetic times: flops at 1 GFLOP/s plus 1 microsecond per call."""
+    spec = ROUTINES[routine]
+
+    def f(flags):
+        return lambda p: Timing(*(spec.flops(flags, p) * 1e-9 + 1e-6,) * 2, *(spec.flops(flags, p) * 1.1e-9 + 1e-6,) * 2,
+                                0.0, 1)
+    return f
+
+
+@pytest.fixture
+def synthetic_repo(tmp_path):
+    repo = Repository(tmp_path / "s.sqlite")
+    need = perf._predictor.needed_models(trace_trinv(n, v, b) for n in (64, 128) for v in TRINV_VARIANTS
+                                         for b in (16, 32))
+    need[("dgemm", ("N", "N"))] = ([8, 8, 8], [128, 128, 128])
+    need[("dtrsm", ("L", "L", "N"))] = ([8, 8], [128, 512])
+    for (routine, flags), (lo, hi) in need.items():
+        lo8 = [8] * len(lo)
+        hi8 = [max(8, -(-h // 8) * 8) for h in hi]
+        sm = build_submodel(routine, flags, _flop_time(routine)(flags), lo8, hi8, error_bound=1e-6,
+                            validation_points=0)
+        repo.save(KEY, sm)
+    repo.set_property(KEY, "peak_gflops", 1.0)
+    return repo
+
+
+def test_predictor_sums_models_over_a_trace(synthetic_repo):
+    pred = Predictor(synthetic_repo, KEY)
+    calls = trace_trinv(128, 3, 32)
+    p = pred.predict_calls(calls)
+    expect = sum(ROUTINES[c.routine].flops(c.flags, c.sizes) * 1e-9 + 1e-6 for c in calls)
+    assert p.time["median"] == pytest.approx(expect, rel=1e-8)
+    assert p.time["max"] == pytest.approx(1.1 * (expect - 1e-6 * len(calls)) + 1e-6 * len(calls), rel=1e-8)
+    assert p.time["min"] <= p.time["median"] <= p.time["max"] and p.calls == len(calls)
+    assert sum(p.by_routine.values()) == pytest.approx(p.time["median"])
+    full = pred.predict("trinv", 128, 3, 32)
+    assert full.flops == perf.ALGORITHMS["trinv"].flops(128)
+    assert full.efficiency["median"] == pytest.approx(full.flops / 1e9 / full.time["median"])
+    assert full.efficiency["min"] <= full.efficiency["median"] <= full.efficiency["max"]
+    ranking = pred.rank("trinv", 128, 32)
+    assert sorted(p.label["variant"] for p in ranking) == list(TRINV_VARIANTS)
+    times = [p.time["median"] for p in ranking]
+    assert times == sorted(times)
+    best, preds = pred.best_block("trinv", 128, 1, [16, 32])
+    assert best in (16, 32) and len(preds) == 2
+    assert min(preds, key=lambda q: q.time["median"]).label["block"] == best
+
+
+def test_predictor_missing_model(synthetic_repo):
+    pred = Predictor(synthetic_repo, KEY)
+    with pytest.raises(perf.MissingModelError, match="dsyrk"):
+        pred.predict_calls([Call("dsyrk", ("U", "N"), (8, 8))])
+
+
+def test_suggest(synthetic_repo, tmp_path):
+    db = str(synthetic_repo.path)
+    # models are stored under KEY, not this machine's key: nothing to suggest
+    assert perf.suggest("tile_size", n=1024, path=db) is None
+    assert perf.suggest("tile_size", n=1024, path=str(tmp_path / "missing.sqlite")) is None
+    with pytest.raises(ValueError, match="name"):
+        perf.suggest("colour")
+    # store the same models under this machine's key
+    key = perf.current_key()
+    for r in synthetic_repo.list():
+        synthetic_repo.save(key, synthetic_repo.load(KEY, r["routine"], r["flags"]))
+    ts = perf.suggest("tile_size", n=1024, devices=2, path=db, candidates=[64, 128])
+    assert ts in (64, 128)  # flop-proportional synthetic times: fewest per-call overheads wins
+    assert ts == 128
+    stop = perf.suggest("recursion_stop", routine="dtrsm", n=64, path=db, candidates=[16, 32, 64, 128])
+    assert stop in (16, 32, 64, 128)
+    assert perf.suggest("block_size", algorithm="trinv", variant=1, n=128, blocks=[16, 32], path=db) in (16, 32)
+    bad = tmp_path / "junk.sqlite"
+    bad.write_bytes(b"garbage" * 1000)
+    with pytest.warns(RuntimeWarning):
+        assert perf.suggest("tile_size", n=512, path=str(bad)) is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Plots and CLI
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_plots_write_png(tmp_path):
+    from tileblas.perf import _plots
+
+    sm = build_submodel("dtrsm", "LLN", _piecewise_trsm, (8, 8), (256, 256), error_bound=1e-3, validation_points=10)
+    out = _plots.plot_regions(sm, tmp_path / "r.png", [(p, e) for p, e in sm.validation["detail"]])
+    sm1 = build_submodel("dtrti2", "L", lambda p: Timing(*(1e-9 * p[0] ** 3,) * 4, 0.0, 1), (8,), (64,),
+                         validation_points=0)
+    out1 = _plots.plot_regions(sm1, tmp_path / "r1.png")
+    series = {"v1": {"x": [64, 128], "median": [0.5, 0.6], "min": [0.4, 0.5], "max": [0.6, 0.7],
+                     "measured": [0.55, 0.58]}}
+    out2 = _plots.plot_vs_size(series, tmp_path / "n.png")
+    out3 = _plots.plot_vs_block(series, tmp_path / "b.png")
+    for o in (out, out1, out2, out3):
+        with open(o, "rb") as fh:
+            assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_end_to_end(tmp_path, monkeypatch, capsys):
+    from tileblas.cli import main
+
+    db = tmp_path / "cli.sqlite"
+    monkeypatch.setenv("TILEBLAS_MODEL_DB", str(db))
+    assert main(["model", "build", "dtrsm", "--flags", "LLN", "--hi", "32", "--reps", "1", "--validation", "3",
+                 "--no-progress", "--plot", str(tmp_path / "regions.png")]) == 0
+    out = capsys.readouterr().out
+    assert "dtrsm LLN" in out and "validation on 3 fresh points" in out
+    assert (tmp_path / "regions.png").exists()
+    assert main(["model", "show"]) == 0
+    assert "dtrsm" in capsys.readouterr().out
+    assert main(["rank", "trinv", "--n", "32,48", "--block", "16", "--build", "--measure", "--reps", "1",
+                 "--no-progress", "--min-size", "64", "--plot", str(tmp_path / "rank.png")]) == 0
+    out = capsys.readouterr().out
+    assert "predicted ranking" in out and "measured ranking" in out and (tmp_path / "rank.png").exists()
+    assert main(["rank", "sylvester", "--n", "24", "--block", "8", "--variants", "1,16", "--build", "--reps", "1",
+                 "--no-progress", "--min-size", "64"]) == 0
+    assert "sylvester n=24" in capsys.readouterr().out
+    assert main(["tune", "--n", "48", "--blocks", "8,16", "--variant", "3", "--max-tile", "64", "--reps", "1",
+                 "--validation", "3", "--no-progress", "--min-size", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "best: variant 3 with block" in out and "tile_size" in out
+    assert main(["model", "build", "dtrsm", "--flags", "QQ"]) == 2
