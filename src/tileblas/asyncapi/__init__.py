@@ -24,13 +24,13 @@ from tileblas.asyncapi._calls import (
     trsm, trsv,
 )
 from tileblas.asyncapi._executor import Backend, Executor, get_executor, set_executor
-from tileblas.asyncapi._futures import AsyncFuture, CancelledDependencyError, DependencyError
+from tileblas.asyncapi._futures import AsyncFuture, DependencyError
 from tileblas.asyncapi._handles import MatrixHandle
 from tileblas.asyncapi._matrix import Matrix
 from tileblas.asyncapi._policies import CostPolicy, DemandPolicy
 
 __all__ = [
-    "Matrix", "MatrixHandle", "AsyncFuture", "DependencyError", "CancelledDependencyError",
+    "Matrix", "MatrixHandle", "AsyncFuture", "DependencyError",
     "Executor", "Backend", "CostPolicy", "DemandPolicy", "get_executor", "set_executor", "handle", "empty",
     "gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm",
     "gemv", "ger", "gerc", "trsv", "axpy", "scal", "copy", "dot", "dotc", "nrm2",

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tileblas.asyncapi._futures import AsyncFuture, DependencyError
-from tileblas.asyncapi._graph import CANCELLED, DONE, FAILED, FINISHED, PENDING, READY, RUNNING, Op, link
+from tileblas.asyncapi._graph import CANCELLED, DONE, FAILED, FINISHED, PENDING, READY, RUNNING, Op, forget, link
 from tileblas.asyncapi._handles import HOST, MatrixHandle, check_dtype
 from tileblas.asyncapi._policies import POLICIES, CostPolicy, DemandPolicy
 
@@ -197,6 +197,8 @@ class Executor:
             if self._closed:
                 raise RuntimeError("the executor is closed")
             self._nsubmitted += 1
+            if before_link is not None:
+                before_link()
             doom, cause, culprit = link(op)
             for h in reads:
                 h.inflight += 1
@@ -206,8 +208,6 @@ class Executor:
                 h.inflight += 1
                 if h.inflight == 1:
                     h._lock_user()
-            if before_link is not None:
-                before_link()
             if doom:
                 self._doom_locked(op, doom, cause, culprit, resolve)
                 if op.npending == 0:
@@ -279,6 +279,7 @@ class Executor:
                 h._unlock_user()
         deps = op.dependents
         failed = op.state != DONE
+        forget(op)
         op.release()
         for d, data in deps:
             if failed and data and d.doom is None and d.state < RUNNING:
@@ -403,7 +404,7 @@ class Executor:
                 h._valid = {HOST}
                 h.version += 1
             h.last_writer = None
-            h.readers = []
+            h.readers = {}
 
     def _submit_read(self, h: MatrixHandle) -> AsyncFuture:
         def run(_device: Any) -> np.ndarray:

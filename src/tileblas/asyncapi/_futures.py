@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 from typing import Any, Generator
 
-__all__ = ["AsyncFuture", "DependencyError", "CancelledDependencyError"]
+__all__ = ["AsyncFuture", "DependencyError"]
 
 
 class DependencyError(RuntimeError):
@@ -26,10 +26,6 @@ class DependencyError(RuntimeError):
         self.cause = cause
         self.op = op
         self.__cause__ = cause
-
-
-class CancelledDependencyError(DependencyError):
-    """Raised at submission when an operation reads a handle whose last writer was cancelled."""
 
 
 class AsyncFuture(concurrent.futures.Future):

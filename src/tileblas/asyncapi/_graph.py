@@ -9,7 +9,10 @@ derived per handle, as in a superscalar processor's register renaming without th
 * write-after-write (WAW): a writer waits for the last writer -- an *order* edge.
 
 Failure and cancellation travel along data edges only (a call that overwrites a handle does not need the
-value a failed call should have left there); order edges only delay.  All functions here run under the
+value a failed call should have left there); order edges only delay.  A failure also reaches calls
+submitted later that read what the failed call should have written (until something overwrites it); a
+cancellation reaches the dependents that exist when it happens, and a cancelled call is otherwise as if it
+had never been submitted (later readers see the value from before it).  All functions here run under the
 executor's graph lock.
 What it must not touch: backends, policies and devices (the executor owns those).
 """
@@ -22,13 +25,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from tileblas.asyncapi._futures import AsyncFuture
     from tileblas.asyncapi._handles import MatrixHandle
 
-__all__ = ["Op", "link", "PENDING", "READY", "RUNNING", "DONE", "FAILED", "CANCELLED", "FINISHED"]
+__all__ = ["Op", "link", "forget", "PENDING", "READY", "RUNNING", "DONE", "FAILED", "CANCELLED", "FINISHED"]
 
 PENDING, READY, RUNNING, DONE, FAILED, CANCELLED = range(6)
 FINISHED = DONE  # states >= FINISHED are final
-
-#: prune a handle's reader list once it grows past this many entries
-_PRUNE_AT = 16
 
 
 class Op:
@@ -115,10 +115,10 @@ def link(op: Op) -> tuple[int, BaseException | None, Op | None]:
     for dep, data in deps.items():
         st = dep.state
         if data and not doom:
-            if st == FAILED or st == CANCELLED:
+            if st == FAILED:
                 doom, cause, culprit = st, dep.error, dep
-            elif dep.doom is not None:
-                doom, cause, culprit = dep.doom[0], dep.doom[1], dep
+            elif dep.doom is not None and dep.doom[0] == FAILED:
+                doom, cause, culprit = FAILED, dep.doom[1], dep
         if st >= FINISHED:
             continue
         dep.dependents.append((op, data))
@@ -126,14 +126,16 @@ def link(op: Op) -> tuple[int, BaseException | None, Op | None]:
     # Update per-handle state: readers since the last write, and the last writer.
     for h in op.reads:
         if h not in writes:
-            rs = h.readers
-            rs.append(op)
-            if len(rs) > h.prune_at:  # amortised: the threshold doubles with the live readers
-                rs = h.readers = [r for r in rs if r.state < FINISHED]
-                h.prune_at = max(_PRUNE_AT, 2 * len(rs))
+            h.readers[op] = None  # removed again when op is final (see forget)
     for h in writes:
         h.last_writer = op
         if h.readers:
-            h.readers = []
-            h.prune_at = _PRUNE_AT
+            h.readers = {}
     return doom, cause, culprit
+
+
+def forget(op: Op) -> None:
+    """Remove a final ``op`` from the reader sets of its handles (so finished calls are not kept alive)."""
+    for h in op.reads:
+        h.readers.pop(op, None)
+

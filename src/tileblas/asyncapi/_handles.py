@@ -89,8 +89,7 @@ class MatrixHandle:
             self._valid.add(HOST)
         # dependency state (read and written under the executor's graph lock)
         self.last_writer: Op | None = None
-        self.readers: list[Op] = []
-        self.prune_at = 16
+        self.readers: dict[Op, None] = {}  # calls reading the current value, in flight (ordered set)
         self.inflight = 0
         self.deleted = False
 
@@ -206,6 +205,7 @@ class MatrixHandle:
         return self.executor._submit_delete(self)
 
     def _free(self) -> None:
+        self._unlock_user()
         with self._lock:
             self._copies.clear()
             self._valid = set()

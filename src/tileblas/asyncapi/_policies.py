@@ -7,7 +7,7 @@ What it owns: the "cost" policy of the paper's section 4.1 and the "demand" poli
     finish(b) = load(b) + task(op, b) + locality(op, b)
 
 * load(b): what the backend still has to do: the rest of its running call (its estimate minus the time it
-  has run) plus the estimates of its queued calls.  The paper also added the wall time the backend had
+  has run; half the time it has run when it overran its estimate) plus the estimates of its queued calls.  The paper also added the wall time the backend had
   already spent computing; that term is what made its scheduler slow down when a GPU and a CPU worked
   together (a fast backend that has worked a lot looks "loaded", so work goes to the slow one).  Here
   spent time only calibrates speeds; it is kept as ``rule="paper"`` for comparison.
@@ -151,7 +151,10 @@ class CostPolicy:
             else:
                 load = b.queued_est
                 if b.running:
-                    load += max(0.0, b.running_est - (now - b.running_start))
+                    # the running call's rest; one that overran its estimate is expected to need about
+                    # half as long again as it has run so far
+                    ran = now - b.running_start
+                    load += b.running_est - ran if ran < b.running_est else 0.5 * ran + _OVERHEAD
             score = load + est + (self.locality(op, b) if local else 0.0)
             if best is None or score < best_score:
                 best, best_score, best_est = b, score, est
