@@ -20,6 +20,7 @@ SECTIONS = (
     "tileblas._demo_blas:section",
     "tileblas._demo_runtime:section",
     "tileblas._demo_async:section",
+    "tileblas._demo_rblas:section",
 )
 
 
