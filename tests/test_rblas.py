@@ -49,7 +49,7 @@ def test_round_trip(routine, prefix, mode):
         np.testing.assert_allclose(g, e, rtol=tol(prefix), atol=tol(prefix))
     assert dec.routine == prefix + routine and dec.requested == mode
     assert dec.mode != "none"  # the builders make every output update in place
-    if mode == "checkpoint" or routine == "copy":
+    if mode == "checkpoint" or (routine == "copy" and mode != "exact"):
         assert dec.mode == "checkpoint"
     if mode == "compute" and routine != "copy":
         assert dec.mode == "compute" and dec.extra_bytes <= 2 * 6 * 16
@@ -85,10 +85,13 @@ def test_fresh_results_record_none(case):
     rng = np.random.default_rng(1)
     a = np.asfortranarray(rng.random((4, 4)))
     if case == "gemv_default":
-        y = np.ones(4)
-        out = rb.fdgemv(1.0, a, np.ones(4), beta=1.0, y=y)
+        y, x = np.ones(4), np.ones(4)
+        out = rb.fdgemv(1.0, a, x, beta=1.0, y=y, mode="checkpoint")  # overwrite_y=0: fresh result
         assert not np.shares_memory(out, y)
-        rb.rdgemv(1.0, a, np.ones(4), beta=1.0, y=y) if False else None
+        assert rb.last_decision().mode == "none"
+        assert rb.rdgemv(1.0, a, x, beta=1.0, y=y) is y
+        assert np.array_equal(y, np.ones(4))
+        return
     elif case == "gemm_c_order":
         c = np.ascontiguousarray(rng.random((4, 4)))
         c0 = c.copy()
@@ -109,8 +112,6 @@ def test_fresh_results_record_none(case):
         assert rb.last_decision().mode == "none"
         assert rb.rdgemm(1.0, a, a) is None
         return
-    assert rb.last_decision().mode == "none"
-    rb.discard()
 
 
 # ------------------------------------------------------------------------------------ auto's choices
@@ -138,6 +139,21 @@ def test_auto_destructive_copy():
     assert d.mode == "checkpoint" and "destructive" in d.reason
     rb.rdcopy(x, y)
     assert np.array_equal(y, np.arange(3.0))
+
+
+@pytest.mark.parametrize("mode", ["compute", "auto", "exact"])
+def test_copy_into_zeros_needs_no_checkpoint(mode):
+    x, y = np.arange(1.0, 5.0), np.zeros(4)
+    rb.fdcopy(x, y, mode=mode)
+    d = rb.last_decision()
+    assert d.mode == ("exact" if mode == "exact" else "compute") and d.extra_bytes <= 64, d
+    rb.rdcopy(x, y)
+    assert np.array_equal(y, np.zeros(4)) and not np.signbit(y).any()
+    y = -np.zeros(4)  # -0.0 is not restored by zero-filling: checkpoint
+    rb.fdcopy(x, y, mode="compute")
+    assert rb.last_decision().mode == "checkpoint"
+    rb.rdcopy(x, y)
+    assert np.signbit(y).all()
 
 
 def test_auto_zero_and_tiny_beta():

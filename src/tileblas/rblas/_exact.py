@@ -47,6 +47,9 @@ def checksum(flat: np.ndarray) -> tuple[int, int]:
     return s1, s2
 
 
+_CHUNK = 1 << 15  # values per block: encode/decode work in L2-sized blocks (even, for dense12)
+
+
 @dataclass
 class Residual:
     """The compressed rounding residual of one output array."""
@@ -62,23 +65,16 @@ class Residual:
     def nbytes(self) -> int:
         return int(sum(d.nbytes for d in self.data) + self.exc_idx.nbytes + self.exc_val.nbytes + 16)
 
-    def q(self) -> np.ndarray:
-        """The integers q as float (0 where an exception sits)."""
-        if self.kind == "dense8":
-            return self.data[0].astype(np.float64)
-        if self.kind == "dense16":
-            return self.data[0].astype(np.float64)
-        if self.kind == "dense12":
-            low, high = self.data
-            hi = np.empty(self.size + (self.size & 1), dtype=np.uint16)
-            hi[0::2] = high & 0x0F
-            hi[1::2] = high >> 4
-            v = (hi[: self.size] << 8) | low
-            return v.astype(np.float64) - 2047.0
-        out = np.zeros(self.size)
-        idx, val = self.data
-        out[idx] = val
-        return out
+    def q_block(self, s: int, e: int) -> np.ndarray:
+        """The integers q of values s..e-1 (0 where an exception sits), as int16 (dense kinds)."""
+        if self.kind in ("dense8", "dense16"):
+            return self.data[0][s:e]
+        low, high = self.data
+        h = high[s // 2: (e + 1) // 2]
+        hi = np.empty(2 * h.size, dtype=np.int16)
+        hi[0::2] = h & 0x0F
+        hi[1::2] = h >> 4
+        return ((hi[: e - s] << 8) | low[s:e]) - 2047
 
 
 def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -90,24 +86,32 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
     """Encode ``old`` relative to ``trial`` (both real 1-D arrays of one dtype) so that
     :func:`decode_into` turns ``trial`` back into ``old`` bit for bit."""
     n = old.size
+    dt = trial.dtype
+    q16 = np.empty(n, dtype=np.int16)
+    exc: list[np.ndarray] = []
     with np.errstate(all="ignore"):
-        sp = np.spacing(np.abs(trial))
-        q = np.rint((old - trial) / sp)
-        q[~np.isfinite(q)] = 0.0
-        np.clip(q, -32767, 32767, out=q)
-        back = trial + (q * sp).astype(trial.dtype)
-    ok = _bits_equal(back, old)
-    del back, sp
-    q[~ok] = 0.0
-    exc_idx = np.flatnonzero(~ok)
+        for s in range(0, n, _CHUNK):
+            o, t = old[s: s + _CHUNK], trial[s: s + _CHUNK]
+            sp = np.spacing(np.abs(t))
+            q = o - t
+            q /= sp
+            np.rint(q, out=q)
+            q[~np.isfinite(q)] = 0
+            np.clip(q, -32767, 32767, out=q)
+            back = q * sp
+            back += t
+            ok = _bits_equal(back, o)
+            if not ok.all():
+                bad = np.flatnonzero(~ok)
+                q[bad] = 0
+                exc.append(bad + s)
+            q16[s: s + _CHUNK] = q
     idx_dtype = np.int32 if n < 2**31 else np.int64
-    exc_idx = exc_idx.astype(idx_dtype)
+    exc_idx = np.concatenate(exc).astype(idx_dtype) if exc else np.zeros(0, idx_dtype)
     exc_val = old[exc_idx].copy()
-    aq = np.abs(q)
-    qmax = float(aq.max()) if n else 0.0
-    nnz = int(np.count_nonzero(q))
+    qmax = int(np.abs(q16).max()) if n else 0
+    nnz = int(np.count_nonzero(q16))
     ib = np.dtype(idx_dtype).itemsize
-    # candidate encodings and their sizes
     cands: list[tuple[int, str]] = [(nnz * (ib + 2), "sparse")]
     if qmax <= 127:
         cands.append((n, "dense8"))
@@ -116,20 +120,20 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
     cands.append((2 * n, "dense16"))
     _, kind = min(cands)
     if kind == "dense8":
-        data: tuple[np.ndarray, ...] = (q.astype(np.int8),)
+        data: tuple[np.ndarray, ...] = (q16.astype(np.int8),)
     elif kind == "dense16":
-        data = (q.astype(np.int16),)
+        data = (q16,)
     elif kind == "dense12":
-        v = (q + 2047.0).astype(np.uint16)
+        v = (q16 + 2047).view(np.uint16)
         low = (v & 0xFF).astype(np.uint8)
         hi = (v >> 8).astype(np.uint8)
         if n & 1:
             hi = np.concatenate([hi, np.zeros(1, np.uint8)])
-        high = (hi[0::2] | (hi[1::2] << 4)).astype(np.uint8)
-        data = (low, high)
+        data = (low, (hi[0::2] | (hi[1::2] << 4)).astype(np.uint8))
     else:
-        idx = np.flatnonzero(q).astype(idx_dtype)
-        data = (idx, q[idx].astype(np.int16))
+        idx = np.flatnonzero(q16).astype(idx_dtype)
+        data = (idx, q16[idx])
+    del dt
     return Residual(kind, n, data, exc_idx, exc_val, checksum(old))
 
 
@@ -137,14 +141,18 @@ def decode_into(res: Residual, flat: np.ndarray, name: str = "output") -> None:
     """Turn ``flat`` (holding the trial values, real 1-D view of the output) back into the old values."""
     if flat.size != res.size:
         raise RestoreError(f"exact restore of {name!r}: size {flat.size} differs from {res.size}")
+    dt = flat.dtype
     with np.errstate(all="ignore"):
         if res.kind == "sparse":
             idx, val = res.data
-            sp = np.spacing(np.abs(flat[idx]))
-            flat[idx] = flat[idx] + (val.astype(np.float64) * sp).astype(flat.dtype)
+            t = flat[idx]
+            flat[idx] = val.astype(dt) * np.spacing(np.abs(t)) + t
         else:
-            sp = np.spacing(np.abs(flat))
-            flat[...] = flat + (res.q() * sp).astype(flat.dtype)
+            for s in range(0, res.size, _CHUNK):
+                t = flat[s: s + _CHUNK]
+                back = res.q_block(s, s + t.size).astype(dt)
+                back *= np.spacing(np.abs(t))
+                t += back
     flat[res.exc_idx] = res.exc_val
     if checksum(flat) != res.check:
         raise RestoreError(
@@ -155,7 +163,3 @@ def decode_into(res: Residual, flat: np.ndarray, name: str = "output") -> None:
 def exceptions_fraction(res: Residual) -> float:
     """Fraction of values stored raw."""
     return res.exc_idx.size / max(res.size, 1)
-
-
-def _noop(*_: Any) -> None:
-    return None

@@ -47,6 +47,27 @@ def _l1_cost(ctx: Ctx) -> tuple[float, float]:
     return 2.0 * n, 3.0 * n * ctx.dtype.itemsize
 
 
+def _all_plus_zero(v: Any) -> bool:
+    if not isinstance(v, np.ndarray):
+        return False
+    r = v.view(v.real.dtype) if v.dtype.kind == "c" else v
+    return not r.view(np.uint64 if r.itemsize == 8 else np.uint32).any()
+
+
+def _copy_impossible(ctx: Ctx) -> str | None:
+    if _all_plus_zero(ctx.bound["y"]):
+        return None
+    return "destructive routine: y's old values are not a function of the new ones (y was not all zero)"
+
+
+def _zero_fill(ctx: Ctx) -> None:
+    ctx.bound["y"][...] = 0
+
+
+def _copy_inverse(ctx: Ctx) -> list:
+    return [_zero_fill]
+
+
 def _scal_inverse(ctx: Ctx) -> list:
     return [ctx.call(a=1.0 / ctx.get("a"))]
 
@@ -104,8 +125,9 @@ _P4 = ("s", "d", "c", "z")
 
 SPECS = [
     Spec("copy", 1, _P4, ("x", "y", *_L1), 2, {"offx": 0, "incx": 1, "offy": 0, "incy": 1},
-         (Out("y"),), ("y",), None, cost=_l1_cost,
-         doc="Destructive: y's old values are checkpointed in every mode (the paper's choice 1)."),
+         (Out("y"),), ("y",), _copy_inverse, impossible=_copy_impossible, cost=_l1_cost,
+         doc="Destructive: y's old values are checkpointed (the paper's choice 1), except when y held "
+             "only (+0) zeros: then the reverse zero-fills y and nothing is kept (the paper's choice 2)."),
     Spec("swap", 1, _P4, ("x", "y", *_L1), 2, {"offx": 0, "incx": 1, "offy": 0, "incy": 1},
          (Out("x"), Out("y")), ("x", "y"), lambda ctx: [ctx.call()], cost=_l1_cost,
          doc="Self-inverse: the reverse swaps again (exact in compute mode)."),

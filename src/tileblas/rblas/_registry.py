@@ -131,7 +131,8 @@ class Spec:
     returns : tuple of str
         For each returned value, the argument whose storage it uses.
     inverse : callable or None
-        ``inverse(ctx) -> list of (routine, kwargs, outputs)``; None for a destructive routine.
+        ``inverse(ctx) -> list of steps``, each ``(routine, kwargs, outputs)`` (a tileblas.blas call
+        running in place on the outputs) or a callable ``step(ctx)``; None: no inverse exists.
     impossible, unsafe : callable
         ``f(ctx) -> reason or None``: when the inverse does not exist / is numerically unsafe.
     cost : callable
@@ -289,7 +290,11 @@ def _run_inverse(ctx: Ctx, targets: dict[str, Any] | None = None) -> None:
     """Run the inverse computation in place on the outputs (or on ``targets`` standing in for them)."""
     if targets:
         ctx = Ctx(ctx.spec, ctx.prefix, ctx.dtype, {**ctx.bound, **targets})
-    for name, kw, outs in ctx.spec.inverse(ctx):
+    for step in ctx.spec.inverse(ctx):
+        if callable(step):  # an inverse step written with array operations (copy's zero-fill)
+            step(ctx)
+            continue
+        name, kw, outs = step
         ret = lookup(name)(**kw)
         rets = ret if isinstance(ret, tuple) else (ret,)
         for o, r in zip(outs, rets):
