@@ -430,3 +430,22 @@ def test_gpu_round_trip():
         pytest.skip(f"tileblas.blas does not take CuPy arrays: {e}")
     rb.rdaxpy(x, y, a=2.0)
     assert bool((y == 1).all())
+
+
+FLAGGED = [(s.routine, p) for s in rb.SPECS for p in s.prefixes if any(o.flag for o in s.outputs)]
+
+
+@pytest.mark.parametrize("routine,prefix", FLAGGED)
+def test_overwrite_flag_off_means_nothing_to_undo(routine, prefix):
+    rng = np.random.default_rng(11)
+    args, kwargs = build(routine, prefix, rng)
+    spec = rb.SPEC_OF[prefix + routine]
+    for o in spec.outputs:
+        kwargs[o.flag] = 0
+    before = snapshot(args, kwargs)
+    fwd, rev = rb.PAIRS[prefix + routine]
+    fwd(*args, mode="checkpoint", **kwargs)
+    assert rb.last_decision().mode == "none"
+    _restored(before, [*args, *kwargs.values()], True, prefix)  # nothing was touched
+    rev(*args, **kwargs)
+    assert rb.pending() == []
