@@ -32,7 +32,7 @@ __all__ = ["register", "run_bench", "sweep", "bars"]
 PAPER_ROUTINES = {1: ["zaxpy", "zscal", "zdrot"], 2: ["zgemv", "zgbmv", "zgeru"], 3: ["zgemm", "zsymm", "ztrmm"]}
 SIZES = {
     "quick": {1: [10**3, 10**5, 10**6], 2: [64, 256, 1024], 3: [64, 128, 256]},
-    "paper": {1: [10**3, 10**4, 10**5, 10**6, 10**7], 2: [64, 256, 1024, 2048, 4096], 3: [64, 128, 256, 512, 1024]},
+    "paper": {1: [10**3, 10**4, 10**5, 10**6, 10**7], 2: [64, 256, 1024, 4096], 3: [64, 128, 256, 512]},
 }
 SWEEP_MODES = ("checkpoint", "compute", "exact")
 

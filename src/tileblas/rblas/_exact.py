@@ -4,7 +4,7 @@ Design note.  The ``exact`` mode runs the same inverse computation as ``compute`
 also runs that inverse once on a work copy (``trial``) and compares it with the old values.  Where they
 differ, the difference ``d = old - trial`` is, for a well-behaved inverse, a small integer multiple ``q``
 of ``spacing(|trial|)`` (the rounding the forward call and the inverse made): for ``y + a*x`` on the
-paper's data ``|q| <= 2048``, i.e. 12 bits.  We store ``q`` densely in 8, 12 or 16 bits per real value, or
+paper's data ``|q| <= 2048``, i.e. 12 bits.  We store ``q`` densely in 8, 12, 16 or 32 bits per real value, or
 sparsely (index + value) when most ``q`` are zero, plus the raw old value of every "exception" (``q`` not
 an integer, too large, non-finite, signed zeros).  The encoder checks, with the very floating-point
 operations the decoder performs (``trial + q*spacing(|trial|)``), that every value comes back bit for bit.
@@ -47,6 +47,7 @@ def checksum(flat: np.ndarray) -> tuple[int, int]:
     return s1, s2
 
 
+_QMAX = 2**31 - 1
 _CHUNK = 1 << 15  # values per block: encode/decode work in L2-sized blocks (even, for dense12)
 
 
@@ -54,7 +55,7 @@ _CHUNK = 1 << 15  # values per block: encode/decode work in L2-sized blocks (eve
 class Residual:
     """The compressed rounding residual of one output array."""
 
-    kind: str                  # 'dense8', 'dense12', 'dense16', 'sparse'
+    kind: str                  # 'dense8', 'dense12', 'dense16', 'dense32', 'sparse'
     size: int                  # number of real values
     data: tuple[np.ndarray, ...]
     exc_idx: np.ndarray
@@ -66,8 +67,8 @@ class Residual:
         return int(sum(d.nbytes for d in self.data) + self.exc_idx.nbytes + self.exc_val.nbytes + 16)
 
     def q_block(self, s: int, e: int) -> np.ndarray:
-        """The integers q of values s..e-1 (0 where an exception sits), as int16 (dense kinds)."""
-        if self.kind in ("dense8", "dense16"):
+        """The integers q of values s..e-1 (0 where an exception sits) (dense kinds)."""
+        if self.kind in ("dense8", "dense16", "dense32"):
             return self.data[0][s:e]
         low, high = self.data
         h = high[s // 2: (e + 1) // 2]
@@ -87,7 +88,7 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
     :func:`decode_into` turns ``trial`` back into ``old`` bit for bit."""
     n = old.size
     dt = trial.dtype
-    q16 = np.empty(n, dtype=np.int16)
+    q16 = np.empty(n, dtype=np.int32)
     exc: list[np.ndarray] = []
     with np.errstate(all="ignore"):
         for s in range(0, n, _CHUNK):
@@ -97,7 +98,7 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
             q /= sp
             np.rint(q, out=q)
             q[~np.isfinite(q)] = 0
-            np.clip(q, -32767, 32767, out=q)
+            np.clip(q, -_QMAX, _QMAX, out=q)
             back = q * sp
             back += t
             ok = _bits_equal(back, o)
@@ -112,19 +113,23 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
     qmax = int(np.abs(q16).max()) if n else 0
     nnz = int(np.count_nonzero(q16))
     ib = np.dtype(idx_dtype).itemsize
-    cands: list[tuple[int, str]] = [(nnz * (ib + 2), "sparse")]
+    cands: list[tuple[int, str]] = [(nnz * (ib + (2 if qmax <= 32767 else 4)), "sparse")]
     if qmax <= 127:
         cands.append((n, "dense8"))
     if qmax <= 2047:
         cands.append((n + (n + 1) // 2, "dense12"))
-    cands.append((2 * n, "dense16"))
+    if qmax <= 32767:
+        cands.append((2 * n, "dense16"))
+    cands.append((4 * n, "dense32"))
     _, kind = min(cands)
     if kind == "dense8":
         data: tuple[np.ndarray, ...] = (q16.astype(np.int8),)
     elif kind == "dense16":
+        data = (q16.astype(np.int16),)
+    elif kind == "dense32":
         data = (q16,)
     elif kind == "dense12":
-        v = (q16 + 2047).view(np.uint16)
+        v = (q16 + 2047).astype(np.uint16)
         low = (v & 0xFF).astype(np.uint8)
         hi = (v >> 8).astype(np.uint8)
         if n & 1:
@@ -132,7 +137,7 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
         data = (low, (hi[0::2] | (hi[1::2] << 4)).astype(np.uint8))
     else:
         idx = np.flatnonzero(q16).astype(idx_dtype)
-        data = (idx, q16[idx])
+        data = (idx, q16[idx].astype(np.int16 if qmax <= 32767 else np.int32))
     del dt
     return Residual(kind, n, data, exc_idx, exc_val, checksum(old))
 
