@@ -325,8 +325,13 @@ def _plots(rows: list[dict[str, Any]], outdir: str, log: Callable[[str], None]) 
 
 def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int = 10, trials: int = 10,
               bar_trials: int = 5, fallback_scipy: bool = False, do_sweep: bool = True, do_bars: bool = True,
-              bar_sizes: dict[int, int] | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the benchmark and write ``rblas_bench.json`` (and PNG plots) into ``outdir``."""
+              bar_sizes: dict[int, int] | None = None, log: Callable[[str], None] = print,
+              sizes: dict[int, list[int]] | None = None) -> dict[str, Any]:
+    """Run the benchmark and write ``rblas_bench.json`` (and PNG plots) into ``outdir``.
+
+    ``sizes`` (level -> sizes) overrides the preset's sweep sizes; ``bar_sizes`` (level -> size) the
+    bars' sizes (default 10**7, 4096, 2048).
+    """
     if preset not in SIZES:
         raise ValueError(f"preset must be one of {sorted(SIZES)}; got {preset!r} instead")
     from tileblas.rblas import _registry
@@ -343,7 +348,8 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
         rb.discard()
         if do_sweep:
             log(f"== sweep ({preset}): n={n_calls} forward then n reverse calls, r={trials} trials ==")
-            result["sweep"] = sweep(PAPER_ROUTINES, SIZES[preset], n_calls, trials, SWEEP_MODES, ns, log)
+            result["sweep"] = sweep(PAPER_ROUTINES, sizes or SIZES[preset], n_calls, trials, SWEEP_MODES, ns,
+                                    log)
         if do_bars:
             log(f"== bars (best of {bar_trials}, interleaved) ==")
             result["bars"] = bars(ns, bar_trials, log, bar_sizes)
