@@ -160,6 +160,7 @@ def _make_gemv(p: str) -> Callable[..., Any]:
     addr = _fortran(p + "gemv")
     s = SCALAR_CODE[p]
     sig = "vcii" + s + "aiAi" + s + "Ai"
+    fast_sig = "vcii" + s + "aiai" + s + "ai"
     real = p in "sd"
 
     def gemv(
@@ -175,6 +176,26 @@ def _make_gemv(p: str) -> Callable[..., Any]:
         trans: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
+        if y is None and offx == 0 == offy and incx == 1 == incy and (trans == 0 or trans == 1):
+            # fast path: exact-dtype 2-D a in either memory order, contiguous x, fresh y
+            try:
+                if a.dtype is dt is x.dtype and a.ndim == 2 and (x.base is None or x.flags.f_contiguous):
+                    m, n = a.shape
+                    rows, cols = (n, m) if trans else (m, n)
+                    if rows and x.size >= max(cols, 1):
+                        fa = a.flags
+                        if fa.f_contiguous:
+                            M, N, arr, t = m, n, a, ("T" if trans else "N")
+                        elif fa.c_contiguous:
+                            M, N, arr, t = n, m, a.T, ("N" if trans else "T")
+                        else:
+                            M = 0
+                        if M:
+                            out = np.zeros(rows, dtype=dt)
+                            _call(addr, fast_sig, t, M, N, alpha, arr, M, x, 1, beta, out, 1)
+                            return out
+            except (AttributeError, TypeError):  # not arrays, or scalars need conversion: nothing was called
+                pass
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         A = as_matrix(a, dt, "a")
