@@ -17,7 +17,6 @@ This module only encodes and decodes host (NumPy) arrays; it owns no BLAS call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -42,8 +41,8 @@ def checksum(flat: np.ndarray) -> tuple[int, int]:
     """A cheap order-sensitive checksum of the bits of a real 1-D array."""
     u = flat.view(_UINT[flat.dtype.itemsize])
     s1 = int(u.sum(dtype=np.uint64))
-    s2 = int((u[1::2] ^ (u[1::2] >> np.uint64(3) if u.dtype == np.uint64 else u[1::2] >> np.uint32(3)))
-             .sum(dtype=np.uint64)) if u.size > 1 else 0
+    odd = u[1::2]
+    s2 = int((odd ^ (odd >> u.dtype.type(3))).sum(dtype=np.uint64)) if u.size > 1 else 0
     return s1, s2
 
 
@@ -87,7 +86,6 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
     """Encode ``old`` relative to ``trial`` (both real 1-D arrays of one dtype) so that
     :func:`decode_into` turns ``trial`` back into ``old`` bit for bit."""
     n = old.size
-    dt = trial.dtype
     q16 = np.empty(n, dtype=np.int32)
     exc: list[np.ndarray] = []
     with np.errstate(all="ignore"):
@@ -138,7 +136,6 @@ def encode(old: np.ndarray, trial: np.ndarray) -> Residual:
     else:
         idx = np.flatnonzero(q16).astype(idx_dtype)
         data = (idx, q16[idx].astype(np.int16 if qmax <= 32767 else np.int32))
-    del dt
     return Residual(kind, n, data, exc_idx, exc_val, checksum(old))
 
 
@@ -164,7 +161,3 @@ def decode_into(res: Residual, flat: np.ndarray, name: str = "output") -> None:
             f"exact restore of {name!r} failed bitwise verification (the inverse computation did not "
             "reproduce the bits of its forward-time trial)")
 
-
-def exceptions_fraction(res: Residual) -> float:
-    """Fraction of values stored raw."""
-    return res.exc_idx.size / max(res.size, 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -88,8 +88,9 @@ class AutoPolicy:
     max_checkpoint_bytes : float
         Checkpoints larger than this are avoided whenever inverse computation is safe.
     max_cond_eps : float
-        A triangular matrix counts as ill-conditioned when ``cond * eps`` exceeds ``max_cond_eps ** k``,
-        with ``k = 1`` (the default 1e-8 allows cond up to 4.5e7 in float64); float32 uses ``sqrt``.
+        Double precision: a triangular matrix counts as ill-conditioned when ``cond * eps`` exceeds
+        ``max_cond_eps`` (1e-8: cond up to 4.5e7, about 8 digits kept).  Single precision: when ``cond``
+        exceeds ``eps ** -0.5`` (about 2900: half the digits kept).
     scalar_exponent : float
         A scalar divided by in the reverse (``beta``, ``alpha`` of scal/trmm) is safe when
         ``eps**scalar_exponent <= |s| <= eps**-scalar_exponent`` (the paper's epsilon and E).
@@ -207,7 +208,3 @@ def set_policy(policy: AutoPolicy) -> AutoPolicy:
         old = _default["policy"]
         _default["policy"] = policy
     return old
-
-
-def _iter_modes() -> Iterator[str]:
-    yield from MODES

@@ -27,7 +27,7 @@ import collections
 import functools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -355,5 +355,3 @@ def _pop(rec: Record) -> None:
         rec.tape._remove(rec)
     _journal.reversed.append(rec.key)
 
-
-_unused: Callable[..., Any] | None = None
