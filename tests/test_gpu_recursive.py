@@ -217,6 +217,12 @@ def _fake_modules():
         def synchronize(self):
             pass
 
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
     class Event:
         def __init__(self, disable_timing=False):
             self.recorded = False

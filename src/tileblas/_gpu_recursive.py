@@ -22,6 +22,7 @@ What it must not touch
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 from typing import Any, NamedTuple
@@ -112,12 +113,20 @@ class CupyBackend:
         f = self.cp.asfortranarray(x)
         return f, max(f.shape[0], 1), trans
 
+    def _on_stream(self) -> Any:
+        # copies and elementwise kernels the backend launches go to the same stream as its cuBLAS calls
+        return self.stream if self.stream is not None else contextlib.nullcontext()
+
     # -------------------------------------------------------------- kernels
-    def gemm(self, alpha, a, b, beta, c, transa, transb) -> None:
+    def gemm(self, alpha: Any, a: Any, b: Any, beta: Any, c: Any, transa: str, transb: str) -> None:
+        with self._on_stream():
+            self._gemm(alpha, a, b, beta, c, transa, transb)
+
+    def _gemm(self, alpha, a, b, beta, c, transa, transb) -> None:
         dt = np.dtype(c.dtype)
         transa, transb = _norm_trans(transa, dt), _norm_trans(transb, dt)
         if not colmajor(c) and colmajor(c.T):
-            return self.gemm(alpha, b.T, a.T, beta, c.T, transb, transa)
+            return self._gemm(alpha, b.T, a.T, beta, c.T, transb, transa)
         m, n = c.shape
         k = a.shape[0] if transa != "N" else a.shape[1]
         if m == 0 or n == 0:
@@ -179,18 +188,21 @@ class CupyBackend:
         op = {"N": t, "T": t.T, "C": t.conj().T}[transa]
         b[...] = alpha * (op @ b if side == "L" else b @ op)
 
-    def trmm(self, alpha, a, b, side, uplo, transa, diag) -> None:
-        self._triangular("trmm", alpha, a, b, side, uplo, transa, diag)
+    def trmm(self, alpha: Any, a: Any, b: Any, side: str, uplo: str, transa: str, diag: str) -> None:
+        with self._on_stream():
+            self._triangular("trmm", alpha, a, b, side, uplo, transa, diag)
 
-    def trsm(self, alpha, a, b, side, uplo, transa, diag) -> None:
-        self._triangular("trsm", alpha, a, b, side, uplo, transa, diag)
+    def trsm(self, alpha: Any, a: Any, b: Any, side: str, uplo: str, transa: str, diag: str) -> None:
+        with self._on_stream():
+            self._triangular("trsm", alpha, a, b, side, uplo, transa, diag)
 
 
 def gpu_recursive(kind: str, alpha, a, b, side="L", uplo="U", transa="N", diag="N", stop: int | None = None,
                   stream: Any = None) -> None:
     """The recursive ``kind`` ('trmm' or 'trsm') on CuPy arrays, ``b`` updated in place (inputs trusted)."""
-    run_recursive(kind, CupyBackend(stream), alpha, a, b, side, uplo, transa, diag,
-                  DEFAULT_GPU_STOP if stop is None else int(stop))
+    with stream if stream is not None else contextlib.nullcontext():
+        run_recursive(kind, CupyBackend(stream), alpha, a, b, side, uplo, transa, diag,
+                      DEFAULT_GPU_STOP if stop is None else int(stop))
 
 
 def gpu_trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", stop=None, stream=None) -> None:
@@ -208,7 +220,8 @@ def cublas_native(kind: str, alpha, a, b, side="L", uplo="U", transa="N", diag="
     be = CupyBackend(stream)
     alpha = _scalar(alpha, b.dtype)
     if alpha == 0:
-        b[...] = 0
+        with be._on_stream():
+            b[...] = 0
         return
     (be.trmm if kind == "trmm" else be.trsm)(alpha, a, b, side, uplo, transa, diag)
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
@@ -57,6 +57,9 @@ __all__ = [
     "plan",
     "split_point",
     "execute",
+    "normalize",
+    "run_recursive",
+    "run_panels",
     "recursive_trmm",
     "recursive_trsm",
     "recursive_trtri",
@@ -111,16 +114,19 @@ class HostBackend:
     def __init__(self, lib: _kernels.BlasLibrary | None = None) -> None:
         self.lib = lib or _kernels.get_library(1)
 
-    def gemm(self, alpha, a, b, beta, c, transa, transb) -> None:
+    def gemm(self, alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray, transa: str,
+             transb: str) -> None:
         _kernels.gemm(alpha, a, b, beta, c, transa, transb, lib=self.lib)
 
-    def trmm(self, alpha, a, b, side, uplo, transa, diag) -> None:
+    def trmm(self, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str,
+             diag: str) -> None:
         _kernels.trmm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
 
-    def trsm(self, alpha, a, b, side, uplo, transa, diag) -> None:
+    def trsm(self, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str,
+             diag: str) -> None:
         _kernels.trsm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
 
-    def asfortran(self, x):
+    def asfortran(self, x: np.ndarray) -> np.ndarray:
         return np.asfortranarray(x)
 
     def __repr__(self) -> str:
@@ -243,7 +249,8 @@ def _norm_trans(trans: str, dtype: Any) -> str:
     return "T" if trans == "C" and np.dtype(dtype).kind != "c" else trans
 
 
-def normalize(a: Any, b: Any, side: str, uplo: str, trans: str, asfortran) -> tuple[Any, Any, str, str, Any]:
+def normalize(a: Any, b: Any, side: str, uplo: str, trans: str,
+              asfortran: Callable[[Any], Any]) -> tuple[Any, Any, str, str, Any]:
     """Describe the problem so that B is column-major (ld usable by BLAS) without copying B if possible.
 
     Returns (a, b_work, side, uplo, writeback) where ``writeback`` is the array to copy ``b_work`` back
@@ -304,7 +311,8 @@ def _pool(workers: int):
         return _POOL
 
 
-def _host(kind: str, alpha, a, b, side, uplo, transa, diag, lib, stop, threads) -> None:
+def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str, diag: str,
+          lib: _kernels.BlasLibrary | None, stop: int | None, threads: int | None) -> None:
     stop = DEFAULT_STOP if stop is None else int(stop)
     if lib is not None:
         return run_recursive(kind, HostBackend(lib), alpha, a, b, side, uplo, transa, diag, stop)
@@ -320,7 +328,8 @@ def _host(kind: str, alpha, a, b, side, uplo, transa, diag, lib, stop, threads) 
                          diag, stop)
 
 
-def run_panels(kind: str, alpha, a, b, side, uplo, transa, diag, stop: int, threads: int) -> None:
+def run_panels(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str,
+               diag: str, stop: int, threads: int) -> None:
     """Split B along its independent dimension into ``threads`` panels, one recursion per panel, each
     on single-threaded BLAS in its own Python thread (the kernel layer releases the GIL)."""
     free = b.shape[1] if side == "L" else b.shape[0]
@@ -334,8 +343,9 @@ def run_panels(kind: str, alpha, a, b, side, uplo, transa, diag, stop: int, thre
         f.result()
 
 
-def recursive_trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None, stop=None,
-                   threads=None) -> None:
+def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
+                   transa: str = "N", diag: str = "N", lib: _kernels.BlasLibrary | None = None,
+                   stop: int | None = None, threads: int | None = None) -> None:
     """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
 
     Same arguments as :func:`tileblas._kernels.trmm` plus ``stop`` (recursion stopping size, default
@@ -345,8 +355,9 @@ def recursive_trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=No
     _host("trmm", alpha, a, b, side, uplo, transa, diag, lib, stop, threads)
 
 
-def recursive_trsm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None, stop=None,
-                   threads=None) -> None:
+def recursive_trsm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
+                   transa: str = "N", diag: str = "N", lib: _kernels.BlasLibrary | None = None,
+                   stop: int | None = None, threads: int | None = None) -> None:
     """Solve op(a)@x = alpha*b (side 'L') or x@op(a) = alpha*b (side 'R') for x in place, recursively.
 
     Arguments as :func:`recursive_trmm`.
@@ -374,7 +385,8 @@ class _TriConfig:
     stop: int
 
 
-def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib=None, stop: int | None = None) -> None:
+def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _kernels.BlasLibrary | None = None,
+                    stop: int | None = None) -> None:
     """Invert the uplo triangle of the column-major square ``a`` in place (the other one is untouched).
 
     inv([[U11, U12], [0, U22]]) = [[V11, -V11 U12 V22], [0, V22]]: invert both diagonal blocks, then
@@ -393,7 +405,7 @@ def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib=None, s
     _trtri(a, uplo, diag, cfg, backend)
 
 
-def _trtri(a, uplo, diag, cfg, backend) -> None:
+def _trtri(a: np.ndarray, uplo: str, diag: str, cfg: _TriConfig, backend: HostBackend) -> None:
     n = a.shape[0]
     if n <= cfg.stop:
         info = _lapack_leaf(cfg.lib, "trtri", a, uplo, diag)
@@ -415,7 +427,8 @@ def _trtri(a, uplo, diag, cfg, backend) -> None:
         run_recursive("trmm", backend, 1.0, a11, a21, "R", "L", "N", diag, stop)    # (...) W11
 
 
-def recursive_lauum(a: np.ndarray, uplo: str = "U", lib=None, stop: int | None = None) -> None:
+def recursive_lauum(a: np.ndarray, uplo: str = "U", lib: _kernels.BlasLibrary | None = None,
+                    stop: int | None = None) -> None:
     """U := U U^H (uplo 'U') or L := L^H L (uplo 'L') on the uplo triangle of column-major ``a``.
 
     [[V11, V12], [0, V22]] -> [[V11 V11^H + V12 V12^H, V12 V22^H], [., V22 V22^H]]: LAUUM(V11), a
@@ -427,7 +440,7 @@ def recursive_lauum(a: np.ndarray, uplo: str = "U", lib=None, stop: int | None =
     _lauum(a, uplo, cfg, HostBackend(cfg.lib))
 
 
-def _lauum(a, uplo, cfg, backend) -> None:
+def _lauum(a: np.ndarray, uplo: str, cfg: _TriConfig, backend: HostBackend) -> None:
     n = a.shape[0]
     if n <= cfg.stop:
         _lapack_leaf(cfg.lib, "lauum", a, uplo)
