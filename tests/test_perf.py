@@ -184,6 +184,16 @@ def test_modeler_refinement_stops_at_min_size_and_rejects_bad_options():
         build_submodel("dtrsm", "LLN", noisy, (8, 8), (64, 64), error_bound=0)
 
 
+def test_refinement_sample_budget():
+    rng = np.random.default_rng(1)
+    noisy = lambda p: Timing(*(float(rng.uniform(1, 2)),) * 4, 0.0, 2)  # noqa: E731
+    sm = build_submodel("dgemm", "NN", noisy, (8, 8, 8), (512, 512, 512), error_bound=1e-3, min_size=16,
+                        validation_points=0, max_samples=300)
+    per_region = 2 * (4 ** 3 + 3 ** 3)  # grid + check points of one region, 2 reps each
+    assert 300 <= sm.samples <= 300 + per_region
+    assert len(sm.regions) >= 8
+
+
 def test_submodel_serialisation_round_trip():
     sm = build_submodel("dtrsm", "LLN", _piecewise_trsm, (8, 8), (512, 512), error_bound=1e-6, validation_points=5)
     back = Submodel.from_dict(sm.to_dict())

@@ -97,7 +97,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     import datetime
 
-    repo = _repo(args)
+    from tileblas.perf import Repository
+
+    try:
+        repo = Repository(args.db, create=False)
+    except FileNotFoundError as exc:
+        print(f"{exc}; build models with `tileblas model build ROUTINE` or `tileblas tune`")
+        return 0
     rows = [r for r in repo.list() if not args.routine or r["routine"] == args.routine]
     if args.json:
         print(json.dumps(rows, indent=1))

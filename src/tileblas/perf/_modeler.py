@@ -31,6 +31,7 @@ What it must not touch
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import time
@@ -334,15 +335,23 @@ class Modeler:
         return float(np.max(np.abs(pred - v) / np.where(v > 0, v, np.inf)))
 
     # ------------------------------------------------------------------ Adaptive Refinement
-    def adaptive_refinement(self, error_bound: float = 0.1, min_size: int = 32) -> list[Region]:
-        """Regions by Adaptive Refinement (paper III-C2)."""
+    def adaptive_refinement(self, error_bound: float = 0.1, min_size: int = 32,
+                            max_samples: int | None = None) -> list[Region]:
+        """Regions by Adaptive Refinement (paper III-C2), breadth first.
+
+        With ``max_samples``, regions are accepted as they are once that many samples have been taken.
+        """
         if not (error_bound > 0):
             raise ValueError(f"error_bound must be positive; got {error_bound!r}")
         min_size = _check_pos_int("min_size", min_size)
         out: list[Region] = []
-        stack: list[Box] = [(self.lo, self.hi)]
+        stack: collections.deque[tuple[Box, Region | None]] = collections.deque([((self.lo, self.hi), None)])
         while stack:
-            box = stack.pop()
+            box, parent = stack.popleft()
+            if parent is not None and max_samples is not None and self.samples >= max_samples:
+                # budget spent: this part of the parent keeps the parent's polynomial
+                out.append(Region(box[0], box[1], parent.coef, parent.error, 0))
+                continue
             axes = self._grid_axes(box)
             reg = self._fit(box, axes)
             checks = self._check_points(axes) if self.check else []
@@ -351,7 +360,8 @@ class Modeler:
                 reg = self._fit(box, pts=[tuple(p) for p in itertools.product(*axes)] + checks)
                 reg.error = max(err, reg.error)
             splittable = [d for d in range(len(box[0])) if box[1][d] - box[0][d] + self.g >= 2 * min_size]
-            if reg.error <= error_bound or not splittable:
+            budget_left = max_samples is None or self.samples < max_samples
+            if reg.error <= error_bound or not splittable or not budget_left:
                 out.append(reg)
                 continue
             halves = []
@@ -363,7 +373,7 @@ class Modeler:
                 else:
                     halves.append([(l, h)])
             for combo in itertools.product(*halves):
-                stack.append((tuple(c[0] for c in combo), tuple(c[1] for c in combo)))
+                stack.append(((tuple(c[0] for c in combo), tuple(c[1] for c in combo)), reg))
         return out
 
     # ------------------------------------------------------------------ Model Expansion
@@ -505,7 +515,7 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
                    lo: Sequence[int], hi: Sequence[int], strategy: str = "refine", error_bound: float = 0.1,
                    min_size: int = 32, direction: str = "down", initial_size: int = 128,
                    validation_points: int = 200, granularity: int = 8, progress: bool = False,
-                   config: dict[str, Any] | None = None) -> Submodel:
+                   config: dict[str, Any] | None = None, max_samples: int | None = None) -> Submodel:
     """Build, and validate on fresh points, the model of ``routine`` for one flag combination.
 
     Parameters
@@ -536,6 +546,8 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
         Progress bars while sampling.
     config : dict, optional
         Extra settings recorded in the model (sampler locality, repetitions...).
+    max_samples : int, optional
+        Sample budget of Adaptive Refinement: once spent, remaining regions are accepted unrefined.
 
     Returns
     -------
@@ -549,8 +561,8 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
     modeler = Modeler(measure, lo, hi, spec.degrees(flags), granularity, progress)
     try:
         if strategy == "refine":
-            regions = modeler.adaptive_refinement(error_bound, min_size)
-            opts = {"error_bound": error_bound, "min_size": min_size}
+            regions = modeler.adaptive_refinement(error_bound, min_size, max_samples)
+            opts = {"error_bound": error_bound, "min_size": min_size, "max_samples": max_samples}
         else:
             regions = modeler.model_expansion(error_bound, direction, initial_size)
             opts = {"error_bound": error_bound, "direction": direction, "initial_size": initial_size}

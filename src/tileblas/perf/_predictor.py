@@ -184,10 +184,11 @@ def measure_peak(threads: int = 1, n: int = 1024, reps: int = 5) -> float:
 def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int], repository: Repository,
                      key: ModelKey, variants: Sequence[int] | None = None, error_bound: float = 0.1,
                      min_size: int = 32, reps: int = 5, validation_points: int = 50, progress: bool = False,
-                     rebuild: bool = False, log=print) -> list[Any]:
+                     rebuild: bool = False, log=print, max_samples: int | None = 20000) -> list[Any]:
     """Build and store every submodel the traces of ``algorithm`` over ``sizes`` x ``blocks`` need.
 
-    Domains are the boxes the calls span, rounded out to multiples of 8.  Returns the new submodels.
+    Domains are the boxes the calls span, rounded out to multiples of 8; each submodel gets at most
+    ``max_samples`` samples (Adaptive Refinement stops refining then).  Returns the new submodels.
     """
     from tileblas.perf._modeler import build_submodel
     from tileblas.perf._sampler import Sampler
@@ -206,7 +207,8 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
         log(f"building {routine} {''.join(flags) or '-'} over {lo8}..{hi8}")
         sm = build_submodel(routine, flags, lambda s, r=routine, f=flags: sampler.sample(r, f, s), lo8, hi8,
                             "refine", error_bound, min_size, validation_points=validation_points, progress=progress,
-                            config={"locality": key.locality, "reps": reps, "threads": key.threads})
+                            config={"locality": key.locality, "reps": reps, "threads": key.threads},
+                            max_samples=max_samples)
         repository.save(key, sm)
         log(f"  {sm.samples} samples, {len(sm.regions)} regions, validation avg/max rel. error "
             f"{sm.avg_error:.1%}/{sm.max_error:.1%}")
@@ -325,5 +327,7 @@ def suggest(name: str, **params: Any) -> Any:
     except RepositoryError as exc:
         warnings.warn(f"tileblas.perf.suggest: ignoring the model repository: {exc}", RuntimeWarning, stacklevel=2)
         return None
+    if len(_SUGGEST_CACHE) > 512:
+        _SUGGEST_CACHE.clear()
     _SUGGEST_CACHE[ck] = value
     return value
