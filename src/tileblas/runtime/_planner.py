@@ -18,9 +18,9 @@ What it owns
 What it must not touch
     Threads, devices and timing (the scheduler), or array data (tasks name tiles, they do not hold data).
 
-Tiles are named by :class:`Tile` ``(matrix slot, i, j)``; :meth:`Plan.tile_key` turns that into a key that
-identifies the same tile of the same user array across calls, ``(matrix key, i, j)``, which is what
-locality scores and device tile caches are keyed on.  Transposed operands are read tile by tile (section
+Tiles are named by :class:`Tile` ``(matrix id, i, j)``; the matrix id (:func:`matrix_id`) is runtime-wide
+and stable for the same user array (memory address, shape, strides, dtype) and tile size across calls, so
+a Tile is itself the key that locality scores and device tile caches use.  Transposed operands are read tile by tile (section
 III-C): the tile ``(k, i)`` of A with a transpose flag handed to the tile kernel, never a copied matrix.
 Index arithmetic uses Python integers, so matrices of more than 2**31 elements work; each tile kernel call
 sees only tile dimensions and the operand's leading dimension.
@@ -28,7 +28,7 @@ sees only tile dimensions and the operand's leading dimension.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,6 +41,7 @@ __all__ = [
     "Task",
     "Plan",
     "Matrix",
+    "matrix_id",
     "bind_arguments",
     "check_call",
     "flop_count",
@@ -91,21 +92,32 @@ _FLAGS = {
 
 
 class Tile(NamedTuple):
-    """A tile named inside one call: operand slot ``m`` of the plan, tile row ``i``, tile column ``j``."""
+    """A tile: matrix id ``m`` (see :func:`matrix_id`), tile row ``i``, tile column ``j``.  Hashable; it
+    is the key locality records and device tile caches use."""
 
     m: int
     i: int
     j: int
 
 
-@dataclass(eq=False)
 class Matrix:
-    """One operand of a call as a grid of ``tile x tile`` tiles.  ``key`` identifies the user array."""
+    """One operand of a call as a grid of ``tile x tile`` tiles.
 
-    array: np.ndarray
-    tile: int
-    key: tuple
-    workspace: bool = False
+    ``id`` is the runtime-wide matrix id that :class:`Tile` names (the same user array seen with the same
+    tile size gets the same id in later calls, so locality records and tile caches can recognise it);
+    ``rows[i]`` and ``cols[j]`` are the extents of tile row i and tile column j.
+    """
+
+    __slots__ = ("array", "tile", "id", "workspace", "rows", "cols")
+
+    def __init__(self, array: np.ndarray, tile: int, mid: int, workspace: bool = False) -> None:
+        self.array = array
+        self.tile = tile
+        self.id = mid
+        self.workspace = workspace
+        m, n = array.shape
+        self.rows = [min(tile, m - r) for r in range(0, m, tile)]
+        self.cols = [min(tile, n - c) for c in range(0, n, tile)]
 
     def view(self, i: int, j: int) -> np.ndarray:
         """The tile (i, j) as a view of the operand (edge tiles are smaller)."""
@@ -113,7 +125,29 @@ class Matrix:
         return self.array[i * t:(i + 1) * t, j * t:(j + 1) * t]
 
 
-@dataclass(eq=False)
+_IDS: dict = {}
+_IDS_LOCK = __import__("threading").Lock()
+_NEXT_ID = [0]
+_MAX_IDS = 4096
+
+
+def matrix_id(a: np.ndarray | None, tile: int) -> int:
+    """A runtime-wide id for (array memory, shape, strides, dtype, tile size); None: a fresh id."""
+    with _IDS_LOCK:
+        _NEXT_ID[0] += 1
+        fresh = _NEXT_ID[0]
+        if a is None:
+            return fresh
+        key = (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str, tile)
+        mid = _IDS.get(key)
+        if mid is not None:
+            return mid
+        if len(_IDS) >= _MAX_IDS:
+            _IDS.clear()
+        _IDS[key] = fresh
+        return fresh
+
+
 class Task:
     """Compute one output tile.
 
@@ -124,37 +158,52 @@ class Task:
     steps : list
         ``(kernel name, args, kwargs)`` tile-kernel calls, in the fixed order they run; ``args`` hold
         :class:`Tile` references where the kernel takes arrays.
-    inputs : tuple
-        Tile keys the task reads (for the locality score of equation (3)).
+    inputs : tuple of Tile
+        The tiles the task reads besides its output (the locality score of equation (3) counts them).
     deps : int
         Number of unfinished tasks this one waits for; ``dependents`` are released when it finishes.
+    depth : int
+        Length of the longest chain of dependents (critical path first).
+    label : str
+        ``routine[i,j]`` plus a suffix for split-k parts (built on demand).
     """
 
-    index: int
-    label: str
-    out: Tile
-    steps: list
-    flops: float
-    inputs: tuple = ()
-    deps: int = 0
-    dependents: list = field(default_factory=list)
-    depth: int = 0
-    call: Any = None
+    __slots__ = ("index", "routine", "suffix", "out", "steps", "flops", "inputs", "deps", "dependents",
+                 "depth", "call", "prio")
+
+    def __init__(self, index: int, routine: str, suffix: str, out: Tile, steps: list, flops: float,
+                 inputs: tuple) -> None:
+        self.index = index
+        self.routine = routine
+        self.suffix = suffix
+        self.out = out
+        self.steps = steps
+        self.flops = flops
+        self.inputs = inputs
+        self.deps = 0
+        self.dependents: list = []
+        self.depth = 0
+        self.call: Any = None
+        self.prio: tuple = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.routine}[{self.out.i},{self.out.j}]{self.suffix}"
+
+    def __repr__(self) -> str:
+        return f"<Task {self.label} steps={len(self.steps)} deps={self.deps}>"
 
 
 @dataclass(eq=False)
 class Plan:
-    """The tasks of one call, and the operands they name."""
+    """The tasks of one call, and the operands they name (``mats``: matrix id -> Matrix)."""
 
     routine: str
     tile: int
-    mats: list
+    mats: dict
     tasks: list
     path: str = "tiled"
     split: int = 1
-
-    def tile_key(self, t: Tile) -> tuple:
-        return (self.mats[t.m].key, t.i, t.j)
 
     def view(self, t: Tile) -> np.ndarray:
         return self.mats[t.m].view(t.i, t.j)
@@ -392,61 +441,53 @@ def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _matrix_key(a: np.ndarray, tile: int) -> tuple:
-    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str, tile)
-
-
 class _Builder:
     """Collects tasks of one plan; knows the tile extents for flop estimates."""
 
     def __init__(self, routine: str, tile: int, dtype: np.dtype) -> None:
         self.routine = routine
         self.tile = tile
-        self.mats: list[Matrix] = []
+        self.mats: dict[int, Matrix] = {}
         self.tasks: list[Task] = []
         self.cplx = 4.0 if dtype.kind == "c" else 1.0
         self.dtype = dtype
 
     def add_matrix(self, a: np.ndarray, workspace: bool = False) -> int:
-        key = ("ws", id(a)) if workspace else _matrix_key(a, self.tile)
-        self.mats.append(Matrix(a, self.tile, key, workspace))
-        return len(self.mats) - 1
+        mid = matrix_id(None if workspace else a, self.tile)
+        if mid not in self.mats:
+            self.mats[mid] = Matrix(a, self.tile, mid, workspace)
+        return mid
 
-    def extent(self, m: int, i: int, axis: int) -> int:
-        size = self.mats[m].array.shape[axis]
-        return max(0, min(self.tile, size - i * self.tile))
-
-    def task(self, out: Tile, steps: list, label: str) -> Task:
+    def task(self, out: Tile, steps: list, suffix: str = "") -> Task:
         inputs = []
-        seen = set()
+        for st in steps:
+            for x in st[1]:
+                if type(x) is Tile and x != out and x not in inputs:
+                    inputs.append(x)
         flops = 0.0
-        for kname, args, _ in steps:
-            for t in args:
-                if type(t) is Tile and t != out and t not in seen:
-                    seen.add(t)
-                    inputs.append((self.mats[t.m].key, t.i, t.j))
-            flops += self._step_flops(kname, args, out)
-        t = Task(len(self.tasks), label, out, steps, flops * self.cplx, tuple(inputs))
+        mats = self.mats
+        om = mats[out.m]
+        rc = om.rows[out.i] * om.cols[out.j]
+        for kname, args, kw in steps:
+            if kname == "gemm":
+                a = args[1]
+                am = mats[a.m]
+                flops += 2.0 * rc * (am.cols[a.j] if args[5] == "N" else am.rows[a.i])
+            elif kname == "axpy":
+                flops += 2.0 * rc
+            else:
+                a = args[1]
+                am = mats[a.m]
+                if kname in ("symm", "hemm"):
+                    flops += 2.0 * rc * am.rows[a.i]
+                elif kname in ("trmm", "trsm"):
+                    flops += 1.0 * rc * am.rows[a.i]
+                else:  # syrk, herk, syr2k, her2k on a diagonal tile: the k extent of the a tile
+                    inner = am.cols[a.j] if kw.get("trans", "N") == "N" else am.rows[a.i]
+                    flops += (1.0 if kname in ("syrk", "herk") else 2.0) * rc * inner
+        t = Task(len(self.tasks), self.routine, suffix, out, steps, flops * self.cplx, tuple(inputs))
         self.tasks.append(t)
         return t
-
-    def _step_flops(self, kname: str, args: tuple, out: Tile) -> float:
-        rows = self.extent(out.m, out.i, 0)
-        cols = self.extent(out.m, out.j, 1)
-        if kname == "axpy":
-            return 2.0 * rows * cols
-        if kname == "gemm":
-            at, ta = args[1], args[5]
-            inner = self.extent(at.m, at.j, 1) if ta == "N" else self.extent(at.m, at.i, 0)
-            return 2.0 * rows * cols * inner
-        if kname in ("symm", "hemm"):
-            return 2.0 * rows * cols * self.extent(args[1].m, args[1].i, 0)
-        if kname in ("trmm", "trsm"):
-            return 1.0 * rows * cols * self.extent(args[1].m, args[1].i, 0)
-        at = args[1]  # syrk, herk, syr2k, her2k: the k extent of the a tile
-        inner = max(self.extent(at.m, at.i, 0), self.extent(at.m, at.j, 1)) if rows == 0 else (
-            self.extent(at.m, at.j, 1) if self.extent(at.m, at.i, 0) == rows else self.extent(at.m, at.i, 0))
-        return (1.0 if kname in ("syrk", "herk") else 2.0) * rows * cols * inner
 
     @staticmethod
     def depend(task: Task, on: Task) -> None:
@@ -506,21 +547,20 @@ def _split_k_tasks(bl: _Builder, out: np.ndarray, cm: int, cells: list, chunks: 
     """
     if len(chunks) == 1:
         for i, j in cells:
-            bl.task(Tile(cm, i, j), make_steps(i, j, chunks[0], Tile(cm, i, j), None), f"{label}[{i},{j}]")
+            bl.task(Tile(cm, i, j), make_steps(i, j, chunks[0], Tile(cm, i, j), None))
         return
     ws = []
     for _ in chunks[1:]:
         w = np.zeros(out.shape, out.dtype, order="F")
         ws.append(bl.add_matrix(w, workspace=True))
     for i, j in cells:
-        first = bl.task(Tile(cm, i, j), make_steps(i, j, chunks[0], Tile(cm, i, j), None), f"{label}[{i},{j}]k0")
+        first = bl.task(Tile(cm, i, j), make_steps(i, j, chunks[0], Tile(cm, i, j), None), "k0")
         parts = [first]
         for s, w in enumerate(ws, start=1):
-            parts.append(bl.task(Tile(w, i, j), make_steps(i, j, chunks[s], Tile(w, i, j), 0.0),
-                                 f"{label}[{i},{j}]k{s}"))
+            parts.append(bl.task(Tile(w, i, j), make_steps(i, j, chunks[s], Tile(w, i, j), 0.0), f"k{s}"))
         kw = {} if uplo_of is None or i != j else {"uplo": uplo_of}
         steps = [("axpy", (1.0, Tile(w, i, j), Tile(cm, i, j)), kw) for w in ws]
-        red = bl.task(Tile(cm, i, j), steps, f"{label}[{i},{j}]sum")
+        red = bl.task(Tile(cm, i, j), steps, "sum")
         for p in parts:
             _Builder.depend(red, p)
 
@@ -586,7 +626,7 @@ def _plan_symm(bl: _Builder, b: dict, split_target: int) -> int:
                         steps.append(("gemm", (alpha, Tile(bm, i, kk), Tile(am, kk, j), be, Tile(cm, i, j), "N", "N"), {}))
                     else:
                         steps.append(("gemm", (alpha, Tile(bm, i, kk), Tile(am, j, kk), be, Tile(cm, i, j), "N", tr), {}))
-            bl.task(Tile(cm, i, j), steps, f"{name}[{i},{j}]")
+            bl.task(Tile(cm, i, j), steps)
     return 1
 
 
@@ -688,7 +728,7 @@ def _plan_triangular(bl: _Builder, b: dict, split_target: int) -> int:
                     else:
                         steps.append(("gemm", (-1.0, Tile(bm, i, kk), opa(kk, j), be, dest, "N", transa), {}))
                 steps.append(("trsm", (alpha if not ks else 1.0, Tile(am, d, d), dest), flags))
-            t = bl.task(dest, steps, f"{name}[{i},{j}]")
+            t = bl.task(dest, steps)
             if x in prev:
                 _Builder.depend(t, prev[x])
             prev[x] = t

@@ -148,8 +148,8 @@ class Runtime:
         self._sched = Scheduler(self._devices, self.reservation_slots, self.sync)
         self._epoch = time.perf_counter()
         self._lock = threading.Lock()
-        self._history: deque[CallProfile] = deque(maxlen=256)
-        self._last: CallProfile | None = None
+        self._history: deque[_CallLog] = deque(maxlen=256)
+        self._last: _CallLog | None = None
         self._local = threading.local()
         self._tokens: list = []
         self._totals = [dict(tasks=0, stolen=0, busy_s=0.0, overhead_s=0.0, bytes_moved=0, flops=0.0)
@@ -278,7 +278,7 @@ class Runtime:
             return
         d = host[0]
         dev = self._devices[d]
-        rec = TaskRecord(f"{name}[all]", d)
+        rec = TaskRecord(None, d, f"{name}[all]")
         rec.flops = flops
         t_start = rec.t_found = rec.t0 = time.perf_counter()
         try:
@@ -288,33 +288,48 @@ class Runtime:
             raise
         finally:
             rec.t1 = rec.t_done = time.perf_counter()
-            dev.stats.add(tasks=1, busy_s=rec.t1 - rec.t0)
             out = b["c"] if "c" in b else b["b"]
             self._record(name, shape, out.dtype, max(shape), path, flops, [rec], t_start, rec.t1,
                          failed=not rec.ok)
 
     def _record(self, name: str, shape: tuple, dtype: Any, tile: int, path: str, flops: float, records: list,
                 t0: float, t1: float, failed: bool = False) -> None:
-        prof = build_profile(name, shape, np.dtype(dtype).name, tile, path, flops,
-                             [d.name for d in self._devices], records, t0, t1, failed=failed)
-        self._local.last = prof
+        """Account for a finished call: running totals now, the CallProfile only when someone asks."""
+        log = _CallLog((name, shape, np.dtype(dtype).name, tile, path, flops,
+                        [d.name for d in self._devices], records, t0, t1), failed)
+        nd = len(self._devices)
+        tasks, stolen, busy, ovh, moved, fl = [0] * nd, [0] * nd, [0.0] * nd, [0.0] * nd, [0] * nd, [0.0] * nd
+        for r in records:
+            d = r.device
+            tasks[d] += 1
+            stolen[d] += r.stolen
+            busy[d] += r.t1 - r.t0
+            ovh[d] += (r.t0 - r.t_found) + (max(r.t_done, r.t1) - r.t1)
+            fl[d] += r.flops
+            if r.bytes[0] or r.bytes[1] or r.bytes[2]:
+                moved[d] += sum(r.bytes)
+        self._local.last = log
         with self._lock:
-            self._last = prof
-            self._history.append(prof)
+            self._last = log
+            self._history.append(log)
             self._calls += 1
             self._failed += failed
-            for tot, dp in zip(self._totals, prof.devices):
-                tot["tasks"] += dp.tasks
-                tot["stolen"] += dp.stolen
-                tot["busy_s"] += dp.busy_s
-                tot["overhead_s"] += dp.overhead_s
-                tot["bytes_moved"] += dp.bytes_moved
-                tot["flops"] += dp.flops
+            for d, tot in enumerate(self._totals):
+                tot["tasks"] += tasks[d]
+                tot["stolen"] += stolen[d]
+                tot["busy_s"] += busy[d]
+                tot["overhead_s"] += max(ovh[d], 0.0)
+                tot["bytes_moved"] += moved[d]
+                tot["flops"] += fl[d]
+        for d, dev in enumerate(self._devices):
+            if tasks[d]:
+                dev.stats.add(tasks=tasks[d], busy_s=busy[d])
 
     # ----------------------------------------------------------------- seeing what happened
     def last_profile(self) -> CallProfile | None:
         """Profile of the last call made by this thread (or by any thread, if this one made none)."""
-        return getattr(self._local, "last", None) or self._last
+        log = getattr(self._local, "last", None) or self._last
+        return None if log is None else log.profile()
 
     def stats(self) -> dict[str, Any]:
         """Totals since the runtime was created: calls, failed calls, and per device tasks, stolen tasks,
@@ -330,7 +345,8 @@ class Runtime:
         """The most recent call profiles (up to 256 are kept), oldest first."""
         with self._lock:
             h = list(self._history)
-        return h if last is None else h[-last:]
+        h = h if last is None else h[-last:]
+        return [log.profile() for log in h]
 
     def trace(self, path: str | None = None, last: int | None = None) -> dict[str, Any]:
         """Chrome/Perfetto trace JSON of recent calls (a track per device, a slice per task).
@@ -356,6 +372,22 @@ class Runtime:
         """Forget the kept call profiles (totals in :meth:`stats` stay)."""
         with self._lock:
             self._history.clear()
+
+
+class _CallLog:
+    """A finished call's raw records; its CallProfile is built on first request."""
+
+    __slots__ = ("args", "failed", "_profile")
+
+    def __init__(self, args: tuple, failed: bool) -> None:
+        self.args = args
+        self.failed = failed
+        self._profile: CallProfile | None = None
+
+    def profile(self) -> CallProfile:
+        if self._profile is None:
+            self._profile = build_profile(*self.args, failed=self.failed)
+        return self._profile
 
 
 def _routine_method(name: str) -> Callable[..., None]:

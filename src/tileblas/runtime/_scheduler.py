@@ -145,10 +145,12 @@ def _resolve_kernel(device: Any, name: str) -> Callable[..., None]:
 class TaskRecord:
     """What happened to one task: device, times (perf_counter seconds), stolen or not, bytes moved."""
 
-    __slots__ = ("label", "device", "t_found", "t0", "t1", "t_done", "stolen", "bytes", "score", "ok", "flops")
+    __slots__ = ("task", "_label", "device", "t_found", "t0", "t1", "t_done", "stolen", "bytes", "score", "ok",
+                 "flops")
 
-    def __init__(self, label: str, device: int) -> None:
-        self.label = label
+    def __init__(self, task: Task | None, device: int, label: str | None = None) -> None:
+        self.task = task
+        self._label = label
         self.device = device
         self.t_found = self.t0 = self.t1 = self.t_done = 0.0
         self.stolen = False
@@ -156,6 +158,10 @@ class TaskRecord:
         self.score = 0
         self.ok = True
         self.flops = 0.0
+
+    @property
+    def label(self) -> str:
+        return self._label if self._label is not None else self.task.label
 
 
 class CallState:
@@ -175,10 +181,11 @@ class CallState:
         self.t_end = 0.0
         for t in plan.tasks:
             t.call = self
+            t.prio = (seq, -t.depth, t.index)
 
 
 def _priority(task: Task) -> tuple:
-    return (task.call.seq, -task.depth, task.index)
+    return task.prio
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -258,7 +265,7 @@ class Scheduler:
             self._start()
             for t in plan.tasks:
                 if t.deps == 0:
-                    heapq.heappush(self._queue, (_priority(t), t))
+                    heapq.heappush(self._queue, (t.prio, t))
             self._cv.notify_all()
         call.done.wait()
         return call
@@ -270,7 +277,7 @@ class Scheduler:
             _, task = heapq.heappop(ready)
             d = self._rr % len(self.devices)
             self._rr += 1
-            rec = TaskRecord(task.label, d)
+            rec = TaskRecord(task, d)
             rec.t_found = time.perf_counter()
             call.running += 1
             self._execute(task, d, rec)
@@ -288,9 +295,15 @@ class Scheduler:
     def _worker(self, d: int) -> None:
         cv = self._cv
         clock = time.perf_counter
+        done: Task | None = None
+        rec: TaskRecord | None = None
         while True:
             t_found = clock()
             with cv:
+                if done is not None:
+                    self._finish(done, rec)
+                    rec.t_done = t_found = clock()
+                    done = None
                 while True:
                     if self._closing:
                         return
@@ -301,14 +314,12 @@ class Scheduler:
                     t_found = clock()
                 task, stolen, score = picked
                 task.call.running += 1
-            rec = TaskRecord(task.label, d)
+            rec = TaskRecord(task, d)
             rec.t_found = t_found
             rec.stolen = stolen
             rec.score = score
             self._execute(task, d, rec)
-            with cv:
-                self._finish(task, rec)
-                rec.t_done = time.perf_counter()
+            done = task
 
     def _pick(self, d: int) -> tuple[Task, bool, int] | None:
         """Refill station d from the queue, then take its best task, or steal one.  Lock held."""
@@ -327,12 +338,13 @@ class Scheduler:
             stolen = True
         score = self.locality.score
         if len(station) == 1:
-            best, best_s = 0, score(d, station[0].inputs) if station[0].inputs else 0
+            t = station[0]
+            best, best_s = 0, (score(d, t.inputs) if t.inputs else 0)
         else:
             best, best_key, best_s = 0, None, 0
             for n, t in enumerate(station):
                 s = score(d, t.inputs)
-                key = (-s, _priority(t))
+                key = (-s, t.prio)
                 if best_key is None or key < best_key:
                     best, best_key, best_s = n, key, s
         return station.pop(best), stolen, best_s
@@ -350,7 +362,7 @@ class Scheduler:
             for dep in task.dependents:
                 dep.deps -= 1
                 if dep.deps == 0:
-                    heapq.heappush(self._queue, (_priority(dep), dep))
+                    heapq.heappush(self._queue, (dep.prio, dep))
                     released = True
             if released:
                 self._cv.notify_all()
@@ -377,22 +389,28 @@ class Scheduler:
         """Run one task's steps on device d (outside the lock).  Records failure instead of raising."""
         dev = self.devices[d]
         plan = task.call.plan
+        mats = plan.mats
+        kernels = self._kernels[d]
         stats = dev.stats
         b0 = (stats.bytes_h2d, stats.bytes_d2h, stats.bytes_d2d)
         rec.flops = task.flops
         rec.t0 = time.perf_counter()
         try:
-            out_host = plan.view(task.out)
-            out_dev = dev.to_device(out_host)
-            arrays: dict[Tile, Any] = {task.out: out_dev}
+            to_device = dev.to_device
+            out = task.out
+            out_host = mats[out.m].view(out.i, out.j)
+            out_dev = to_device(out_host)
+            arrays: dict[Tile, Any] = {out: out_dev}
             for kname, args, kw in task.steps:
-                fn = self._kernel(d, kname)
+                fn = kernels.get(kname)
+                if fn is None:
+                    fn = self._kernel(d, kname)
                 call_args = []
                 for x in args:
                     if type(x) is Tile:
                         arr = arrays.get(x)
                         if arr is None:
-                            arr = arrays[x] = dev.to_device(plan.view(x))
+                            arr = arrays[x] = to_device(mats[x.m].view(x.i, x.j))
                         call_args.append(arr)
                     else:
                         call_args.append(x)
@@ -407,9 +425,8 @@ class Scheduler:
         rec.t1 = time.perf_counter()
         if task.inputs:
             self.locality.touched(d, task.inputs)
-        b1 = (stats.bytes_h2d, stats.bytes_d2h, stats.bytes_d2d)
-        rec.bytes = (b1[0] - b0[0], b1[1] - b0[1], b1[2] - b0[2])
-        stats.add(tasks=1, busy_s=rec.t1 - rec.t0)
+        if stats.bytes_h2d != b0[0] or stats.bytes_d2h != b0[1] or stats.bytes_d2d != b0[2]:
+            rec.bytes = (stats.bytes_h2d - b0[0], stats.bytes_d2h - b0[1], stats.bytes_d2d - b0[2])
         if self.sync:
             task.call.records.append(rec)
             if not rec.ok:
