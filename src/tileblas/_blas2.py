@@ -95,7 +95,7 @@ def _x_in(dt: np.dtype, x: Any, offx: Any, incx: Any, count: int, name: str = "x
     xf = as_vector(x, dt, name)
     incx = check_inc(incx, "inc" + name)
     offx = check_off(offx, xf.shape[0], "off" + name, name)
-    check_span(count, xf.shape[0], offx, incx, name, f"{count} elements of {name} (len)")
+    check_span(count, xf.shape[0], offx, incx, name)
     return xf, offx, incx
 
 
@@ -111,7 +111,7 @@ def _y_out(
     else:
         yr, yf = as_inout(y, dt, name, overwrite)
     offy_i = check_off(offy_i, yf.shape[0], "off" + name, name)
-    check_span(count, yf.shape[0], offy_i, incy, name, f"{count} elements of {name} (len)")
+    check_span(count, yf.shape[0], offy_i, incy, name)
     return yr, yf, offy_i, incy
 
 
@@ -408,7 +408,7 @@ def _make_trmv(p: str, name: str) -> Callable[..., Any]:
         xr, xf = as_inout(x, dt, "x", overwrite_x)
         incx = check_inc(incx, "incx")
         offx = check_off(offx, xf.shape[0], "offx", "x")
-        check_span(n, xf.shape[0], offx, incx, "x", f"{n} elements of x (len)")
+        check_span(n, xf.shape[0], offx, incx, "x")
         if A.flags.c_contiguous and not A.flags.f_contiguous and (real or trans < 2):
             arr, lda = A.T, max(n, 1)
             uplo, t = ("U" if lower else "L"), ("N" if trans else "T")
@@ -451,7 +451,7 @@ def _make_tbmv(p: str, name: str) -> Callable[..., Any]:
         xr, xf = as_inout(x, dt, "x", overwrite_x)
         incx = check_inc(incx, "incx")
         offx = check_off(offx, xf.shape[0], "offx", "x")
-        check_span(n, xf.shape[0], offx, incx, "x", f"{n} elements of x (len)")
+        check_span(n, xf.shape[0], offx, incx, "x")
         _call(addr, sig, "L" if lower else "U", _TRANS[trans], "U" if diag else "N", n, k, arr, lda, xf,
               offx * it, incx)
         return xr
@@ -476,7 +476,7 @@ def _make_tpmv(p: str, name: str) -> Callable[..., Any]:
         xr, xf = as_inout(x, dt, "x", overwrite_x)
         incx = check_inc(incx, "incx")
         offx = check_off(offx, xf.shape[0], "offx", "x")
-        check_span(n, xf.shape[0], offx, incx, "x", f"{n} elements of x (len)")
+        check_span(n, xf.shape[0], offx, incx, "x")
         _call(addr, sig, "L" if lower else "U", _TRANS[trans], "U" if diag else "N", n, apf, xf, offx * it, incx)
         return xr
 

@@ -154,7 +154,11 @@ def as_complex(v: Any, name: str, default: complex | None = None) -> complex:
 def as_scalar(prefix: str, v: Any, name: str, default: complex | float | None = None) -> Any:
     """Scalar of precision ``prefix`` ('s', 'd': real; 'c', 'z': complex)."""
     if prefix in "sd":
-        return as_real(v, name, None if default is None else float(np.real(default)))
+        if type(v) is float:
+            return v
+        return as_real(v, name, None if default is None else complex(default).real)
+    if type(v) is complex:
+        return v
     return as_complex(v, name, None if default is None else complex(default))
 
 
@@ -173,11 +177,11 @@ def as_flag(v: Any, name: str, allowed: tuple[int, ...], default: int = 0) -> in
 
 def _cast(obj: Any, dtype: np.dtype, name: str, copy: bool) -> np.ndarray:
     try:
+        if isinstance(obj, _nd):
+            return obj.astype(dtype, order="F")  # always a copy
         if copy:
             return np.array(obj, dtype=dtype, order="F", copy=True)
-        return np.asarray(obj, dtype=dtype, order="F") if not isinstance(obj, _nd) else obj.astype(
-            dtype, order="F"
-        )
+        return np.asarray(obj, dtype=dtype, order="F")
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} cannot be converted to a {dtype} array ({exc}); got {_short(obj)}") from None
 
@@ -320,7 +324,7 @@ def check_span(n: int, length: int, off: int, inc: int, vec: str, what: str = "n
     """``n`` elements at stride ``|inc|`` from ``off`` fit in ``length``: ``length - off > (n-1)*|inc|``."""
     if length - off <= (n - 1) * abs(inc):
         raise ValueError(
-            f"{what}={n} elements with inc={inc} from offset {off} do not fit in {vec} of length {length}"
+            f"{vec} is too short for {what}={n} elements at inc={inc} from offset {off}; got len({vec}) = {length}"
         )
 
 

@@ -16,10 +16,11 @@ __all__ = ["run_demo", "SECTIONS"]
 
 SECTIONS = (
     "tileblas._demo_core:section",
-    "tileblas._demo_perf:section",
     "tileblas._demo_blas:section",
+    "tileblas._demo_perf:section",
     "tileblas._demo_runtime:section",
     "tileblas._demo_async:section",
+    "tileblas._demo_linalg:section",
     "tileblas._demo_rblas:section",
 )
 

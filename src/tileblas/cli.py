@@ -16,8 +16,8 @@ __all__ = ["main", "build_parser"]
 _PLUGINS = (
     "tileblas._cli_core",
     "tileblas._cli_perf",
-    "tileblas._cli_runtime",
     "tileblas._cli_bench",
+    "tileblas._cli_runtime",
 )
 
 
