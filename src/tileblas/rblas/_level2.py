@@ -196,8 +196,10 @@ def _group2(routine: str, params: tuple[str, ...], nreq: int, storage: str) -> S
 def _group3(routine: str, prefixes: tuple[str, ...], params: tuple[str, ...], nreq: int, out: str,
             herm: str | None = None, real_alpha: bool = False) -> Spec:
     flag = "overwrite_" + out
+    # ger/geru/gerc: scipy's overwrite_x/overwrite_y default to 1 (they concern inputs only)
     return Spec(routine, 2, prefixes, params, nreq,
-                {"lower": 0, "incx": 1, "offx": 0, "incy": 1, "offy": 0, flag: 0},
+                {"lower": 0, "incx": 1, "offx": 0, "incy": 1, "offy": 0, "overwrite_x": 1, "overwrite_y": 1,
+                 flag: 0},
                 (Out(out, flag, 2 if out == "a" else 1),), (out,), _group3_inverse, cost=_l2_cost,
                 hermdiag=herm, group=3, extra={"real_alpha": real_alpha},
                 doc="Reverse: the same update with -alpha (paper Table 4)." + (

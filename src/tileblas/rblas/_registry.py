@@ -18,6 +18,7 @@ checked against the returned array after every forward call.
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -47,7 +48,7 @@ from tileblas.rblas._tape import (
     tape_mode,
 )
 
-__all__ = ["Spec", "Out", "Ctx", "make_pair", "lookup", "forward", "reverse", "DTYPE_OF_PREFIX"]
+__all__ = ["Spec", "Out", "Ctx", "make_pair", "signature_params", "lookup", "forward", "reverse", "DTYPE_OF_PREFIX"]
 
 DTYPE_OF_PREFIX = {
     "s": np.dtype(np.float32), "d": np.dtype(np.float64),
@@ -453,6 +454,19 @@ def reverse(spec: Spec, prefix: str, args: tuple, kwargs: dict) -> Any:
 
 
 # ------------------------------------------------------------------------------------------- pairs
+def signature_params(spec: Spec) -> list[inspect.Parameter]:
+    """The parameters of the ``tileblas.blas`` routine as the spec states them (positional-or-keyword;
+    required ones first, the others defaulting to the spec's default, else None)."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    out = []
+    for i, name in enumerate(spec.params):
+        if i < spec.nreq:
+            out.append(inspect.Parameter(name, kind))
+        else:
+            out.append(inspect.Parameter(name, kind, default=spec.defaults.get(name)))
+    return out
+
+
 def make_pair(spec: Spec, prefix: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The forward and reverse functions of ``prefix + spec.routine``."""
     name = prefix + spec.routine
@@ -467,6 +481,10 @@ def make_pair(spec: Spec, prefix: str) -> tuple[Callable[..., Any], Callable[...
 
     fwd.__name__ = fwd.__qualname__ = "f" + name
     rev.__name__ = rev.__qualname__ = "r" + name
+    params = signature_params(spec)
+    rev.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    fwd.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*params, inspect.Parameter("mode", inspect.Parameter.KEYWORD_ONLY, default=None)])
     fwd.__module__ = rev.__module__ = "tileblas.rblas"
     fwd.__doc__ = (
         f"Forward {name}: ``f{name}({sig}, mode=None)``.\n\n"
