@@ -472,27 +472,134 @@ def test_predictor_missing_model(synthetic_repo):
         pred.predict_calls([Call("dsyrk", ("U", "N"), (8, 8))])
 
 
-def test_suggest(synthetic_repo, tmp_path):
+def _mirror_to_this_machine(repo):
+    key = perf.current_key()
+    for r in repo.list():
+        repo.save(key, repo.load(KEY, r["routine"], r["flags"]))
+    return key
+
+
+def test_suggest_answers_from_models(synthetic_repo, tmp_path, monkeypatch):
+    from tileblas.perf import _suggest
+
+    monkeypatch.setattr(_suggest, "RECHECK_S", 0.0)  # see repository changes at once
+    _suggest.clear_cache()
     db = str(synthetic_repo.path)
     # models are stored under KEY, not this machine's key: nothing to suggest
     assert perf.suggest("tile_size", n=1024, path=db) is None
     assert perf.suggest("tile_size", n=1024, path=str(tmp_path / "missing.sqlite")) is None
     with pytest.raises(ValueError, match="name"):
         perf.suggest("colour")
-    # store the same models under this machine's key
-    key = perf.current_key()
-    for r in synthetic_repo.list():
-        synthetic_repo.save(key, synthetic_repo.load(KEY, r["routine"], r["flags"]))
-    ts = perf.suggest("tile_size", n=1024, devices=2, path=db, candidates=[64, 128])
-    assert ts in (64, 128)  # flop-proportional synthetic times: fewest per-call overheads wins
-    assert ts == 128
-    stop = perf.suggest("recursion_stop", routine="dtrsm", n=64, path=db, candidates=[16, 32, 64, 128])
-    assert stop in (16, 32, 64, 128)
+    _mirror_to_this_machine(synthetic_repo)
+    # synthetic dgemm: 2mnk ns + 1 us per call, modeled up to 128; per task overhead 10 us, 2 devices
+    t = lambda b: 2e-9 * b ** 3 + 1e-6 + 10e-6  # noqa: E731
+    span = {b: -(-(1024 // b) ** 2 // 2) * (1024 // b) * t(b) for b in (32, 64, 128)}
+    expect = min(span, key=span.get)
+    got = perf.suggest("tile_size", n=1024, devices=2, path=db, candidates=(32, 64, 128, 256), overhead=10e-6)
+    assert got == expect == 128  # 256 lies beyond the modeled domain: never chosen
+    # at least 2 * 8 tiles for 2 devices: 128 (64 tiles) still qualifies, a 256-row problem needs 64
+    assert perf.suggest("tile_size", n=256, devices=2, path=db, candidates=(32, 64, 128), min_tiles=16) == 64
+    # synthetic dtrsm: m^2 n ns + 1 us; one split costs m^2 n ns + 3 us: the direct call always wins, up to
+    # the modeled triangular size 128
+    stop = perf.suggest("recursion_stop", routine="dtrsm", n=300, path=db, candidates=[16, 32, 64, 128, 256])
+    assert stop == 128
+    assert perf.suggest("recursion_stop", routine="dtrmm", side="L", n=300, path=db) is None  # no LLN dtrmm model
     assert perf.suggest("block_size", algorithm="trinv", variant=1, n=128, blocks=[16, 32], path=db) in (16, 32)
+
+
+def test_suggest_is_memoised_and_follows_repository_changes(synthetic_repo, monkeypatch):
+    from tileblas.perf import _suggest
+
+    _suggest.clear_cache()
+    db = str(synthetic_repo.path)
+    key = _mirror_to_this_machine(synthetic_repo)
+    calls = []
+    real = _suggest._answer
+    monkeypatch.setattr(_suggest, "_answer", lambda *a: calls.append(a) or real(*a))
+    first = perf.suggest("tile_size", n=512, path=db, candidates=(64, 128))
+    for _ in range(100):
+        assert perf.suggest("tile_size", n=512, path=db, candidates=(64, 128)) == first
+    assert len(calls) == 1 and first in (64, 128)
+    # recursion-stop questions are bucketed by the next power of two of the free dimension
+    for n in (129, 200, 256):
+        perf.suggest("recursion_stop", routine="dtrsm", n=n, path=db)
+    assert len(calls) == 2
+    # a changed repository is noticed after RECHECK_S
+    synthetic_repo.delete(key, "dgemm", "NN")
+    monkeypatch.setattr(_suggest, "RECHECK_S", 0.0)
+    assert perf.suggest("tile_size", n=512, path=db, candidates=(64, 128)) is None
+
+
+@pytest.mark.parametrize("content", [b"garbage" * 1000, b""])
+def test_suggest_damaged_repository_is_silent(tmp_path, content):
+    import warnings
+
+    from tileblas.perf import _suggest
+
+    _suggest.clear_cache()
     bad = tmp_path / "junk.sqlite"
-    bad.write_bytes(b"garbage" * 1000)
-    with pytest.warns(RuntimeWarning):
+    bad.write_bytes(content)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         assert perf.suggest("tile_size", n=512, path=str(bad)) is None
+        assert perf.suggest("recursion_stop", routine="dtrsm", path=str(bad)) is None
+    foreign = tmp_path / "other.sqlite"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    assert perf.suggest("tile_size", n=512, path=str(foreign)) is None
+
+
+def test_suggest_import_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, tileblas; from tileblas.perf import suggest; "
+            "print(sorted(m for m in sys.modules if m.startswith('tileblas.perf') or m == 'sqlite3'))")
+    env = {**os.environ, "TILEBLAS_MODEL_DB": "/nonexistent/models.sqlite"}
+    out = subprocess.run([sys.executable, "-c", code + "; print(suggest('tile_size', n=100))"], env=env,
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "['tileblas.perf', 'tileblas.perf._suggest']" and out[1] == "None"
+
+
+def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
+    from tileblas import _kernels, _recursive
+    from tileblas.perf import _suggest
+    from tileblas.runtime import Runtime
+    from tileblas.runtime import _planner as P
+
+    _suggest.clear_cache()
+    monkeypatch.setenv("TILEBLAS_MODEL_DB", str(synthetic_repo.path))
+    stops = []
+    real = _recursive.run_recursive
+    monkeypatch.setattr(_recursive, "run_recursive", lambda *a: stops.append(a[-1]) or real(*a))
+    rng = np.random.default_rng(0)
+    a = np.asfortranarray(np.tril(rng.uniform(-1, 1, (300, 300))) / 300 + 2 * np.eye(300))
+    b0 = np.asfortranarray(rng.uniform(-1, 1, (300, 40)))
+    expect = sla.solve_triangular(a, b0, lower=True)
+    with Runtime(devices=2) as r:
+        heuristic = P.default_tile_size("gemm", 2048, 2048, 2048, 2)
+        assert r.tile_size_for("gemm", 2048, 2048, 2048) == heuristic  # no model for this machine yet
+        b = b0.copy(order="F")
+        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_kernels.get_library(1))
+        assert stops[-1] == _recursive.DEFAULT_STOP
+        _mirror_to_this_machine(synthetic_repo)
+        _suggest.clear_cache()
+        want = perf.suggest("tile_size", m=2048, n=2048, k=2048, devices=2, candidates=P.TILE_CANDIDATES,
+                            overhead=P.TASK_OVERHEAD_S, min_tiles=8)
+        assert want is not None and r.tile_size_for("gemm", 2048, 2048, 2048) == want
+        c = np.zeros((600, 600))
+        r.gemm(1.0, np.ones((600, 300)), np.ones((300, 600)), 0.0, c)
+        assert np.all(c == 300.0)
+        b = b0.copy(order="F")
+        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_kernels.get_library(1))
+        assert stops[-1] == perf.suggest("recursion_stop", routine="dtrsm", side="L", n=40) == 128
+        np.testing.assert_allclose(b, expect, rtol=1e-10, atol=1e-12)
+    with Runtime(devices=2, deterministic=True) as r:  # deterministic partitions ignore the models
+        assert r.tile_size_for("gemm", 2048, 2048, 2048) == P.default_tile_size(
+            "gemm", 2048, 2048, 2048, P.DETERMINISTIC_DEVICES)
+    _suggest.clear_cache()
 
 
 # ---------------------------------------------------------------------------------------------------

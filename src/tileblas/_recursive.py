@@ -313,6 +313,11 @@ def _pool(workers: int):
 
 def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str, diag: str,
           lib: _kernels.BlasLibrary | None, stop: int | None, threads: int | None) -> None:
+    if stop is None and b.dtype == np.float64:  # this machine's models when `tileblas tune` built them
+        from tileblas.perf import suggest
+
+        stop = suggest("recursion_stop", routine="d" + kind, side=side,
+                       n=b.shape[1] if side == "L" else b.shape[0])
     stop = DEFAULT_STOP if stop is None else int(stop)
     if lib is not None:
         return run_recursive(kind, HostBackend(lib), alpha, a, b, side, uplo, transa, diag, stop)
@@ -349,8 +354,9 @@ def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", up
     """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
 
     Same arguments as :func:`tileblas._kernels.trmm` plus ``stop`` (recursion stopping size, default
-    :data:`DEFAULT_STOP`) and ``threads`` (host cores to use when ``lib`` is None; default: all).  With
-    ``lib`` given, every kernel runs on that OpenBLAS instance.  Inputs are trusted.
+    from this machine's performance models for float64 when built, else :data:`DEFAULT_STOP`) and
+    ``threads`` (host cores to use when ``lib`` is None; default: all).  With ``lib`` given, every kernel
+    runs on that OpenBLAS instance.  Inputs are trusted.
     """
     _host("trmm", alpha, a, b, side, uplo, transa, diag, lib, stop, threads)
 

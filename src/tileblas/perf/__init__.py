@@ -12,33 +12,42 @@ Implements Peise & Bientinesi, "Performance Modeling for Dense Linear Algebra":
 * :func:`suggest` -- the narrow hook through which the runtime reads tuning values (tile size, recursion
   stop size, block size) from stored models; it returns None when no model is stored.
 
-Nothing optional is imported here: matplotlib and tqdm are imported by the functions that use them.
+Attributes are imported on first use (PEP 562), so ``from tileblas.perf import suggest`` -- what the runtime
+does -- loads only the standard library; matplotlib and tqdm are imported by the functions that use them.
 """
 
 from __future__ import annotations
 
-from tileblas.perf._algorithms import (
-    ALGORITHMS,
-    SYLVESTER_VARIANTS,
-    TRINV_VARIANTS,
-    sylvester,
-    sylvester_invariant,
-    trace_sylvester,
-    trace_trinv,
-    trinv,
-)
-from tileblas.perf._modeler import Modeler, Region, Submodel, build_submodel, validate
-from tileblas.perf._predictor import (
-    MissingModelError,
-    Prediction,
-    Predictor,
-    build_models_for,
-    measure_peak,
-    suggest,
-)
-from tileblas.perf._repository import ModelKey, Repository, RepositoryError, current_key, default_path
-from tileblas.perf._sampler import Sampler, Timing, time_callable
-from tileblas.perf._trace import ROUTINES, Call, Executor, SylvesterError, Tracer
+import importlib
+from typing import Any
+
+from tileblas.perf._suggest import suggest
+
+_WHERE = {
+    "_algorithms": ("ALGORITHMS", "SYLVESTER_VARIANTS", "TRINV_VARIANTS", "sylvester", "sylvester_invariant",
+                    "trace_sylvester", "trace_trinv", "trinv"),
+    "_modeler": ("Modeler", "Region", "Submodel", "build_submodel", "validate"),
+    "_predictor": ("MissingModelError", "Prediction", "Predictor", "build_models_for", "measure_peak"),
+    "_repository": ("ModelKey", "Repository", "RepositoryError", "current_key"),
+    "_paths": ("default_path",),
+    "_sampler": ("Sampler", "Timing", "time_callable"),
+    "_trace": ("ROUTINES", "Call", "Executor", "SylvesterError", "Tracer"),
+}
+_ATTR = {name: mod for mod, names in _WHERE.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _ATTR.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'tileblas.perf' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"tileblas.perf.{mod}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "ALGORITHMS",

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tileblas.perf._modeler import Submodel
+from tileblas.perf._paths import default_path
 
 __all__ = ["Repository", "RepositoryError", "ModelKey", "current_key", "default_path", "SCHEMA_VERSION"]
 
@@ -84,15 +85,6 @@ def current_key(threads: int = 1, locality: str = "in-cache", device: str = "cpu
         ver = lib.config().split()[1] if lib.config().split() else "unknown"
     machine = f"{platform.node()}/{platform.machine()}/{lib.corename()}/{os.cpu_count()}cpu"
     return ModelKey(machine, "openblas", ver, int(threads), device, locality)
-
-
-def default_path() -> Path:
-    """``$TILEBLAS_MODEL_DB``, else ``$XDG_CACHE_HOME/tileblas/models.sqlite`` (``~/.cache`` by default)."""
-    env = os.environ.get("TILEBLAS_MODEL_DB")
-    if env:
-        return Path(env)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "tileblas" / "models.sqlite"
 
 
 def _flags_text(flags: tuple[str, ...] | list[str] | str) -> str:

@@ -200,7 +200,22 @@ class Runtime:
         """The tile size a call of routine ``name`` with output m x n and inner dimension k would get."""
         if self.tile_size is not None:
             return self.tile_size
-        return P.default_tile_size(name, m, n, k, self._devices_for_partition())
+        return self._default_tile(name, m, n, k)
+
+    def _default_tile(self, name: str, m: int, n: int, k: int, flops: float | None = None) -> int:
+        """Tile size of a call that names none: from this machine's performance models (one cached lookup,
+        :func:`tileblas.perf.suggest`) for a tiled call on host-memory workers outside deterministic mode when
+        ``tileblas tune`` has built them, else the heuristic :func:`~tileblas.runtime._planner.default_tile_size`."""
+        nd = self._devices_for_partition()
+        if not self.deterministic and (flops is None or flops >= self.small_flops) \
+                and all(d.host_memory for d in self._devices):
+            from tileblas.perf import suggest
+
+            tile = suggest("tile_size", m=m, n=n, k=k, devices=nd, candidates=P.TILE_CANDIDATES,
+                           overhead=P.TASK_OVERHEAD_S, min_tiles=(8 if name in ("trmm", "trsm") else 4) * nd)
+            if tile:
+                return tile
+        return P.default_tile_size(name, m, n, k, nd)
 
     def _split_target(self) -> int:
         nd = self._devices_for_partition()
@@ -245,8 +260,7 @@ class Runtime:
         if P.is_trivial(name, b):
             return self._direct(name, b, shape, flops, "trivial")
         explicit = tile_size if tile_size is not None else self.tile_size
-        tile = int(explicit) if explicit is not None else P.default_tile_size(
-            name, m, n, k, self._devices_for_partition())
+        tile = int(explicit) if explicit is not None else self._default_tile(name, m, n, k, flops)
         if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
             return self._direct(name, b, shape, flops, "small")
         plan = P.plan_call(name, b, tile, self._split_target())
