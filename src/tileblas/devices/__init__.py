@@ -14,11 +14,27 @@ from tileblas.devices._base import (
     register_device_kind,
 )
 from tileblas.devices.cpu import CPUDevice, cpu_count, host_devices
+from tileblas.devices._discrete import DiscreteDevice, Event
+from tileblas.devices.sim import SimDevice, sim_devices
+
+
+def _gpu(*args, **kwargs):
+    """Factory of the "gpu" kind: imports CuPy only when a GPU device is created."""
+    from tileblas.devices.gpu import GPUDevice
+
+    return GPUDevice(*args, **kwargs)
+
+
+register_device_kind("gpu", _gpu)
 
 __all__ = [
     "Device",
     "DeviceError",
     "CPUDevice",
+    "DiscreteDevice",
+    "Event",
+    "SimDevice",
+    "sim_devices",
     "create_device",
     "device_kinds",
     "register_device_kind",

@@ -118,6 +118,10 @@ class Runtime:
     small_flops : float, optional
         Calls below this many flops run as one native call; default
         :data:`~tileblas.runtime._planner.SMALL_FLOPS`.
+    memory_policy : {"cache", "on-demand"}
+        For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
+        MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
+        afterwards ("on-demand", like cuBLAS-XT; the baseline).  See :mod:`tileblas.runtime._cache`.
 
     Notes
     -----
@@ -132,7 +136,8 @@ class Runtime:
     """
 
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
-                 sync: bool = False, deterministic: bool = False, small_flops: float | None = None) -> None:
+                 sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
+                 memory_policy: str = "cache") -> None:
         if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
                                       or tile_size < 1):
             raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
@@ -145,7 +150,17 @@ class Runtime:
         self.sync = bool(sync)
         self.deterministic = bool(deterministic)
         self.small_flops = P.SMALL_FLOPS if small_flops is None else float(small_flops)
-        self._sched = Scheduler(self._devices, self.reservation_slots, self.sync)
+        if memory_policy not in ("cache", "on-demand"):
+            raise ValueError(f"memory_policy must be 'cache' or 'on-demand'; got {memory_policy!r}")
+        self._memory = None
+        locality = None
+        if any(not d.host_memory for d in self._devices) or memory_policy != "cache":
+            from tileblas.runtime._cache import CacheLocality, TileMemory
+
+            self._memory = TileMemory(self._devices, memory_policy)
+            locality = CacheLocality(self._memory)
+        self.memory_policy = memory_policy
+        self._sched = Scheduler(self._devices, self.reservation_slots, self.sync, locality, self._memory)
         self._epoch = time.perf_counter()
         self._lock = threading.Lock()
         self._history: deque[_CallLog] = deque(maxlen=256)
@@ -264,7 +279,7 @@ class Runtime:
         if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
             return self._direct(name, b, shape, flops, "small")
         plan = P.plan_call(name, b, tile, self._split_target())
-        call = self._sched.run(plan)
+        call = self._run_plan(plan)
         path = "split-k" if plan.split > 1 else "tiled"
         self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
                      failed=call.error is not None)
@@ -275,6 +290,17 @@ class Runtime:
                              f"output is undefined)")
             raise exc
 
+    def _run_plan(self, plan: Any) -> Any:
+        """Schedule a plan; tiles of its matrices leave the device caches when it returns."""
+        mem = self._memory
+        if mem is None:
+            return self._sched.run(plan)
+        mem.begin_call(plan)
+        try:
+            return self._sched.run(plan)
+        finally:
+            mem.end_call(plan)
+
     def _direct(self, name: str, b: dict[str, Any], shape: tuple, flops: float, path: str) -> None:
         """One native call on one device (trivial and small problems)."""
         host = [d for d, dev in enumerate(self._devices) if dev.host_memory]
@@ -284,7 +310,7 @@ class Runtime:
         if not host:  # a device with its own memory: one task with one tile covering the problem
             tile = max(max(shape), 1)
             plan = P.plan_call(name, b, tile, 0)
-            call = self._sched.run(plan)
+            call = self._run_plan(plan)
             self._record(name, shape, b.get("c", b.get("b")).dtype, tile, path, flops, call.records,
                          call.t_start, call.t_end, failed=call.error is not None)
             if call.error is not None:
@@ -347,13 +373,23 @@ class Runtime:
 
     def stats(self) -> dict[str, Any]:
         """Totals since the runtime was created: calls, failed calls, and per device tasks, stolen tasks,
-        busy and overhead seconds, bytes moved and flops."""
+        busy and overhead seconds, bytes moved and flops; with devices that have their own memory also
+        ``"memory"``: per such device L1/L2 hits, misses, evictions, invalidations and heap use."""
         with self._lock:
-            return {
+            out = {
                 "calls": self._calls,
                 "failed_calls": self._failed,
                 "devices": {d.name: dict(t) for d, t in zip(self._devices, self._totals)},
             }
+        if self._memory is not None:
+            out["memory"] = self._memory.stats()
+        return out
+
+    @property
+    def memory(self) -> Any:
+        """The tile memory (caches, coherence directory, heaps) of devices with their own memory, or
+        None when every device computes in host memory."""
+        return self._memory
 
     def profiles(self, last: int | None = None) -> list[CallProfile]:
         """The most recent call profiles (up to 256 are kept), oldest first."""

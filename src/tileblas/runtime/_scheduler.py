@@ -146,7 +146,7 @@ class TaskRecord:
     """What happened to one task: device, times (perf_counter seconds), stolen or not, bytes moved."""
 
     __slots__ = ("task", "_label", "device", "t_found", "t0", "t1", "t_done", "stolen", "bytes", "score", "ok",
-                 "flops")
+                 "flops", "mem")
 
     def __init__(self, task: Task | None, device: int, label: str | None = None) -> None:
         self.task = task
@@ -158,6 +158,7 @@ class TaskRecord:
         self.score = 0
         self.ok = True
         self.flops = 0.0
+        self.mem = None  # device-memory accounting (runtime._cache.TaskMemory) on discrete devices
 
     @property
     def label(self) -> str:
@@ -206,14 +207,18 @@ class Scheduler:
         Run every task inline in the caller's thread.
     locality : LocalityModel, optional
         Source of equation (3)'s tile levels; default :class:`RecentTiles`.
+    memory : TileMemory, optional
+        Runs the tasks of devices with their own memory (tile caches, coherence); such a device gets one
+        worker per stream (``device.streams``), all sharing its reservation station.
     """
 
     def __init__(self, devices: Sequence[Any], slots: int = 4, sync: bool = False,
-                 locality: LocalityModel | None = None) -> None:
+                 locality: LocalityModel | None = None, memory: Any = None) -> None:
         self.devices = list(devices)
         self.slots = int(slots)
         self.sync = bool(sync)
         self.locality = locality or RecentTiles(len(self.devices))
+        self.memory = memory  # runtime._cache.TileMemory when some device has its own memory
         self._cv = threading.Condition(threading.Lock())
         self._queue: list = []
         self._stations: list[list[Task]] = [[] for _ in self.devices]
@@ -228,9 +233,10 @@ class Scheduler:
         if self._threads or self.sync:
             return
         for d, dev in enumerate(self.devices):
-            th = threading.Thread(target=self._worker, args=(d,), name=f"tileblas-{dev.name}", daemon=True)
-            th.start()
-            self._threads.append(th)
+            for s in range(max(1, int(getattr(dev, "streams", 1)))):  # one worker per stream
+                th = threading.Thread(target=self._worker, args=(d, s), name=f"tileblas-{dev.name}-{s}", daemon=True)
+                th.start()
+                self._threads.append(th)
 
     def shutdown(self) -> None:
         """Stop the workers (after the tasks they are running) and wait for them."""
@@ -292,7 +298,7 @@ class Scheduler:
         call.done.set()
 
     # ----------------------------------------------------------------- workers
-    def _worker(self, d: int) -> None:
+    def _worker(self, d: int, stream: int = 0) -> None:
         cv = self._cv
         clock = time.perf_counter
         done: Task | None = None
@@ -318,7 +324,7 @@ class Scheduler:
             rec.t_found = t_found
             rec.stolen = stolen
             rec.score = score
-            self._execute(task, d, rec)
+            self._execute(task, d, rec, stream)
             done = task
 
     def _pick(self, d: int) -> tuple[Task, bool, int] | None:
@@ -385,9 +391,11 @@ class Scheduler:
             fn = cache[name] = _resolve_kernel(self.devices[d], name)
         return fn
 
-    def _execute(self, task: Task, d: int, rec: TaskRecord) -> None:
+    def _execute(self, task: Task, d: int, rec: TaskRecord, stream: int = 0) -> None:
         """Run one task's steps on device d (outside the lock).  Records failure instead of raising."""
         dev = self.devices[d]
+        if self.memory is not None and not dev.host_memory:  # tile caches, coherence, streams
+            return self.memory.execute(self, task, d, stream, rec)
         plan = task.call.plan
         mats = plan.mats
         kernels = self._kernels[d]
@@ -416,6 +424,8 @@ class Scheduler:
                         call_args.append(x)
                 fn(*call_args, **kw)
             dev.to_host(out_dev, out_host)
+            if self.memory is not None:
+                self.memory.host_wrote(out)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, never swallowed
             rec.ok = False
             call = task.call

@@ -1,0 +1,619 @@
+"""Tile memory of devices with their own memory: L1 tile caches (ALRU), L2 peer fetch, MESI-X coherence.
+
+This is BLASX section IV-B with the heap of IV-E, for any :class:`~tileblas.devices._discrete.DiscreteDevice`.
+
+What it owns
+    * :class:`ALRU` (Algorithm 2): one per device, hash map + recency list of the tiles the device holds.
+      Each block carries a *reader* count: a task increments it when a step of the task is about to use
+      the tile, and the count is decremented only at a synchronisation point, when the event recorded
+      after that step's kernel has completed (or when the task's stream is synchronised at its end).
+      Eviction (``dequeue``) walks from the least recently used end and takes the first block whose
+      readers are 0, so a tile an asynchronous kernel may still read is never overwritten.
+    * :class:`Directory` (MESI-X, Fig. 3): which devices hold a tile.  I = no device, E = exactly one,
+      S = several.  A task that writes a tile puts it in M: every cached copy is invalidated, the device
+      computes into a private buffer, writes the tile back to host memory and the tile returns to I, so
+      host memory holds the truth whenever no task is writing and, in particular, when a call returns.
+    * :class:`TileMemory`: runs a task on a discrete device.  Input tiles are *translated* to device
+      arrays: an L1 hit returns the cached block; on a miss the tile is allocated on the device heap
+      (evicting ALRU blocks while the heap cannot satisfy the request: out-of-core), and filled from a
+      peer that holds it when the device says a peer copy is cheaper than one from the host (L2 hit),
+      else from the host.  The output tile is copied in (unless the first step overwrites it), updated by
+      the task's steps and copied back.  With ``policy="on-demand"`` nothing is cached: every step moves
+      its input tiles in and frees them afterwards (what cuBLAS-XT does), the baseline for communication.
+    * :class:`CacheLocality`: equation (3) with the real cache state (2 = L1, 1 = L2, 0 = host only).
+    * Per-task accounting (:class:`TaskMemory`): L1/L2 hits, misses, bytes per direction, and the kernel
+      and copy intervals from the device's stream timelines, which the profile turns into compute /
+      exposed communication / other time.
+
+When a call returns, the tiles of its matrices are dropped from every cache (unless another call in
+flight uses the same matrix): host arrays may change between calls, and a freed array's address may be
+reused by another.
+
+What it must not touch
+    Device kinds (devices are reached only through the DiscreteDevice interface), scheduling order (the
+    scheduler's) and partitioning (the planner's).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+
+from tileblas.devices._base import DeviceError
+from tileblas.runtime._memory import DeviceHeap
+from tileblas.runtime._planner import Tile
+from tileblas.runtime._scheduler import LocalityModel, RecentTiles
+
+__all__ = ["Block", "ALRU", "Directory", "TileMemory", "TaskMemory", "CacheLocality", "POLICIES"]
+
+#: Tile-memory policies: "cache" (L1 + L2 tile caches, the BLASX runtime) and "on-demand" (every tile
+#: moved in for each use and dropped afterwards, like cuBLAS-XT).
+POLICIES = ("cache", "on-demand")
+
+#: Kernels whose first step overwrites the output when beta == 0 (so the output need not be copied in).
+_BETA_AT = {"gemm": 3, "symm": 3, "hemm": 3}
+
+
+class Block:
+    """One tile's segment of device memory."""
+
+    __slots__ = ("key", "device", "offset", "nbytes", "array", "readers", "event", "filled", "dead", "error")
+
+    def __init__(self, key: Any, device: int, offset: int, nbytes: int, array: Any = None) -> None:
+        self.key = key
+        self.device = device
+        self.offset = offset
+        self.nbytes = nbytes
+        self.array = array
+        self.readers = 0
+        self.event: Any = None           # device event: the fill has completed on the device
+        self.filled = threading.Event()  # host side: the fill has been issued (event is set)
+        self.dead = False                # invalidated while readers > 0: freed when they drop to 0
+        self.error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"<Block {self.key} dev={self.device} off={self.offset} readers={self.readers}>"
+
+
+class ALRU:
+    """Approximate least-recently-used tile cache of one device (Algorithm 2), without the allocation.
+
+    ``translate`` in the paper = :meth:`get` (hit) or, on a miss, heap allocation with :meth:`dequeue`
+    on failure followed by :meth:`enqueue`; :class:`TileMemory` composes them.  The most recently used
+    block is at the end of the ordered map.
+    """
+
+    def __init__(self) -> None:
+        self._map: "OrderedDict[Any, Block]" = OrderedDict()
+
+    def get(self, key: Any) -> Block | None:
+        """The block of ``key`` (made most recently used), or None."""
+        b = self._map.get(key)
+        if b is not None:
+            self._map.move_to_end(key)
+        return b
+
+    def peek(self, key: Any) -> Block | None:
+        return self._map.get(key)
+
+    def enqueue(self, block: Block) -> None:
+        """Insert a new block as most recently used, with 0 readers."""
+        if block.key in self._map:
+            raise ValueError(f"tile {block.key!r} is already cached")
+        block.readers = 0
+        self._map[block.key] = block
+
+    def dequeue(self) -> Block | None:
+        """Remove and return the least recently used block that has no readers (None: every block has
+        readers).  Blocks still being filled count as read."""
+        for key, b in self._map.items():
+            if b.readers == 0 and b.filled.is_set():
+                del self._map[key]
+                return b
+        return None
+
+    def remove(self, key: Any) -> Block | None:
+        return self._map.pop(key, None)
+
+    def keys(self) -> list:
+        """Keys from least to most recently used."""
+        return list(self._map)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._map
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+class Directory:
+    """MESI-X states of tiles across the devices' ALRUs (see the module notes).
+
+    ``transitions`` counts (from, to) state changes, so tests and profiles can see the protocol work.
+    """
+
+    def __init__(self) -> None:
+        self._holders: dict[Any, set[int]] = {}
+        self._modified: dict[Any, int] = {}
+        self.transitions: Counter = Counter()
+
+    def state(self, key: Any) -> str:
+        if key in self._modified:
+            return "M"
+        n = len(self._holders.get(key, ()))
+        return "I" if n == 0 else ("E" if n == 1 else "S")
+
+    def holders(self, key: Any) -> set[int]:
+        return self._holders.get(key, set())
+
+    def add(self, key: Any, device: int) -> None:
+        """``device`` cached ``key`` (I -> E, E -> S, S -> S)."""
+        if key in self._modified:
+            raise RuntimeError(f"tile {key!r} is being written (M); it cannot be cached now")
+        before = self.state(key)
+        self._holders.setdefault(key, set()).add(device)
+        self.transitions[(before, self.state(key))] += 1
+
+    def remove(self, key: Any, device: int) -> None:
+        """``device`` dropped ``key`` (eviction or invalidation: S -> S, S -> E, E -> I)."""
+        h = self._holders.get(key)
+        if not h or device not in h:
+            return
+        before = self.state(key)
+        h.discard(device)
+        if not h:
+            del self._holders[key]
+        self.transitions[(before, self.state(key))] += 1
+
+    def modify(self, key: Any, device: int) -> set[int]:
+        """``device`` starts writing ``key``: state M.  Returns the devices whose copies must be
+        invalidated (the caller drops them; they leave the directory here)."""
+        before = self.state(key)
+        holders = self._holders.pop(key, set())
+        self._modified[key] = device
+        self.transitions[(before, "M")] += 1
+        return holders
+
+    def written_back(self, key: Any) -> None:
+        """The written tile is back in host memory: M -> I (the ephemeral M of MESI-X)."""
+        if self._modified.pop(key, None) is not None:
+            self.transitions[("M", "I")] += 1
+
+    def keys(self) -> list:
+        return list(self._holders)
+
+
+class TaskMemory:
+    """What one task did with device memory (attached to its TaskRecord as ``mem``)."""
+
+    __slots__ = ("l1", "l2", "miss", "h2d", "d2h", "d2d", "evictions", "intervals")
+
+    def __init__(self) -> None:
+        self.l1 = self.l2 = self.miss = self.evictions = 0
+        self.h2d = self.d2h = self.d2d = 0
+        self.intervals: list[tuple[str, float, float]] = []
+
+
+class _StreamCtx:
+    """State of one (device, stream) worker: blocks its issued steps still read."""
+
+    __slots__ = ("device", "stream", "pending", "active", "blocked")
+
+    def __init__(self, device: int, stream: int) -> None:
+        self.device = device
+        self.stream = stream
+        self.pending: list[tuple[Any, list[Block]]] = []
+        self.active = False
+        self.blocked = False
+
+
+class TileMemory:
+    """Tile caches, coherence and task execution for the runtime's discrete devices.
+
+    Parameters
+    ----------
+    devices : sequence of Device
+        All the runtime's devices (host-memory devices are left alone, except that their writes
+        invalidate cached copies).
+    policy : {"cache", "on-demand"}
+        See :data:`POLICIES`.
+    peer : bool
+        Allow L2 hits (copies from peer devices).
+    wait_timeout : float
+        Seconds a stream may wait for device memory to be released before its task fails.
+    """
+
+    def __init__(self, devices: Sequence[Any], policy: str = "cache", peer: bool = True,
+                 wait_timeout: float = 30.0) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(map(repr, POLICIES))}; got {policy!r}")
+        self.devices = list(devices)
+        self.policy = policy
+        self.caching = policy == "cache"
+        self.peer = bool(peer)
+        self.wait_timeout = float(wait_timeout)
+        nd = len(self.devices)
+        self.discrete = [not getattr(dv, "host_memory", True) for dv in self.devices]
+        self.heaps: list[DeviceHeap | None] = [
+            DeviceHeap(int(dv.memory_bytes), int(getattr(dv, "alignment", 256))) if disc else None
+            for dv, disc in zip(self.devices, self.discrete)]
+        self.alru: list[ALRU] = [ALRU() for _ in range(nd)]
+        self.directory = Directory()
+        self._cv = threading.Condition(threading.Lock())
+        self._ctx: dict[tuple[int, int], _StreamCtx] = {}
+        self._users: Counter = Counter()  # matrix id -> calls in flight using it
+        self.counters = [Counter() for _ in range(nd)]
+
+    # ----------------------------------------------------------------- calls
+    def begin_call(self, plan: Any) -> None:
+        with self._cv:
+            for mid in plan.mats:
+                self._users[mid] += 1
+
+    def end_call(self, plan: Any) -> None:
+        """Drop the cached tiles of the call's matrices that no other call in flight uses."""
+        with self._cv:
+            gone = set()
+            for mid in plan.mats:
+                self._users[mid] -= 1
+                if self._users[mid] <= 0:
+                    del self._users[mid]
+                    gone.add(mid)
+            if gone:
+                for key in [k for k in self.directory.keys() if k[0] in gone]:
+                    self._invalidate(key)
+            self._cv.notify_all()
+
+    def flush(self) -> None:
+        """Drop every cached tile."""
+        with self._cv:
+            for key in self.directory.keys():
+                self._invalidate(key)
+            self._cv.notify_all()
+
+    # ----------------------------------------------------------------- state (lock held by callers)
+    def _free_block(self, b: Block) -> None:
+        self.heaps[b.device].free(b.offset)
+
+    def _invalidate(self, key: Any) -> None:
+        holders = set(self.directory.holders(key))
+        for d in holders:
+            self.directory.remove(key, d)
+        self._drop(key, holders)
+
+    def _drop(self, key: Any, devices: set[int]) -> None:
+        """Remove ``key``'s blocks from the ALRUs of ``devices`` (already out of the directory)."""
+        for d in devices:
+            b = self.alru[d].remove(key)
+            if b is None:
+                continue
+            self.counters[d]["invalidations"] += 1
+            if b.readers == 0 and b.filled.is_set():
+                self._free_block(b)
+            else:
+                b.dead = True
+
+    def _release(self, blocks: list[Block]) -> None:
+        for b in blocks:
+            b.readers -= 1
+            if b.readers == 0 and b.dead:
+                if b.key is None:  # a private (on-demand or output) buffer
+                    self.heaps[b.device].free(b.offset)
+                elif b.filled.is_set():
+                    self._free_block(b)
+
+    def _reserve(self, d: int, nbytes: int, tm: TaskMemory) -> int | None:
+        """Heap offset for nbytes on device d, evicting readers-free ALRU blocks as needed."""
+        heap = self.heaps[d]
+        alru = self.alru[d]
+        while True:
+            off = heap.alloc(nbytes)
+            if off is not None:
+                return off
+            victim = alru.dequeue()
+            if victim is None:
+                return None
+            self.directory.remove(victim.key, d)
+            self._free_block(victim)
+            tm.evictions += 1
+            self.counters[d]["evictions"] += 1
+
+    def _stuck(self, d: int) -> bool:
+        """Every task running on device d is waiting for memory: nothing will be released."""
+        ctxs = [c for (dd, _), c in self._ctx.items() if dd == d and c.active]
+        return all(c.blocked for c in ctxs)
+
+    def _drain(self, ctx: _StreamCtx, wait: bool) -> bool:
+        """Release the readers of completed steps (all of them after waiting, when ``wait``).  Returns
+        True when something was released.  Called without the lock (waiting may block)."""
+        if not ctx.pending:
+            return False
+        if wait:
+            for ev, _ in ctx.pending:
+                ev.synchronize()
+            done, ctx.pending = ctx.pending, []
+        else:
+            done, keep = [], []
+            for p in ctx.pending:
+                (done if p[0].query() else keep).append(p)
+            if not done:
+                return False
+            ctx.pending = keep
+        with self._cv:
+            for _, blocks in done:
+                self._release(blocks)
+            self._cv.notify_all()
+        return True
+
+    def _allocate(self, d: int, nbytes: int, ctx: _StreamCtx, tm: TaskMemory,
+                  key: Any = None, shape: tuple = (), dtype: Any = None) -> tuple[Block, bool]:
+        """A block on device d: for ``key`` (cached; returns (block, hit)) or private (key None).
+
+        On a hit the block's readers are incremented; a new cached block is inserted with 1 reader and
+        its ``filled`` unset (the caller fills it).  Waits for memory when every block is read."""
+        waited = stuck_for = 0.0
+        while True:
+            with self._cv:
+                if key is not None:
+                    b = self.alru[d].get(key)
+                    if b is not None:
+                        b.readers += 1
+                        return b, True
+                off = self._reserve(d, nbytes, tm)
+                if off is not None:
+                    b = Block(key, d, off, nbytes)
+                    if key is not None:
+                        self.alru[d].enqueue(b)
+                        self.directory.add(key, d)
+                    else:
+                        b.filled.set()
+                    b.readers = 1
+                    return b, False
+                if not ctx.pending:
+                    ctx.blocked = True
+                    try:
+                        if self._stuck(d) and stuck_for >= 0.5 or waited >= self.wait_timeout:
+                            dev = self.devices[d]
+                            heap = self.heaps[d]
+                            raise DeviceError(
+                                f"device {dev.name}: its memory ({heap.capacity} bytes) cannot hold the tiles "
+                                f"its {getattr(dev, 'streams', 1)} streams use at once ({heap.used_bytes} bytes "
+                                f"in use, {nbytes} more needed); give it more memory or fewer streams")
+                        stuck = self._stuck(d)
+                        t = time.perf_counter()
+                        self._cv.wait(0.05)
+                        dt = time.perf_counter() - t
+                        waited += dt
+                        stuck_for = stuck_for + dt if stuck else 0.0
+                    finally:
+                        ctx.blocked = False
+                    continue
+            self._drain(ctx, wait=True)
+
+    def _ctx_of(self, d: int, s: int) -> _StreamCtx:
+        c = self._ctx.get((d, s))
+        if c is None:
+            with self._cv:
+                c = self._ctx.setdefault((d, s), _StreamCtx(d, s))
+        return c
+
+    # ----------------------------------------------------------------- translate (Algorithm 2)
+    def _fetch(self, d: int, key: Any, host: np.ndarray, ctx: _StreamCtx, tm: TaskMemory) -> Block:
+        """The device-d block of input tile ``key`` (one more reader), filled from peer or host."""
+        dev = self.devices[d]
+        s = ctx.stream
+        nbytes = host.size * host.itemsize
+        if not self.caching:
+            b, _ = self._allocate(d, nbytes, ctx, tm)
+            b.array = dev.view(b.offset, host.shape, host.dtype)
+            b.dead = True  # freed when its reader is released
+            dev.h2d(b.array, host, s)
+            tm.miss += 1
+            tm.h2d += nbytes
+            return b
+        while True:
+            b, hit = self._allocate(d, nbytes, ctx, tm, key)
+            if not hit:
+                break
+            if not b.filled.is_set():
+                b.filled.wait()
+            if b.error is not None:  # its fill failed: drop our reader and try again
+                with self._cv:
+                    self._release([b])
+                continue
+            if b.event is not None:
+                dev.wait(s, b.event)
+            tm.l1 += 1
+            return b
+        # miss: choose the source (L2 peer when cheaper than the host)
+        src: Block | None = None
+        try:
+            b.array = dev.view(b.offset, host.shape, host.dtype)
+            if self.peer:
+                with self._cv:
+                    best = dev.transfer_seconds(nbytes, None)
+                    for p in self.directory.holders(key):
+                        if p == d:
+                            continue
+                        pb = self.alru[p].peek(key)
+                        if pb is None or pb.dead or not dev.can_access_peer(self.devices[p]):
+                            continue
+                        cost = dev.transfer_seconds(nbytes, self.devices[p])
+                        if cost < best:
+                            best, src = cost, pb
+                    if src is not None:
+                        src.readers += 1
+            if src is not None:
+                if not src.filled.is_set():
+                    src.filled.wait()
+                if src.error is not None:
+                    raise src.error
+                if src.event is not None:
+                    dev.wait(s, src.event)
+                dev.d2d(b.array, self.devices[src.device], src.array, s)
+                tm.l2 += 1
+                tm.d2d += nbytes
+            else:
+                dev.h2d(b.array, host, s)
+                tm.miss += 1
+                tm.h2d += nbytes
+            b.event = dev.record(s)
+        except BaseException as exc:
+            b.error = exc
+            with self._cv:
+                if self.alru[d].peek(key) is b:
+                    self.alru[d].remove(key)
+                    self.directory.remove(key, d)
+                b.dead = True
+                b.filled.set()
+                if src is not None:
+                    self._release([src])
+                self._release([b])
+                self._cv.notify_all()
+            raise
+        b.filled.set()
+        if src is not None:
+            ctx.pending.append((b.event, [src]))
+        return b
+
+    # ----------------------------------------------------------------- one task
+    def execute(self, sched: Any, task: Any, d: int, stream: int, rec: Any) -> None:
+        """Run ``task`` on discrete device d, stream ``stream``; fills ``rec`` like the scheduler does."""
+        dev = self.devices[d]
+        ctx = self._ctx_of(d, stream)
+        plan = task.call.plan
+        mats = plan.mats
+        tm = TaskMemory()
+        rec.mem = tm
+        rec.flops = task.flops
+        rec.t0 = time.perf_counter()
+        out = task.out
+        out_blk: Block | None = None
+        ctx.active = True
+        try:
+            out_host = mats[out.m].view(out.i, out.j)
+            with self._cv:
+                self._drop(out, self.directory.modify(out, d))
+            nbytes = out_host.size * out_host.itemsize
+            out_blk, _ = self._allocate(d, nbytes, ctx, tm)
+            out_dev = out_blk.array = dev.view(out_blk.offset, out_host.shape, out_host.dtype)
+            first = task.steps[0]
+            bi = _BETA_AT.get(first[0])
+            if not (bi is not None and first[1][bi] == 0):
+                dev.h2d(out_dev, out_host, stream)
+                tm.h2d += nbytes
+            for kname, args, kw in task.steps:
+                call_args = []
+                used: list[Block] = []
+                for x in args:
+                    if type(x) is Tile:
+                        if x == out:
+                            call_args.append(out_dev)
+                        else:
+                            b = self._fetch(d, x, mats[x.m].view(x.i, x.j), ctx, tm)
+                            used.append(b)
+                            call_args.append(b.array)
+                    else:
+                        call_args.append(x)
+                dev.launch(kname, call_args, kw, stream)
+                ctx.pending.append((dev.record(stream), used))
+                self._drain(ctx, wait=False)
+            dev.d2h(out_dev, out_host, stream)
+            tm.d2h += nbytes
+            dev.sync(stream)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, never swallowed
+            rec.ok = False
+            call = task.call
+            if call.error is None:
+                call.error = exc
+                call.error_note = f"in tile task {task.label} of {plan.routine} on device {dev.name}"
+            try:
+                dev.sync(stream)
+            except BaseException:  # noqa: BLE001 - the first error is the one reported
+                pass
+        finally:
+            self._drain(ctx, wait=True)
+            with self._cv:
+                if out_blk is not None:
+                    out_blk.dead = True
+                    self._release([out_blk])
+                self.directory.written_back(out)
+                ctx.active = False
+                self._cv.notify_all()
+        tm.intervals = dev.timeline(stream)
+        rec.t1 = time.perf_counter()
+        rec.bytes = (tm.h2d, tm.d2h, tm.d2d)
+        c = self.counters[d]
+        c["l1_hits"] += tm.l1
+        c["l2_hits"] += tm.l2
+        c["misses"] += tm.miss
+        c["tasks"] += 1
+        if sched.sync:
+            task.call.records.append(rec)
+            if not rec.ok:
+                task.call.cancelled = True
+
+    def host_wrote(self, key: Any) -> None:
+        """A host-memory device wrote tile ``key``: drop cached copies of its old value."""
+        if self.directory.holders(key):
+            with self._cv:
+                self._invalidate(key)
+                self._cv.notify_all()
+
+    # ----------------------------------------------------------------- inspection
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per discrete device: L1/L2 hits, misses, evictions, invalidations, tasks, heap use."""
+        out = {}
+        with self._cv:
+            for d, dv in enumerate(self.devices):
+                if not self.discrete[d]:
+                    continue
+                c = dict(self.counters[d])
+                heap = self.heaps[d]
+                c.update(cached_tiles=len(self.alru[d]), heap_used=heap.used_bytes, heap_capacity=heap.capacity,
+                         heap_failures=heap.stats.failures)
+                out[dv.name] = c
+        return out
+
+    def level(self, d: int, key: Any) -> int:
+        """2: device d holds ``key``; 1: a peer it can copy from holds it; 0: only the host."""
+        if key in self.alru[d]:
+            return 2
+        if self.peer:
+            dev = self.devices[d]
+            for p in self.directory.holders(key):
+                if p != d and dev.can_access_peer(self.devices[p]):
+                    return 1
+        return 0
+
+
+class CacheLocality(LocalityModel):
+    """Equation (3) from the tile caches of discrete devices; host devices keep :class:`RecentTiles`."""
+
+    def __init__(self, memory: TileMemory) -> None:
+        self.memory = memory
+        self.host = RecentTiles(len(memory.devices))
+        self.discrete = memory.discrete
+
+    def level(self, device: int, key: tuple) -> int:
+        if not self.discrete[device]:
+            return self.host.level(device, key)
+        if not self.memory.caching:
+            return 0
+        return self.memory.level(device, key)
+
+    def score(self, device: int, keys: Sequence[tuple]) -> int:
+        if not self.discrete[device]:
+            return self.host.score(device, keys)
+        if not self.memory.caching:
+            return 0
+        lv = self.memory.level
+        return sum(lv(device, k) for k in keys)
+
+    def touched(self, device: int, keys: Sequence[tuple]) -> None:
+        if not self.discrete[device]:
+            self.host.touched(device, keys)
