@@ -624,6 +624,25 @@ def test_plots_write_png(tmp_path):
             assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_build_models_for_covers_and_grows_domains(tmp_path):
+    repo = Repository(tmp_path / "g.sqlite")
+    repo.set_property(KEY, "peak_gflops", 1.0)  # no peak measurement in a unit test
+    kw = dict(variants=[3], reps=1, validation_points=0, min_size=64, log=lambda s: None)
+    first = perf.build_models_for("trinv", [32], [8], repo, KEY, **kw)
+    assert {(m.routine, m.flags) for m in first} == {(r, f) for (r, f) in perf._predictor.needed_models(
+        [trace_trinv(32, 3, 8)])}
+    assert perf.build_models_for("trinv", [32], [8], repo, KEY, **kw) == []  # covered: nothing rebuilt
+    grown = {(m.routine, m.flags): m for m in perf.build_models_for("trinv", [64], [8], repo, KEY, **kw)}
+    assert ("dgemm", ("N", "N")) in grown and ("dtrti2", ("L",)) not in grown  # trti2 stays 8 x 8
+    for m in first:
+        g = repo.load(KEY, m.routine, m.flags)
+        assert all(a <= b for a, b in zip(g.lo, m.lo)) and all(a >= b for a, b in zip(g.hi, m.hi))
+    for (routine, flags), (lo, hi) in perf._predictor.needed_models([trace_trinv(64, 3, 8)]).items():
+        g = repo.load(KEY, routine, flags)
+        assert all(a <= b for a, b in zip(g.lo, lo)) and all(a >= b for a, b in zip(g.hi, hi))
+    Predictor(repo, KEY).predict("trinv", 64, 3, 8)  # every call of the trace has a model
+
+
 def test_cli_end_to_end(tmp_path, monkeypatch, capsys):
     from tileblas.cli import main
 

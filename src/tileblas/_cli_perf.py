@@ -78,7 +78,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     sm = build_submodel(args.routine, flags, lambda s: sampler.sample(args.routine, flags, s), lo, hi,
                         args.strategy, args.error_bound, args.min_size, args.direction, args.initial_size,
                         args.validation, progress=not args.no_progress,
-                        config={"locality": args.locality, "reps": args.reps, "threads": args.threads})
+                        config={"locality": args.locality, "reps": args.reps, "threads": args.threads},
+                        max_samples=args.max_samples)
     repo.save(key, sm)
     v = sm.validation
     print(f"{args.routine} {''.join(flags) or '-'}: {len(sm.regions)} regions, {sm.points} points, "
@@ -184,22 +185,27 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     blocks = args.blocks
     build_models_for(args.algorithm, [args.n], blocks, repo, key, [args.variant] if args.variant else None,
                      reps=args.reps, progress=not args.no_progress, min_size=args.min_size,
-                     validation_points=args.validation)
+                     validation_points=args.validation, max_samples=args.max_samples)
     # what the runtime asks for: DGEMM tiles and triangular recursion stop sizes
-    extra = {("dgemm", ("N", "N")): ([64, 64, 64], [args.max_tile] * 3),
-             ("dtrsm", ("L", "L", "N")): ([8, 8], [args.max_tile, args.max_tile])}
+    extra = {("dgemm", ("N", "N")): ([8, 8, 8], [args.max_tile] * 3),
+             ("dtrsm", ("L", "L", "N")): ([8, 8], [args.max_tile, args.max_tile]),
+             ("dtrmm", ("L", "L", "N")): ([8, 8], [args.max_tile, args.max_tile])}
     from tileblas.perf import Sampler, build_submodel
 
     for (routine, flags), (lo, hi) in extra.items():
         old = repo.load(key, routine, flags)
-        if old is not None and all(h >= x for h, x in zip(old.hi, hi)):
-            continue
+        if old is not None:
+            if all(h >= x for h, x in zip(old.hi, hi)) and all(lo_ <= x for lo_, x in zip(old.lo, lo)):
+                continue
+            lo = [min(a, b) for a, b in zip(old.lo, lo)]  # grow the stored domain, never shrink it
+            hi = [max(a, b) for a, b in zip(old.hi, hi)]
         print(f"building {routine} {''.join(flags)} over {lo}..{hi}")
         sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps, ld=max(hi))
         sm = build_submodel(routine, flags, lambda s, r=routine, f=flags: sampler.sample(r, f, s), lo, hi,
                             "refine", 0.1, max(args.min_size, 64), validation_points=args.validation,
                             progress=not args.no_progress,
-                            config={"locality": args.locality, "reps": args.reps, "threads": args.threads})
+                            config={"locality": args.locality, "reps": args.reps, "threads": args.threads},
+                            max_samples=args.max_samples)
         repo.save(key, sm)
     pred = Predictor(repo, key)
     variants = [args.variant] if args.variant else None
@@ -241,6 +247,8 @@ def register(subparsers: Any) -> None:
     b.add_argument("--initial-size", type=int, default=128, help="initial region size (expand)")
     b.add_argument("--reps", type=int, default=5, help="timed repetitions per point (first call excluded)")
     b.add_argument("--validation", type=int, default=200, help="fresh validation points")
+    b.add_argument("--max-samples", type=int, default=None,
+                   help="sample budget (refine): once spent, the remaining regions are accepted as they are")
     b.add_argument("--plot", default=None, help="write a PNG of the regions coloured by error")
     b.add_argument("--no-progress", action="store_true")
     _add_common(b)
@@ -279,6 +287,7 @@ def register(subparsers: Any) -> None:
     t.add_argument("--reps", type=int, default=5)
     t.add_argument("--min-size", type=int, default=32)
     t.add_argument("--validation", type=int, default=50)
+    t.add_argument("--max-samples", type=int, default=20000, help="sample budget per model")
     t.add_argument("--measure", action="store_true", help="run the chosen configuration once")
     t.add_argument("--no-progress", action="store_true")
     _add_common(t)

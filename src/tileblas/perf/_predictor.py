@@ -186,8 +186,9 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
                      rebuild: bool = False, log=print, max_samples: int | None = 20000) -> list[Any]:
     """Build and store every submodel the traces of ``algorithm`` over ``sizes`` x ``blocks`` need.
 
-    Domains are the boxes the calls span, rounded out to multiples of 8; each submodel gets at most
-    ``max_samples`` samples (Adaptive Refinement stops refining then).  Returns the new submodels.
+    Domains are the boxes the calls span, rounded out to multiples of 8 (a stored model that does not cover
+    them is rebuilt over the union of both boxes); each submodel gets at most ``max_samples`` samples
+    (Adaptive Refinement stops refining then).  Returns the new submodels.
     """
     from tileblas.perf._modeler import build_submodel
     from tileblas.perf._sampler import Sampler
@@ -197,11 +198,15 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
     need = needed_models(traces)
     built = []
     for (routine, flags), (lo, hi) in sorted(need.items()):
-        if not rebuild and repository.load(key, routine, flags) is not None:
-            continue
         routine_spec(routine)
         lo8 = [max(8, (v // 8) * 8) for v in lo]
         hi8 = [max(l, -(-v // 8) * 8) for v, l in zip(hi, lo8)]
+        old = None if rebuild else repository.load(key, routine, flags)
+        if old is not None:
+            if all(a <= b for a, b in zip(old.lo, lo8)) and all(a >= b for a, b in zip(old.hi, hi8)):
+                continue  # the stored model covers every call
+            lo8 = [min(a, b) for a, b in zip(old.lo, lo8)]  # grow the stored domain, never shrink it
+            hi8 = [max(a, b) for a, b in zip(old.hi, hi8)]
         sampler = Sampler(threads=key.threads, locality=key.locality, reps=reps, ld=max(hi8 + [8]))
         log(f"building {routine} {''.join(flags) or '-'} over {lo8}..{hi8}")
         sm = build_submodel(routine, flags, lambda s, r=routine, f=flags: sampler.sample(r, f, s), lo8, hi8,
