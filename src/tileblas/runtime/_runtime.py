@@ -135,6 +135,16 @@ class Runtime:
     partially updated ones.
     """
 
+    def __new__(cls, devices: Any = None, *args: Any, **kwargs: Any) -> "Runtime":
+        # A Dask cluster (Client, cluster object, scheduler address, "dask:N") gives a ClusterRuntime
+        # (tileblas.runtime._cluster); nothing of Dask is imported otherwise.
+        if cls is Runtime and devices is not None and not isinstance(devices, (int, list, tuple)):
+            from tileblas.runtime import _cluster
+
+            if _cluster.is_cluster_spec(devices):
+                cls = _cluster.ClusterRuntime
+        return super().__new__(cls)
+
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
                  memory_policy: str = "cache") -> None:
