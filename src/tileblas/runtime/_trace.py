@@ -13,6 +13,13 @@ Definitions (per device, over the wall time of the call)
               (releasing dependents), excluding time asleep waiting for work;
     idle      wall - busy - overhead.
 
+For devices with their own memory (BLASX Fig. 8, from the devices' stream timelines)
+    compute   time at least one kernel ran on the device;
+    comm      exposed communication: time at least one copy ran and no kernel did;
+    other     wall - compute - comm (synchronisation, gaps between launches, idling);
+and L1 hits, L2 hits (tiles copied from a peer) and misses (tiles copied from the host).  For host
+devices compute = busy and comm = 0.
+
 What it must not touch
     Scheduling decisions; it reads records after the fact.
 """
@@ -40,6 +47,12 @@ class DeviceProfile:
     bytes_d2h: int = 0
     bytes_d2d: int = 0
     flops: float = 0.0
+    l1_hits: int = 0
+    l2_hits: int = 0
+    misses: int = 0
+    compute_s: float = 0.0
+    comm_s: float = 0.0
+    other_s: float = 0.0
 
     @property
     def bytes_moved(self) -> int:
@@ -94,6 +107,13 @@ class CallProfile:
         for d in self.devices:
             lines.append(f"  {d.name:<10}{d.tasks:>7}{d.stolen:>8}{d.busy_s * 1e3:>10.2f}{d.idle_s * 1e3:>10.2f}"
                          f"{d.overhead_s * 1e3:>9.2f}{d.bytes_moved:>10}")
+        if any(d.l1_hits or d.l2_hits or d.misses for d in self.devices):
+            lines.append(f"  {'device':<10}{'L1 hits':>9}{'L2 hits':>9}{'misses':>8}{'h2d MB':>9}{'d2h MB':>9}"
+                         f"{'d2d MB':>9}{'comp ms':>10}{'comm ms':>10}{'other ms':>10}")
+            for d in self.devices:
+                lines.append(f"  {d.name:<10}{d.l1_hits:>9}{d.l2_hits:>9}{d.misses:>8}{d.bytes_h2d / 1e6:>9.2f}"
+                             f"{d.bytes_d2h / 1e6:>9.2f}{d.bytes_d2d / 1e6:>9.2f}{d.compute_s * 1e3:>10.2f}"
+                             f"{d.comm_s * 1e3:>10.2f}{d.other_s * 1e3:>10.2f}")
         return "\n".join(lines)
 
 
@@ -103,8 +123,17 @@ def build_profile(routine: str, shape: tuple, dtype: str, tile: int, path: str, 
     """Summarise the records of one call."""
     wall = max(t_end - t_start, 0.0)
     devs = [DeviceProfile(n) for n in device_names]
+    kern: dict[int, list] = {}
+    copy: dict[int, list] = {}
     for r in records:
         d = devs[r.device]
+        mem = getattr(r, "mem", None)
+        if mem is not None:
+            d.l1_hits += mem.l1
+            d.l2_hits += mem.l2
+            d.misses += mem.miss
+            for what, a, b in mem.intervals:
+                (kern if what == "kernel" else copy).setdefault(r.device, []).append((a, b))
         d.tasks += 1
         d.stolen += bool(r.stolen)
         d.busy_s += r.t1 - r.t0
@@ -114,10 +143,52 @@ def build_profile(routine: str, shape: tuple, dtype: str, tile: int, path: str, 
         d.bytes_d2h += r.bytes[1]
         d.bytes_d2d += r.bytes[2]
         d.flops += r.flops
-    for d in devs:
+    for n, d in enumerate(devs):
         d.idle_s = max(wall - d.busy_s - d.overhead_s, 0.0)
+        if n in kern or n in copy:
+            k = _union(kern.get(n, []), t_start, t_end)
+            c = _union(copy.get(n, []), t_start, t_end)
+            d.compute_s = _length(k)
+            d.comm_s = max(_length(c) - _overlap(c, k), 0.0)
+        else:
+            d.compute_s = d.busy_s
+        d.other_s = max(wall - d.compute_s - d.comm_s, 0.0)
     return CallProfile(routine, tuple(shape), dtype, tile, path, len(records), wall, flops, devs, failed,
                        t_start, list(records))
+
+
+def _union(iv: list, lo: float, hi: float) -> list:
+    """Sorted disjoint union of intervals, clipped to [lo, hi]."""
+    out: list = []
+    for a, b in sorted(iv):
+        a, b = max(a, lo), min(b, hi)
+        if b <= a:
+            continue
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1][1] = b
+        else:
+            out.append([a, b])
+    return out
+
+
+def _length(u: list) -> float:
+    return sum(b - a for a, b in u)
+
+
+def _overlap(u: list, v: list) -> float:
+    """Total length of the intersection of two sorted disjoint unions."""
+    i = j = 0
+    tot = 0.0
+    while i < len(u) and j < len(v):
+        a, b = max(u[i][0], v[j][0]), min(u[i][1], v[j][1])
+        if b > a:
+            tot += b - a
+        if u[i][1] < v[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tot
 
 
 def chrome_trace(profiles: Sequence[CallProfile], device_names: Sequence[str], epoch: float) -> dict[str, Any]:
@@ -125,9 +196,11 @@ def chrome_trace(profiles: Sequence[CallProfile], device_names: Sequence[str], e
     and a 'calls' track with one slice per call."""
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "tileblas runtime"}},
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "device engines"}},
     ]
     for d, name in enumerate(device_names):
         events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": d + 1, "args": {"name": name}})
+        events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": d + 1, "args": {"name": name}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": 0, "tid": d + 1, "args": {"sort_index": d + 1}})
     events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "calls"}})
 
@@ -140,10 +213,15 @@ def chrome_trace(profiles: Sequence[CallProfile], device_names: Sequence[str], e
                        "args": {"call": n, "path": p.path, "tile_size": p.tile_size, "tasks": p.tasks,
                                 "failed": p.failed}})
         for r in p.records:
+            args = {"call": n, "stolen": bool(r.stolen), "locality": r.score, "ok": r.ok, "bytes": sum(r.bytes)}
+            mem = getattr(r, "mem", None)
+            if mem is not None:
+                args.update(l1_hits=mem.l1, l2_hits=mem.l2, misses=mem.miss, h2d=mem.h2d, d2h=mem.d2h, d2d=mem.d2d)
+                for what, a, b in mem.intervals:  # kernels and copies on the device's engines track
+                    events.append({"ph": "X", "name": what, "cat": "engine", "pid": 1, "tid": r.device + 1,
+                                   "ts": us(a), "dur": round((b - a) * 1e6, 3), "args": {"task": r.label}})
             events.append({"ph": "X", "name": r.label, "cat": p.routine, "pid": 0, "tid": r.device + 1,
-                           "ts": us(r.t0), "dur": round((r.t1 - r.t0) * 1e6, 3),
-                           "args": {"call": n, "stolen": bool(r.stolen), "locality": r.score, "ok": r.ok,
-                                    "bytes": sum(r.bytes)}})
+                           "ts": us(r.t0), "dur": round((r.t1 - r.t0) * 1e6, 3), "args": args})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"devices": list(device_names), "calls": [p.to_dict() for p in profiles]}}
 
