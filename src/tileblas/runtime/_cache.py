@@ -493,6 +493,7 @@ class TileMemory:
         rec.t0 = time.perf_counter()
         out = task.out
         out_blk: Block | None = None
+        used: list[Block] = []  # blocks the step being issued holds
         ctx.active = True
         try:
             out_host = mats[out.m].view(out.i, out.j)
@@ -508,7 +509,6 @@ class TileMemory:
                 tm.h2d += nbytes
             for kname, args, kw in task.steps:
                 call_args = []
-                used: list[Block] = []
                 for x in args:
                     if type(x) is Tile:
                         if x == out:
@@ -521,6 +521,7 @@ class TileMemory:
                         call_args.append(x)
                 dev.launch(kname, call_args, kw, stream)
                 ctx.pending.append((dev.record(stream), used))
+                used = []
                 self._drain(ctx, wait=False)
             dev.d2h(out_dev, out_host, stream)
             tm.d2h += nbytes
@@ -538,6 +539,7 @@ class TileMemory:
         finally:
             self._drain(ctx, wait=True)
             with self._cv:
+                self._release(used)
                 if out_blk is not None:
                     out_blk.dead = True
                     self._release([out_blk])
