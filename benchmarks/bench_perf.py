@@ -85,8 +85,12 @@ def bench_trinv(args, repo, key, out):
 
     alg = ALGORITHMS["trinv"]
     sizes = args.sizes
+    t0 = time.perf_counter()
     build_models_for("trinv", sizes + [args.nblock], [args.block] + args.blocks, repo, key, reps=args.reps,
                      min_size=args.min_size, validation_points=50, progress=args.progress, log=out)
+    out(f"[trinv] models ready after {time.perf_counter() - t0:.0f} s")
+    if args.build_only:
+        return {"build_seconds": time.perf_counter() - t0}
     pred = Predictor(repo, key)
     res = {"ranking": [], "block": {}}
     rng = np.random.default_rng(0)
@@ -179,6 +183,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=("dtrsm", "trinv", "sylvester"), default=None)
     ap.add_argument("--json", default=None, help="write results as JSON here")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--build-only", action="store_true",
+                    help="trinv: only build the models into --db (run the comparison later from that file)")
     args = ap.parse_args(argv)
     q = args.quick
     args.hi = 512 if q else 1024
