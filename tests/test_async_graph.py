@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tileblas import asyncapi as aa
 from tileblas.asyncapi._policies import CostPolicy
-from tileblas.devices import CPUDevice, Device, host_devices
+from tileblas.devices import CPUDevice, Device, SimDevice, host_devices
 
 
 @pytest.fixture(scope="module")
@@ -418,10 +418,59 @@ def test_device_copies_stay_cached_until_data_changes():
         aa.gemm(1.0, a, b, 0.0, outs[1]).result(10)
         assert dev.uploads == 3
         np.testing.assert_allclose(outs[1].get(), 6 * np.ones((4, 4)))
-        # Level 1 runs on host memory only: with no host backend it cannot run
+        # Level 1 runs on host memory only: with no host backend it is refused at submission, and the
+        # refused call leaves no trace in the graph (later calls on the same handle still run)
         with pytest.raises(RuntimeError, match="needs host memory"):
             aa.scal(1.0, a)
+        aa.gemm(1.0, a, b, 0.0, outs[2]).result(10)
+        np.testing.assert_allclose(outs[2].get(10), 6 * np.ones((4, 4)))
         del arr
+
+
+def test_sim_device_tiles_cached_across_calls():
+    """A simulated discrete device: a handle's copy there is reused by every call until the data changes
+    (a tileblas write elsewhere, or mark_changed after a direct write to the borrowed host buffer)."""
+    rng = np.random.default_rng(3)
+    n = 32
+    A, B = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    sim = SimDevice(0, memory=1 << 20)
+    with aa.Executor([CPUDevice(0), sim], calibrate=False) as e:
+        cpu_b, sim_b = e.backends
+        cpu_b.speed, sim_b.speed = 1e6, 1e15  # Level 3 always goes to the simulated device
+        moved = lambda: (sim.stats.snapshot()["bytes_h2d"], sim.stats.snapshot()["bytes_d2h"])  # noqa: E731
+        a, b = e.handle(A), e.handle(B)
+        outs = [e.empty((n, n)) for _ in range(3)]
+        for o in outs:
+            aa.gemm(1.0, a, b, 0.0, o)
+        for o in outs:
+            o.wait(10)
+        assert moved() == (a.nbytes + b.nbytes, 0)  # inputs moved once for three calls, outputs never
+        assert [o.valid_on() for o in outs] == [["sim0"]] * 3
+        np.testing.assert_allclose(outs[0].get(10), A @ B)
+        assert moved() == (2 * a.nbytes, a.nbytes) and outs[0].valid_on() == ["host", "sim0"]
+        # a write through tileblas on the host (Level 1 runs on the CPU backend) invalidates b's device copy
+        aa.scal(2.0, b).result(10)
+        assert b.valid_on() == ["host"]
+        aa.gemm(1.0, a, b, 0.0, outs[1]).result(10)
+        assert moved()[0] == 3 * a.nbytes  # only b moved again
+        np.testing.assert_allclose(outs[1].get(10), 2 * A @ B)
+        # a write on the device invalidates the host copy
+        aa.gemm(1.0, a, b, 1.0, outs[0]).result(10)
+        assert outs[0].valid_on() == ["sim0"] and moved()[0] == 3 * a.nbytes  # outs[0] was still on sim0
+        np.testing.assert_allclose(outs[0].get(10), 3 * A @ B)
+        # a borrowed buffer written directly and announced with mark_changed moves again, once
+        arr = np.asfortranarray(B)
+        h = e.handle(arr, copy=False)
+        aa.gemm(1.0, a, h, 0.0, outs[2])
+        aa.gemm(1.0, a, h, 0.0, outs[2]).result(10)
+        assert moved()[0] == 4 * a.nbytes
+        h.wait(10)
+        arr[...] = 1.0
+        h.mark_changed()
+        assert h.valid_on() == ["host"]
+        aa.gemm(1.0, a, h, 0.0, outs[2]).result(10)
+        assert moved()[0] == 5 * a.nbytes
+        np.testing.assert_allclose(outs[2].get(10), A @ np.ones((n, n)))
 
 
 # ----------------------------------------------------------------------------- policies
@@ -473,3 +522,39 @@ def test_calibration_measures_each_backend():
         assert all(b.speed > 1e8 for b in e.backends)
         s = e.stats()
         assert s["policy"] == "cost" and len(s["backends"]) == 2
+
+
+def test_close_waits_for_pending_chains():
+    e = aa.Executor(host_devices(2))
+    h = e.handle(np.ones(3))
+    ev, started, fg = gate(e, h)
+    futs = [aa.scal(2.0, h) for _ in range(5)]  # pending behind the gate when close() is called
+    threading.Timer(0.2, ev.set).start()
+    e.close(timeout=20)
+    assert all(f.done() for f in futs) and fg.result() == "gate"
+    assert all(not t.is_alive() for b in e.backends for t in b.threads)
+    # handles stay readable after close (the data is the user's); new computations are refused
+    np.testing.assert_allclose(h.get(), 32 * np.ones(3))
+    np.testing.assert_allclose(h.read().result(0), 32 * np.ones(3))
+    with pytest.raises(RuntimeError, match="closed"):
+        aa.scal(1.0, h)
+    with pytest.raises(RuntimeError, match="closed"):
+        e.handle(np.ones(2))
+    h.delete().result(0)
+    assert h.deleted
+    e.close()  # closing again is harmless
+
+
+def test_close_timeout_then_close_again():
+    e = aa.Executor(host_devices(1))
+    h = e.handle(np.ones(2))
+    ev, started, fg = gate(e, h)
+    f = aa.scal(3.0, h)
+    assert started.wait(10)
+    with pytest.raises(TimeoutError):
+        e.close(timeout=0.05)
+    g = h.read()  # read-back still accepted: it waits for the calls in flight
+    ev.set()
+    np.testing.assert_allclose(g.result(10), 3 * np.ones(2))
+    e.close(timeout=10)
+    assert f.done() and all(not t.is_alive() for t in e.backends[0].threads)

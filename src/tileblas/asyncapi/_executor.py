@@ -131,8 +131,13 @@ class Executor:
             self.policy = DemandPolicy()
             self.backends = [Backend(self, None, "runtime", threads=workers)]
         self.policy.setup(self.backends)
+        self._has_host = any(b.host_memory for b in self.backends)
         self._closed = False
+        self._stopped = False
         self._nsubmitted = 0
+        self._nlive = 0  # operations not yet final
+        self._idle = threading.Event()
+        self._idle.set()
         self.synchronous = bool(synchronous)
         if not self.synchronous:
             for b in self.backends:
@@ -176,6 +181,9 @@ class Executor:
         """
         reads = tuple(reads)
         writes = tuple(writes)
+        if host_only and not inline and not self._has_host:
+            raise RuntimeError(f"no backend can run {name}: it needs host memory and every backend of this "
+                               f"executor has its own ({', '.join(b.name for b in self.backends)})")
         for h in reads + writes:
             if h.executor is not self:
                 raise ValueError(f"handle {h!r} belongs to another executor")
@@ -194,9 +202,11 @@ class Executor:
         resolve: list = []
         runnable: list = []
         with self._lock:
-            if self._closed:
+            if self._closed and not inline:  # read-back and delete stay possible after close()
                 raise RuntimeError("the executor is closed")
             self._nsubmitted += 1
+            self._nlive += 1
+            self._idle.clear()
             if before_link is not None:
                 before_link()
             doom, cause, culprit = link(op)
@@ -277,6 +287,9 @@ class Executor:
             h.inflight -= 1
             if h.inflight == 0:
                 h._unlock_user()
+        self._nlive -= 1
+        if self._nlive == 0:
+            self._idle.set()
         deps = op.dependents
         failed = op.state != DONE
         forget(op)
@@ -441,18 +454,34 @@ class Executor:
             return {"policy": self.policy_name, "submitted": self._nsubmitted,
                     "backends": [b.describe() for b in self.backends]}
 
-    def close(self) -> None:
-        """Stop accepting calls, let the queued ones finish, stop the worker threads."""
+    def close(self, timeout: float | None = None) -> None:
+        """Stop accepting calls, wait until every call in flight is final, stop the worker threads.
+
+        After ``close`` new computations raise RuntimeError, but handles stay readable: ``get``, ``read``,
+        ``wait``, ``mark_changed`` and ``delete`` still work (they run in the calling thread).  With a
+        ``timeout`` that expires, TimeoutError is raised and the workers keep running the calls in
+        flight; call ``close`` again to finish.  Called from a call's done-callback (a worker thread),
+        it returns at once and the waiting happens in a helper thread.
+        """
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
+            if self._stopped:
+                return
+        me = threading.current_thread()
+        if any(me is t for b in self.backends for t in b.threads):
+            threading.Thread(target=self.close, daemon=True, name="tileblas-async-close").start()
+            return
+        if not self._idle.wait(timeout):
+            raise TimeoutError(f"calls still in flight after {timeout} s; the executor is closed to new calls")
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
         for b in self.backends:
             b.stop()
         for b in self.backends:
             for t in b.threads:
-                if t is not threading.current_thread():
-                    t.join()
+                t.join()
 
     def __enter__(self) -> "Executor":
         return self

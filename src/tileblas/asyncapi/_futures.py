@@ -8,7 +8,6 @@ What it must not touch: scheduling state (it asks its executor through one metho
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 from typing import Any, Generator
 
@@ -53,6 +52,8 @@ class AsyncFuture(concurrent.futures.Future):
         return concurrent.futures.Future.cancel(self)
 
     def __await__(self) -> Generator[Any, None, Any]:
+        import asyncio  # imported on first await only: asyncio is slow to import
+
         return asyncio.wrap_future(self).__await__()
 
     def __repr__(self) -> str:

@@ -144,6 +144,14 @@ class MatrixHandle:
         ``mode`` is "r" (read), "rw" (read and write) or "w" (write only: the old value is not moved).
         A write leaves ``device`` the only valid location and bumps :attr:`version`.
         """
+        if (device is None or device.host_memory) and HOST in self._valid:
+            # Fast path, no lock: the host copy is valid.  The graph never runs a writer of this handle
+            # concurrently with anything else on it, and concurrent host readers only read.
+            if mode != "r":
+                if len(self._valid) > 1:
+                    self._valid = {HOST}
+                self.version += 1
+            return self._host
         with self._lock:
             if device is None or device.host_memory:
                 loc = HOST

@@ -13,8 +13,9 @@ What it owns: the "cost" policy of the paper's section 4.1 and the "demand" poli
   spent time only calibrates speeds; it is kept as ``rule="paper"`` for comparison.
 * task(op, b): the call's floating-point operations divided by the backend's speed, plus a per-call
   overhead.  Speeds come from a start-up calibration (a small DGEMM on every backend, the paper's
-  pre-compilation benchmark done at run time) and are refined after every call by a moving average of the
-  measured rate.
+  pre-compilation benchmark done at run time, about a millisecond per backend) and are refined after every
+  call by a moving average of the measured rate.  (:func:`tileblas.perf.suggest` offers tile sizes, not
+  rates, so the models are not consulted here.)
 * locality(op, b): the time to move the call's operands that are not valid on b (download from the device
   holding them, upload to b), from the handles' residency and the devices' bandwidths.
 
@@ -47,6 +48,12 @@ _DEFAULT_BANDWIDTH = 10e9
 _OVERHEAD = 20e-6
 
 
+def _bandwidth(device: Any) -> float:
+    """A device's link bandwidth in bytes/s (its ``bandwidth`` attribute when it states one)."""
+    bw = getattr(device, "bandwidth", None)
+    return float(bw) if bw else _DEFAULT_BANDWIDTH
+
+
 def calibrate_speed(device: Any, n: int = 160, repeats: int = 3) -> float:
     """Measured DGEMM rate of ``device`` in flop/s (best of ``repeats``) on n x n matrices."""
     rng = np.random.default_rng(0)
@@ -63,24 +70,6 @@ def calibrate_speed(device: Any, n: int = 160, repeats: int = 3) -> float:
         device.synchronize()
         best = min(best, time.perf_counter() - t0)
     return 2.0 * n**3 / max(best, 1e-9)
-
-
-def _model_speed(device: Any) -> float | None:
-    """A DGEMM rate from tileblas.perf's models, when that module exists and knows this device."""
-    import importlib.util
-
-    if importlib.util.find_spec("tileblas.perf") is None:
-        return None
-    try:  # pragma: no cover - depends on a sibling module's progress
-        import tileblas.perf as perf
-
-        predict = getattr(perf, "predict_rate", None)
-        if predict is None:
-            return None
-        rate = predict("dgemm", device=device)
-        return float(rate) if rate and rate > 0 else None
-    except Exception:
-        return None
 
 
 class CostPolicy:
@@ -108,13 +97,12 @@ class CostPolicy:
         self.all_host = all(b.host_memory for b in backends)
         for b in backends:
             dev = b.device
-            speed = _model_speed(dev)
-            if speed is None and self.calibrate:
+            if self.calibrate:
                 speed = calibrate_speed(dev)
-            if speed is None:
+            else:
                 speed = 20e9 * getattr(dev, "speed_hint", 1.0)
             b.speed = speed
-            b.bandwidth = float(getattr(dev, "bandwidth", _DEFAULT_BANDWIDTH))
+            b.bandwidth = _bandwidth(dev)
 
     @staticmethod
     def task_estimate(op: "Op", b: "Backend") -> float:
@@ -130,7 +118,7 @@ class CostPolicy:
             down, up = h.transfer_bytes(dev)
             if down:
                 holder = next(iter(h._valid), None)
-                t += down / float(getattr(holder, "bandwidth", _DEFAULT_BANDWIDTH))
+                t += down / _bandwidth(holder)
             if up:
                 t += up / b.bandwidth
         return t
