@@ -2,8 +2,9 @@
 
 Usage::
 
-    python benchmarks/bench_rblas.py [--out DIR] [--preset quick|paper] [--calls 10] [--trials 10]
-                                     [--bar-trials 5] [--fallback-scipy] [--sweep-only|--bars-only]
+    python benchmarks/bench_rblas.py [--out DIR] [--preset quick|paper] [--sizes LEVEL=N[,N...] ...]
+                                     [--bar-sizes LEVEL=N ...] [--calls 10] [--trials 10] [--bar-trials 5]
+                                     [--fallback-scipy] [--sweep-only|--bars-only] [--no-progress]
 
 Same as ``tileblas rblas bench`` (tileblas.rblas._bench); baseline (the plain tileblas.blas call) measured
 in the same run, interleaved, best of N for the bars.

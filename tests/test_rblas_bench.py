@@ -6,15 +6,20 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 import tileblas.rblas as rb
 from tileblas.rblas import _bench, _examples
 
 
-def test_bench_tiny(tmp_path):
-    res = _bench.run_bench(str(tmp_path), n_calls=2, trials=1, bar_trials=1, fallback_scipy=True,
-                           sizes={1: [200], 2: [16], 3: [16]}, bar_sizes={1: 2000, 2: 32, 3: 32},
-                           log=lambda s: None)
+def test_bench_tiny(tmp_path, capsys):
+    from tileblas import cli
+
+    rc = cli.main(["rblas", "bench", "--out", str(tmp_path), "--calls", "2", "--trials", "1", "--bar-trials", "1",
+                   "--sizes", "1=200", "2=16", "3=16", "--bar-sizes", "1=2000", "2=32", "3=32"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "rblas bench" in err and "100%" in err  # the progress bar
     data = json.load(open(os.path.join(tmp_path, "rblas_bench.json")))
     rows = data["sweep"]
     assert {r["routine"] for r in rows} == {n for names in _bench.PAPER_ROUTINES.values() for n in names}
@@ -32,11 +37,36 @@ def test_bench_tiny(tmp_path):
     assert ex["axpy_memory"]["daxpy"]["ratio"] <= 0.5
     assert set(data["bars"]["compute_forward_vs_plain"]) == {"daxpy", "dgemv", "dgemm"}
     assert rb.pending() == []
-    assert res["plots"] == [] or all(os.path.exists(p) for p in res["plots"])
+    assert data["sizes"] == {"1": [200], "2": [16], "3": [16]} and data["bars"]["sizes"] == {"1": 2000, "2": 32, "3": 32}
+    assert ex["round_trips"] == len(rb.PAIRS) + sum(
+        rb.SPEC_OF[n].routine in _examples.ADDITIVE for n in rb.PAIRS)  # cancelling inputs for every additive one
+    for name in ("daxpy", "dgemv", "dgemm"):
+        row = data["bars"]["compute_forward_vs_plain"][name]
+        assert row["ratio"] == row["compute_forward_s"] / row["plain_s"] and len(row["samples_s"]["plain"]) == 1
+    for row in data["bars"]["level1_round_trip"].values():
+        assert 0 <= row["rms_after_10_round_trips"] < 1e-9 * 4000
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    for f in ("rblas_fig2_level1.png", "rblas_fig3_level2.png", "rblas_fig4_level3.png", "rblas_fig11_rms.png"):
+        assert os.path.getsize(os.path.join(tmp_path, f)) > 1000
+
+
+def test_size_options():
+    assert _bench.parse_sizes(["1=1e3,1e5", "3=64"]) == {1: [1000, 100000], 3: [64]}
+    assert _bench.parse_sizes(["2=4096"], single=True) == {2: 4096}
+    for bad in (["4=10"], ["1="], ["x=1"], ["1=0"], ["1:10"]):
+        with pytest.raises(ValueError, match="LEVEL"):
+            _bench.parse_sizes(bad)
+    with pytest.raises(ValueError, match="LEVEL=N"):
+        _bench.parse_sizes(["1=10,20"], single=True)
+    with pytest.raises(ValueError, match="preset"):
+        _bench.run_bench(preset="huge")
 
 
 def test_cancelling_examples_restore_bitwise_in_exact_mode():
-    for name in ("daxpy", "zaxpy", "dgemv", "zgemv", "dger", "zgeru", "dgemm", "zgemm"):
+    for name in sorted(n for n in rb.PAIRS if rb.SPEC_OF[n].routine in _examples.ADDITIVE):
         spec = rb.SPEC_OF[name]
         prefix = name[: len(name) - len(spec.routine)]
         args, kw = _examples.cancelling(spec.routine, prefix, 40, np.random.default_rng(0))

@@ -18,6 +18,7 @@ _PLUGINS = (
     "tileblas._cli_perf",
     "tileblas._cli_bench",
     "tileblas._cli_runtime",
+    "tileblas.rblas._bench",
 )
 
 

@@ -11,9 +11,15 @@ Design note.  Two parts, both timing only within one run with the baseline measu
   at N=4096, Level 3 at N=2048; Level-1 round trip compute vs checkpoint; Level-1 RMS at N=10^7; exact mode
   bit-exactness on every pair (paper data and cancelling inputs) and its memory for axpy.
 
-Results go to ``<out>/rblas_bench.json`` and PNG plots (matplotlib, imported lazily, optional).  Routines
-that ``tileblas.blas`` does not provide yet are skipped unless ``--fallback-scipy`` is given, in which case
-they run on ``scipy.linalg.blas`` and the JSON says so.
+Results go to ``<out>/rblas_bench.json`` and PNG plots (matplotlib, imported lazily, optional):
+``rblas_fig2_level1.png``, ``rblas_fig3_level2.png``, ``rblas_fig4_level3.png`` (forward time, reverse time
+and extra bytes per mode against N: the paper's figures 2-4, CPU) and ``rblas_fig11_rms.png`` (figure 11).
+Figures 5-7 are the paper's GPU runs; the JSON says why they are absent (tileblas.blas computes on host
+arrays).  Sizes: ``--preset quick`` (default, minutes) or ``paper`` (:data:`SIZES`), overridden per level
+with ``--sizes LEVEL=N[,N...]``; the bars' sizes with ``--bar-sizes LEVEL=N``.  A progress bar (tqdm when
+installed, else a text bar) goes to stderr unless ``--no-progress``.  Routines that ``tileblas.blas`` does
+not provide are skipped unless ``--fallback-scipy`` is given, in which case they run on
+``scipy.linalg.blas`` and the JSON says so.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import importlib
 import json
 import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -30,11 +37,30 @@ import numpy as np
 __all__ = ["register", "run_bench", "sweep", "bars"]
 
 PAPER_ROUTINES = {1: ["zaxpy", "zscal", "zdrot"], 2: ["zgemv", "zgbmv", "zgeru"], 3: ["zgemm", "zsymm", "ztrmm"]}
+#: sweep sizes.  ``paper``: decades as on the x axes of figures 2-4 and 11 (Level 1 up to the bar's 10^7;
+#: Levels 2-3 in half decades up to 10^3.5 and 10^3, where the paper's figure 11 still shows lossless
+#: reversal); ``quick``: a subset that runs in a few minutes on 2 cores.
 SIZES = {
-    "quick": {1: [10**3, 10**5, 10**6], 2: [64, 256, 1024], 3: [64, 128, 256]},
-    "paper": {1: [10**3, 10**4, 10**5, 10**6, 10**7], 2: [64, 256, 1024, 4096], 3: [64, 128, 256, 512]},
+    "quick": {1: [10**3, 10**4, 10**5, 10**6], 2: [64, 256, 1024], 3: [64, 128, 256]},
+    "paper": {1: [10, 10**2, 10**3, 10**4, 10**5, 10**6, 10**7], 2: [10, 32, 100, 316, 1000, 3162],
+              3: [10, 32, 100, 316, 1000]},
+}
+FIGURE_OF_LEVEL = {1: 2, 2: 3, 3: 4}
+MODE_COLORS = {"plain": "black", "checkpoint": "tab:blue", "compute": "tab:orange", "exact": "tab:green"}
+#: what the paper reports about RMS restore errors (section 1.5, section 3.2 and figure 11)
+PAPER_RMS = {
+    "level1": "zero loss of precision for vector subprograms (section 1.5); 'essentially lossless up to "
+              "vector sizes as large as 10^7', negligible at 10^8 (section 3.7, figure 11)",
+    "level2": "lossless until square matrix sizes of 10^3.5, negligible loss at 10^4 (section 3.7)",
+    "level3": "lossless at 10^3 - 10^3.5, lossy at 10^4 (section 3.7)",
+    "reference": "an RMS of e = 0.001 with a = b = 1000 is a relative error of 1e-6 (section 3.2)",
 }
 SWEEP_MODES = ("checkpoint", "compute", "exact")
+#: the bars' sizes (Level 1 N = 10^7, Level 2 N = 4096, Level 3 N = 2048)
+BAR_SIZES = {1: 10**7, 2: 4096, 3: 2048}
+#: Level-1 routines of the round-trip and RMS bars
+RT_ROUTINES = ("daxpy", "zaxpy", "zscal", "zdrot")
+EXACT_AXPY = ("saxpy", "daxpy", "caxpy", "zaxpy")
 
 
 class _Namespace:
@@ -82,8 +108,10 @@ def _plain(ns: Any, name: str, args: tuple, kw: dict) -> Callable[[], Any]:
 
 
 def sweep(routines: dict[int, list[str]], sizes: dict[int, list[int]], n_calls: int, trials: int,
-          modes: tuple[str, ...], ns: Any, log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The paper's experiment; one row per (routine, size, mode) plus a 'plain' row per (routine, size)."""
+          modes: tuple[str, ...], ns: Any, log: Callable[[str], None],
+          step: Callable[[str], None] = lambda label: None) -> list[dict[str, Any]]:
+    """The paper's experiment; one row per (routine, size, mode) plus a 'plain' row per (routine, size).
+    ``step`` is called once per (routine, size, trial) (progress)."""
     import tileblas.rblas as rb
     from tileblas.rblas import _examples
 
@@ -92,6 +120,8 @@ def sweep(routines: dict[int, list[str]], sizes: dict[int, list[int]], n_calls: 
         for name in names:
             if getattr(ns, name) is None:
                 log(f"  skip {name}: not in tileblas.blas yet")
+                for _ in range(len(sizes[level]) * trials):
+                    step(f"{name} skipped")
                 continue
             prefix, routine = _split(name)
             fwd, rev = rb.PAIRS[name]
@@ -106,6 +136,7 @@ def sweep(routines: dict[int, list[str]], sizes: dict[int, list[int]], n_calls: 
                 decisions: dict[str, str] = {}
                 plain = _plain(ns, name, args, kw)
                 for _t in range(trials):
+                    step(f"{name} n={n} trial {_t + 1}/{trials}")
                     for m in ("plain", *modes):
                         for o, v in zip(outs, orig):
                             o[...] = v
@@ -138,12 +169,21 @@ def sweep(routines: dict[int, list[str]], sizes: dict[int, list[int]], n_calls: 
     return rows
 
 
-def _best_interleaved(fns: dict[str, Callable[[], float]], trials: int) -> dict[str, float]:
-    best = {k: float("inf") for k in fns}
-    for _ in range(trials):
-        for k, f in fns.items():
-            best[k] = min(best[k], f())
-    return best
+def _best_interleaved(fns: dict[str, Callable[[], float]], trials: int,
+                      samples: dict[str, list[float]] | None = None) -> dict[str, float]:
+    """Best of ``trials`` per function, after one untimed warm-up call each; the functions take turns
+    within each trial, in reversed order every other trial (ABBA), so that neither always goes first.
+    ``samples`` (optional) receives every timing."""
+    for f in fns.values():
+        f()
+    got: dict[str, list[float]] = {k: [] for k in fns}
+    keys = list(fns)
+    for t in range(trials):
+        for k in (keys if t % 2 == 0 else keys[::-1]):
+            got[k].append(fns[k]())
+    if samples is not None:
+        samples.update(got)
+    return {k: min(v) for k, v in got.items()}
 
 
 def _timed(call: Callable[[], Any], after: Callable[[], Any] | None = None) -> Callable[[], float]:
@@ -157,17 +197,18 @@ def _timed(call: Callable[[], Any], after: Callable[[], Any] | None = None) -> C
     return run
 
 
-def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int] | None = None
-         ) -> dict[str, Any]:
-    """The issue's bars (see module docstring)."""
+def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int] | None = None,
+         step: Callable[[str], None] = lambda label: None) -> dict[str, Any]:
+    """The issue's bars (see module docstring); ``step`` is called once per unit of work (progress)."""
     import tileblas.rblas as rb
     from tileblas.rblas import _examples
 
-    sizes = sizes or {1: 10**7, 2: 4096, 3: 2048}
+    sizes = {**BAR_SIZES, **(sizes or {})}
     out: dict[str, Any] = {"sizes": sizes}
     # 1. compute-mode forward vs plain call
     fwd_ratio = {}
     for level, name in ((1, "daxpy"), (2, "dgemv"), (3, "dgemm")):
+        step(f"bar: {name} compute forward vs plain")
         if getattr(ns, name) is None:
             log(f"  skip {name}: not in tileblas.blas yet")
             continue
@@ -176,19 +217,23 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         args, kw = _examples.build(routine, prefix, sizes[level], np.random.default_rng(level))
         plain = getattr(ns, name)
         # the plain call is undone by the compute inverse (untimed) so both see the same data
+        samples: dict[str, list[float]] = {}
         best = _best_interleaved({
             "plain": _timed(lambda: plain(*args, **kw), lambda: _undo_plain(name, args, kw)),
             "compute_forward": _timed(lambda: f(*args, mode="compute", **kw), lambda: r(*args, **kw)),
-        }, trials)
+        }, trials, samples)
         ratio = best["compute_forward"] / best["plain"]
         fwd_ratio[name] = {"n": sizes[level], "plain_s": best["plain"], "compute_forward_s": best["compute_forward"],
-                           "ratio": ratio, "bar": 1.05, "pass": ratio <= 1.05}
+                           "ratio": ratio, "bar": 1.05, "pass": ratio <= 1.05, "trials": trials,
+                           "median_ratio": float(np.median(samples["compute_forward"]) / np.median(samples["plain"])),
+                           "samples_s": samples}
         log(f"  {name} n={sizes[level]}: plain {best['plain']*1e3:.2f} ms, compute forward "
             f"{best['compute_forward']*1e3:.2f} ms -> {ratio:.3f}x (bar <= 1.05)")
     out["compute_forward_vs_plain"] = fwd_ratio
     # 2. Level-1 round trip compute vs checkpoint, 3. RMS at N=1e7 with the paper's data
     rt = {}
-    for name in ("daxpy", "zaxpy", "zscal", "zdrot"):
+    for name in RT_ROUTINES:
+        step(f"bar: {name} round trips")
         if getattr(ns, name) is None:
             continue
         prefix, routine = _split(name)
@@ -196,10 +241,11 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         args, kw = _examples.build(routine, prefix, sizes[1], np.random.default_rng(7))
         outs = _outputs(name, args, kw)
         orig = [o.copy() for o in outs]
+        rt_samples: dict[str, list[float]] = {}
         best = _best_interleaved({
             m: _timed(lambda m=m: (f(*args, mode=m, **kw), r(*args, **kw)))
             for m in ("checkpoint", "compute")
-        }, trials)
+        }, trials, rt_samples)
         for o, v in zip(outs, orig):
             o[...] = v
         for _ in range(10):
@@ -209,12 +255,15 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         rms = max(_rms(o, v) for o, v in zip(outs, orig))
         rt[name] = {"n": sizes[1], "checkpoint_round_trip_s": best["checkpoint"],
                     "compute_round_trip_s": best["compute"],
-                    "compute_faster": best["compute"] < best["checkpoint"], "rms_after_10_round_trips": rms}
+                    "compute_faster": best["compute"] < best["checkpoint"], "trials": trials,
+                    "samples_s": rt_samples, "rms_after_10_round_trips": rms,
+                    "paper_relative_error": 2 * rms / (1000.0 + 1000.0)}  # section 3.2: 2e/(a+b)
         log(f"  {name} n={sizes[1]}: round trip checkpoint {best['checkpoint']*1e3:.1f} ms, compute "
-            f"{best['compute']*1e3:.1f} ms; compute RMS after 10 fwd + 10 rev: {rms:.3g}")
+            f"{best['compute']*1e3:.1f} ms; compute RMS after 10 fwd + 10 rev: {rms:.3g} (relative "
+            f"2e/(a+b) = {rms / 1000.0:.2g})")
     out["level1_round_trip"] = rt
     # 4. exact: every pair on the paper's data, cancelling inputs, memory for axpy
-    out["exact"] = exact_coverage(ns, log, sizes[1])
+    out["exact"] = exact_coverage(ns, log, sizes[1], step)
     return out
 
 
@@ -228,19 +277,24 @@ def _undo_plain(name: str, args: tuple, kw: dict) -> None:
     _run_inverse(Ctx(spec, prefix, DTYPE_OF_PREFIX[prefix], bind(spec, name, args, kw)))
 
 
-def exact_coverage(ns: Any, log: Callable[[str], None], n_axpy: int = 10**6) -> dict[str, Any]:
+def exact_coverage(ns: Any, log: Callable[[str], None], n_axpy: int = 10**6,
+                   step: Callable[[str], None] = lambda label: None) -> dict[str, Any]:
+    """Exact mode on every pair (paper data, and inputs built to cancel for every additive routine):
+    bit-exactness, fallbacks to checkpointing, and the memory held for axpy at ``n_axpy``."""
     import tileblas.rblas as rb
     from tileblas.rblas import _examples
 
     total = exact_ok = fell_back = 0
     failures = []
+    fallbacks: dict[str, str] = {}
     for name, (f, r) in rb.PAIRS.items():
         if getattr(ns, name) is None:
             continue
         prefix, routine = _split(name)
         cases = [_examples.build(routine, prefix, 33, np.random.default_rng(total))]
-        if routine in ("axpy", "gemv", "gemm", "ger", "geru"):
+        if routine in _examples.ADDITIVE:
             cases.append(_examples.cancelling(routine, prefix, 33, np.random.default_rng(total + 1)))
+        step(name)
         for args, kw in cases:
             outs = _outputs(name, args, kw)
             orig = [np.array(o, copy=True) for o in outs]
@@ -250,15 +304,17 @@ def exact_coverage(ns: Any, log: Callable[[str], None], n_axpy: int = 10**6) -> 
             total += 1
             if d.mode != "exact":
                 fell_back += 1
+                fallbacks[name] = d.reason
             if all(np.array_equal(np.ascontiguousarray(o).view(np.uint8), np.ascontiguousarray(v).view(np.uint8))
                    for o, v in zip(outs, orig)):
                 exact_ok += 1
             else:
                 failures.append(name)
     mem = {}
-    for name in ("saxpy", "daxpy", "caxpy", "zaxpy"):
+    for name in EXACT_AXPY:
         if getattr(ns, name) is None:
             continue
+        step(f"exact {name} n={n_axpy}")
         f, r = rb.PAIRS[name]
         prefix, routine = _split(name)
         args, kw = _examples.build(routine, prefix, n_axpy, np.random.default_rng(3))
@@ -274,10 +330,57 @@ def exact_coverage(ns: Any, log: Callable[[str], None], n_axpy: int = 10**6) -> 
             f"({100*d.extra_bytes/d.checkpoint_bytes:.1f}%), bitwise {bool(np.array_equal(y, y0))}")
     log(f"  exact round trips bit-exact: {exact_ok}/{total} (of which {fell_back} fell back to checkpoint)")
     return {"round_trips": total, "bit_exact": exact_ok, "fell_back_to_checkpoint": fell_back,
-            "failures": failures, "axpy_memory": mem}
+            "fallback_reasons": fallbacks, "failures": failures, "axpy_memory": mem}
+
+
+class _Progress:
+    """A progress bar on stderr: tqdm when installed (imported here, lazily), else a one-line text bar.
+    Log lines go through :meth:`write` so that they do not tear the bar."""
+
+    def __init__(self, total: int, enabled: bool, log: Callable[[str], None]) -> None:
+        self.total, self.done, self.enabled, self.log = max(int(total), 1), 0, enabled, log
+        self.t0 = time.perf_counter()
+        self._tqdm = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self._tqdm = tqdm(total=self.total, desc="rblas bench", unit="step", leave=True,
+                                  dynamic_ncols=True)
+            except ImportError:
+                pass
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if self._tqdm is not None:
+            self._tqdm.set_postfix_str(label, refresh=False)
+            self._tqdm.update(1)
+        elif self.enabled:
+            frac = min(self.done / self.total, 1.0)
+            el = time.perf_counter() - self.t0
+            eta = el / frac - el if frac > 0 else 0.0
+            bar = "#" * int(30 * frac)
+            sys.stderr.write(f"\r[{bar:<30s}] {self.done}/{self.total} {el:6.0f}s eta {eta:5.0f}s {label[:40]:<40s}")
+            sys.stderr.flush()
+
+    def write(self, msg: str) -> None:
+        if self._tqdm is not None:
+            self._tqdm.write(msg)
+        else:
+            if self.enabled:
+                sys.stderr.write("\r" + " " * 110 + "\r")
+            self.log(msg)
+
+    def close(self) -> None:
+        if self._tqdm is not None:
+            self._tqdm.close()
+        elif self.enabled:
+            sys.stderr.write("\n")
 
 
 def _plots(rows: list[dict[str, Any]], outdir: str, log: Callable[[str], None]) -> list[str]:
+    """Figures 2-4 (forward time, reverse time and extra bytes against N, per mode, one column per
+    routine) and figure 11 (RMS restore error of compute mode against N) as PNG files."""
     try:
         import matplotlib
 
@@ -287,95 +390,178 @@ def _plots(rows: list[dict[str, Any]], outdir: str, log: Callable[[str], None]) 
         log("  matplotlib not installed: no plots")
         return []
     files = []
+    rows_of = lambda name, mode: [r for r in rows if r["routine"] == name and r["mode"] == mode]  # noqa: E731
     for level in sorted({r["level"] for r in rows}):
-        names = sorted({r["routine"] for r in rows if r["level"] == level})
-        fig, axes = plt.subplots(2, len(names), figsize=(4.5 * len(names), 7), squeeze=False)
+        names = [n for n in PAPER_ROUTINES.get(level, []) if any(r["routine"] == n for r in rows)]
+        names += sorted({r["routine"] for r in rows if r["level"] == level} - set(names))
+        fig, axes = plt.subplots(3, len(names), figsize=(4.5 * len(names), 10), squeeze=False)
         for j, name in enumerate(names):
-            for i, key in enumerate(("forward_s", "reverse_s")):
+            for i, (key, label) in enumerate((("forward_s", "forward"), ("reverse_s", "reverse"),
+                                              ("extra_bytes", "extra bytes held"))):
                 ax = axes[i][j]
-                for mode in sorted({r["mode"] for r in rows if r["routine"] == name}):
-                    pts = [(r["n"], r[key]) for r in rows if r["routine"] == name and r["mode"] == mode
-                           and r[key] is not None]
+                for mode in ("plain", *SWEEP_MODES):
+                    pts = [(r["n"], r[key] * (1e6 if key != "extra_bytes" else 1)) for r in rows_of(name, mode)
+                           if r[key] is not None and (key != "extra_bytes" or mode != "plain")]
+                    pts = [(x, y) for x, y in pts if y > 0]
                     if pts:
-                        ax.loglog(*zip(*pts), marker="o", label=mode)
-                ax.set_title(f"{name} {'forward' if i == 0 else 'reverse'}")
+                        ax.loglog(*zip(*pts), marker="o", label=mode, color=MODE_COLORS[mode])
+                ax.set_title(f"{name}: {label}")
                 ax.set_xlabel("N")
-                ax.set_ylabel("s per call")
+                ax.set_ylabel("bytes" if key == "extra_bytes" else "us per call")
                 ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(outdir, f"rblas_level{level}_times.png")
+        fig.suptitle(f"RBLAS Level {level} on the CPU (paper figure {FIGURE_OF_LEVEL[level]}); "
+                     "zero extra bytes are not drawn")
+        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.06, top=0.92, hspace=0.4, wspace=0.3)
+        path = os.path.join(outdir, f"rblas_fig{FIGURE_OF_LEVEL[level]}_level{level}.png")
         fig.savefig(path, dpi=90)
         plt.close(fig)
         files.append(path)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name in sorted({r["routine"] for r in rows}):
-        pts = [(r["n"], max(r["rms"], 1e-30)) for r in rows if r["routine"] == name and r["mode"] == "compute"
-               and r["rms"] is not None]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    floor = 1e-18
+    for name in [n for ns_ in PAPER_ROUTINES.values() for n in ns_]:
+        pts = [(r["n"], max(r["rms"], floor)) for r in rows_of(name, "compute") if r["rms"] is not None]
         if pts:
             ax.loglog(*zip(*pts), marker="o", label=name)
-    ax.set_title("compute mode: RMS restore error (figure 11)")
-    ax.set_xlabel("N")
+    ax.axhline(1e-3, color="grey", linestyle="--", linewidth=1)
+    ax.text(ax.get_xlim()[0], 1.3e-3, " paper's reference e = 0.001 (relative 1e-6)", fontsize=7)
+    ax.set_title("compute mode: RMS restore error after n forward + n reverse (figure 11)")
+    ax.set_xlabel("N (L1: vector length; L2/L3: matrix order)")
+    ax.set_ylabel(f"RMS (values a+R*b, a=b=1000; 0 drawn at {floor:g})")
     ax.legend(fontsize=7)
-    path = os.path.join(outdir, "rblas_rms.png")
+    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.9)
+    path = os.path.join(outdir, "rblas_fig11_rms.png")
     fig.savefig(path, dpi=90)
     plt.close(fig)
     files.append(path)
     return files
 
 
+def gpu_note() -> str:
+    """Why figures 5-7 (CUBLAS) are not produced: the sweep goes through tileblas.blas, which computes on
+    host arrays; device arrays need a GPU and a device-array tileblas.blas."""
+    try:
+        import cupy
+
+        count = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # noqa: BLE001 - no CuPy, no driver, no device
+        count = 0
+    if count == 0:
+        return "no NVIDIA GPU / CuPy available: figures 5-7 (GPU) not produced"
+    return ("a GPU is present, but tileblas.blas computes on host arrays only: figures 5-7 (GPU) not "
+            "produced")
+
+
+def _units(sizes: dict[int, list[int]], trials: int, do_sweep: bool, do_bars: bool) -> int:
+    import tileblas.rblas as rb
+
+    n = 0
+    if do_sweep:
+        n += sum(len(names) * len(sizes.get(level, [])) * trials for level, names in PAPER_ROUTINES.items())
+    if do_bars:
+        n += 3 + len(RT_ROUTINES) + len(rb.PAIRS) + len(EXACT_AXPY)
+    return n
+
+
 def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int = 10, trials: int = 10,
               bar_trials: int = 5, fallback_scipy: bool = False, do_sweep: bool = True, do_bars: bool = True,
               bar_sizes: dict[int, int] | None = None, log: Callable[[str], None] = print,
-              sizes: dict[int, list[int]] | None = None) -> dict[str, Any]:
-    """Run the benchmark and write ``rblas_bench.json`` (and PNG plots) into ``outdir``.
+              sizes: dict[int, list[int]] | None = None, progress: bool = False) -> dict[str, Any]:
+    """Run the benchmark and write ``rblas_bench.json`` and the PNG plots into ``outdir``.
 
-    ``sizes`` (level -> sizes) overrides the preset's sweep sizes; ``bar_sizes`` (level -> size) the
-    bars' sizes (default 10**7, 4096, 2048).
+    ``sizes`` (level -> list of sizes) overrides the preset's sweep sizes level by level; ``bar_sizes``
+    (level -> size) the bars' sizes (default :data:`BAR_SIZES`: 10**7, 4096, 2048).  ``progress`` shows a
+    progress bar on stderr.
     """
     if preset not in SIZES:
         raise ValueError(f"preset must be one of {sorted(SIZES)}; got {preset!r} instead")
+    for name, val, allowed in (("n_calls", n_calls, 1), ("trials", trials, 1), ("bar_trials", bar_trials, 1)):
+        if not isinstance(val, int) or val < allowed:
+            raise ValueError(f"{name} must be a positive integer; got {val!r} instead")
     from tileblas.rblas import _registry
 
+    sweep_sizes = {**SIZES[preset], **(sizes or {})}
     os.makedirs(outdir, exist_ok=True)
     ns = _Namespace(fallback_scipy)
     old = _registry._blas_namespace
     _registry._blas_namespace = lambda: ns
-    result: dict[str, Any] = {"preset": preset, "n_calls": n_calls, "trials": trials, "bar_trials": bar_trials,
-                              "data": "a + R*b, a = b = 1000; alpha = 1.5, beta = 0.75"}
+    result: dict[str, Any] = {
+        "preset": preset, "sizes": sweep_sizes, "n_calls": n_calls, "trials": trials, "bar_trials": bar_trials,
+        "data": "a + R*b, a = b = 1000 (R uniform in [0, 1)); alpha = 1.5, beta = 0.75 (complex: x + x/4 j)",
+        "timing": "sweep: mean per call within a trial, median over trials; bars: best of bar_trials, "
+                  "interleaved with the baseline",
+        "figures": {"2-4": "rblas_fig{2,3,4}_level{1,2,3}.png", "11": "rblas_fig11_rms.png",
+                    "5-7": gpu_note()},
+        "paper_rms_reference": PAPER_RMS}
+    bar = _Progress(_units(sweep_sizes, trials, do_sweep, do_bars), progress, log)
+    t0 = time.perf_counter()
     try:
         import tileblas.rblas as rb
 
         rb.discard()
         if do_sweep:
-            log(f"== sweep ({preset}): n={n_calls} forward then n reverse calls, r={trials} trials ==")
-            result["sweep"] = sweep(PAPER_ROUTINES, sizes or SIZES[preset], n_calls, trials, SWEEP_MODES, ns,
-                                    log)
+            bar.write(f"== sweep ({preset}): n={n_calls} forward then n reverse calls, r={trials} trials ==")
+            result["sweep"] = sweep(PAPER_ROUTINES, sweep_sizes, n_calls, trials, SWEEP_MODES, ns, bar.write,
+                                    bar.step)
         if do_bars:
-            log(f"== bars (best of {bar_trials}, interleaved) ==")
-            result["bars"] = bars(ns, bar_trials, log, bar_sizes)
+            bar.write(f"== bars (best of {bar_trials}, interleaved) ==")
+            result["bars"] = bars(ns, bar_trials, bar.write, bar_sizes, bar.step)
     finally:
         _registry._blas_namespace = old
+        bar.close()
+    result["seconds"] = time.perf_counter() - t0
     result["fell_back_to_scipy"] = sorted(ns.fell_back)
     with open(os.path.join(outdir, "rblas_bench.json"), "w") as fh:
         json.dump(result, fh, indent=1, default=float)
     result["plots"] = _plots(result.get("sweep", []), outdir, log) if do_sweep else []
-    log(f"wrote {os.path.join(outdir, 'rblas_bench.json')} {' '.join(result['plots'])}")
+    log(f"wrote {os.path.join(outdir, 'rblas_bench.json')} {' '.join(result['plots'])} "
+        f"in {result['seconds']:.1f} s")
     return result
+
+
+def parse_sizes(items: list[str] | None, single: bool = False) -> dict[int, Any]:
+    """``["1=1e3,1e5", "3=64"]`` -> ``{1: [1000, 100000], 3: [64]}`` (``single``: one size per level)."""
+    out: dict[int, Any] = {}
+    for item in items or []:
+        level_s, sep, vals = item.partition("=")
+        try:
+            level = int(level_s)
+            ns = [int(float(v)) for v in vals.split(",") if v.strip()]
+        except ValueError:
+            level, ns = 0, []
+        if not sep or level not in (1, 2, 3) or not ns or min(ns) < 1 or (single and len(ns) != 1):
+            raise ValueError(f"size must look like LEVEL=N{'' if single else '[,N...]'} with LEVEL in 1, 2, 3 "
+                             f"and N >= 1; got {item!r} instead")
+        out[level] = ns[0] if single else ns
+    return out
 
 
 def _cmd(args: argparse.Namespace) -> int:
     run_bench(args.out, args.preset, args.calls, args.trials, args.bar_trials, args.fallback_scipy,
-              not args.bars_only, not args.sweep_only)
+              not args.bars_only, not args.sweep_only, bar_sizes=parse_sizes(args.bar_sizes, single=True),
+              sizes=parse_sizes(args.sizes), progress=not args.no_progress)
     return 0
 
 
 def register(subparsers: Any) -> None:
     """Add ``tileblas rblas bench`` to the ``tileblas`` command."""
-    p = subparsers.add_parser("rblas", help="reversible BLAS")
+    p = subparsers.add_parser("rblas", help="reversible BLAS: benchmark of tileblas.rblas")
     sub = p.add_subparsers(dest="rblas_command", metavar="SUBCOMMAND")
-    b = sub.add_parser("bench", help="paper section 3.2 sweep and the issue's bars; writes JSON and PNG")
+    b = sub.add_parser(
+        "bench", help="paper section 3.2 sweep (figures 2-4, 11) and the issue's bars; writes JSON and PNG",
+        description="Sweep: for each of the paper's routines (zaxpy, zscal, zdrot; zgemv, zgbmv, zgeru; "
+                    "zgemm, zsymm, ztrmm) and size, n forward then n reverse calls over r trials, per mode. "
+                    "Bars: compute-mode forward vs the plain call, Level-1 round trips, RMS at N=10^7, "
+                    "exact mode on every pair.  Sizes: --preset quick (default, a few minutes on 2 cores: "
+                    f"{SIZES['quick']}) or paper ({SIZES['paper']}, much longer); override per level with "
+                    "--sizes, e.g. --sizes 1=1e3,1e8 3=64 (figure 11 reaches 1e8 for Level 1 and 1e4 for "
+                    "Levels 2-3: hours and tens of GB).  --bar-sizes 1=1e6 2=1024 3=512 shrinks the bars "
+                    "(their targets are 1e7, 4096, 2048).")
     b.add_argument("--out", default="rblas-bench", help="output folder")
-    b.add_argument("--preset", default="quick", choices=sorted(SIZES), help="size sweep")
+    b.add_argument("--preset", default="quick", choices=sorted(SIZES), help="sweep sizes")
+    b.add_argument("--sizes", nargs="+", metavar="LEVEL=N[,N...]",
+                   help="override the sweep sizes of a level (e.g. 1=1e3,1e5,1e7 2=64,256)")
+    b.add_argument("--bar-sizes", nargs="+", metavar="LEVEL=N",
+                   help="override a bar size (defaults 1=1e7 2=4096 3=2048)")
     b.add_argument("--calls", type=int, default=10, help="forward (then reverse) calls per trial (paper n)")
     b.add_argument("--trials", type=int, default=10, help="trials (paper r)")
     b.add_argument("--bar-trials", type=int, default=5, help="best-of trials for the bars")
@@ -383,4 +569,5 @@ def register(subparsers: Any) -> None:
                    help="run routines tileblas.blas lacks on scipy.linalg.blas (reported in the JSON)")
     b.add_argument("--sweep-only", action="store_true")
     b.add_argument("--bars-only", action="store_true")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd)

@@ -13,7 +13,7 @@ import numpy as np
 
 from tileblas.rblas._registry import DTYPE_OF_PREFIX
 
-__all__ = ["build", "cancelling"]
+__all__ = ["build", "cancelling", "ADDITIVE"]
 
 _REAL_SCALARS = {("her", "alpha"), ("hpr", "alpha"), ("herk", "alpha"), ("herk", "beta"),
                  ("her2k", "beta"), ("rot", "c"), ("rot", "s")}
@@ -95,25 +95,34 @@ def build(routine: str, prefix: str, n: int, rng: np.random.Generator | None = N
     raise KeyError(f"no example arguments for {prefix}{routine}")
 
 
+ADDITIVE = frozenset({"axpy", "gemv", "gbmv", "hemv", "hbmv", "hpmv", "symv", "sbmv", "spmv", "ger", "geru",
+                      "gerc", "her", "hpr", "her2", "hpr2", "syr", "spr", "syr2", "spr2", "gemm", "symm",
+                      "hemm", "syrk", "herk", "syr2k", "her2k"})
+
+
 def cancelling(routine: str, prefix: str, n: int, rng: np.random.Generator | None = None
                ) -> tuple[tuple, dict[str, Any]]:
-    """Arguments whose update nearly cancels the old output (axpy, gemv, ger, gemm): the hardest case
-    for inverse computation, since the new values carry few bits of the old ones."""
+    """Arguments whose update nearly cancels the old output: out := -U/beta * (1 + 1e-9*g) where U is what
+    the routine adds (computed by the routine itself on a zero output; beta = 1 where there is none), for
+    every additive routine (:data:`ADDITIVE`).  The hardest case for inverse computation: the new values
+    keep only a few bits of the old ones."""
+    from tileblas.rblas import SPEC_OF
+    from tileblas.rblas._registry import bind, lookup
+
+    if routine not in ADDITIVE:
+        raise KeyError(f"no cancelling example for {routine} (not an additive update)")
     rng = rng or np.random.default_rng(1)
     args, kw = build(routine, prefix, n, rng, a=1.0, b=1.0)
-    pert = lambda v: (v * (1 + 1e-9 * rng.standard_normal(v.shape))).astype(v.dtype)  # noqa: E731
-    if routine == "axpy":
-        x, y = args
-        y[...] = pert(-kw["a"] * x)
-    elif routine == "gemv":
-        alpha, a, x = args
-        kw["y"][...] = pert(-(alpha / kw["beta"]) * (a @ x))
-    elif routine in ("ger", "geru"):
-        alpha, x, y = args
-        kw["a"][...] = pert(-alpha * np.outer(x, y))
-    elif routine == "gemm":
-        alpha, a, b = args
-        kw["c"][...] = pert(-(alpha / kw["beta"]) * (a @ b))
-    else:
-        raise KeyError(f"no cancelling example for {routine}")
+    name = prefix + routine
+    spec = SPEC_OF[name]
+    bound = bind(spec, name, args, kw)
+    out = spec.outputs[0].name
+    probe = dict(bound)
+    probe[out] = np.zeros_like(bound[out], order="K")
+    u = lookup(name)(**probe)
+    beta = bound.get("beta", 1.0) if routine != "axpy" else 1.0
+    if spec.extra.get("real_beta"):
+        beta = complex(beta).real
+    pert = 1 + 1e-9 * rng.standard_normal(u.shape)
+    bound[out][...] = (-(u / beta) * pert).astype(bound[out].dtype)
     return args, kw
