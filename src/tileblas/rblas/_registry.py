@@ -347,6 +347,8 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
         rbytes = sum(r.nbytes for r in res.values())
         if rbytes < ckpt_bytes:
             state["residual"] = res
+            if spec.level == 3:
+                state["runtime"] = _runtime_key()
             saved = {}
             nexc = sum(r.exc_idx.size for r in res.values())
             reason += f" ({', '.join(r.kind for r in res.values())}, {nexc} raw values)"
@@ -404,6 +406,15 @@ def _match(spec: Spec, fullname: str, bound: dict[str, Any]) -> Record:
         f"{stack[-1].describe()}")
 
 
+def _runtime_key() -> tuple:
+    """The configuration of the current tile runtime that decides the bits of a Level-3 result."""
+    from tileblas.runtime import get_runtime
+
+    rt = get_runtime()
+    return (tuple(d.name for d in rt.devices), rt.tile_size, rt.deterministic, rt.small_flops,
+            rt.memory_policy)
+
+
 def _restore_record(rec: Record) -> None:
     for name, fp in rec.prints.items():
         if fingerprint(rec.bound[name]) != fp:
@@ -411,6 +422,12 @@ def _restore_record(rec: Record) -> None:
                 f"r{rec.routine}: argument {name!r} was modified after the forward call (fingerprint "
                 "mismatch); refusing to reverse")
     mode = rec.decision.mode
+    if mode == "exact" and "runtime" in rec.state and _runtime_key() != rec.state["runtime"]:
+        raise ArgumentMismatchError(
+            f"r{rec.routine}: an exact-mode Level-3 restore must run on a tile runtime configured like the "
+            f"one of its forward call (devices, tile_size, deterministic: {rec.state['runtime'][:3]}; now "
+            f"{_runtime_key()[:3]}), or the inverse would not reproduce its bits; reverse it inside the "
+            "same `with tileblas.Runtime(...)` block")
     ctx = Ctx(rec.spec, rec.prefix, DTYPE_OF_PREFIX[rec.prefix], rec.bound)
     try:
         if mode == "checkpoint":
