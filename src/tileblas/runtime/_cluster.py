@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import queue
 import threading
 import time
 import uuid
@@ -532,8 +533,11 @@ class ClusterRuntime(Runtime):
 
     # ----------------------------------------------------------------- handles
     def scatter(self, array: Any, tile_size: int | None = None, keep_host: bool = True) -> DistributedMatrix:
-        """Send a 2-D host array to the workers as a :class:`DistributedMatrix` (tiles spread over the
-        workers round robin; tiles already resident with the same contents are not sent again)."""
+        """Send a 2-D host array to the workers as a :class:`DistributedMatrix`.
+
+        Tiles are spread in blocks of tile rows (worker ``i * workers // tile_rows`` holds tile row i), so
+        that a task computing an output tile finds a whole tile row of a left operand on one worker; tiles
+        already resident with the same contents are not sent again."""
         self._check_open()
         a = np.asarray(array)
         if a.ndim != 2:
@@ -550,7 +554,7 @@ class ClusterRuntime(Runtime):
                 for j in range(nt):
                     keys[(i, j)] = self._pool.submit(_tile_key, a[i * t:(i + 1) * t, j * t:(j + 1) * t])
             todo: dict[str, list] = {}
-            for n_, (ij, fk) in enumerate(keys.items()):
+            for ij, fk in keys.items():
                 key = fk.result()
                 hit = self._store.get(key)
                 src = (a if keep_host else None, ij[0], ij[1], key)
@@ -560,7 +564,7 @@ class ClusterRuntime(Runtime):
                 else:
                     r = _Ref(None, None, 0, root=src)
                     refs[ij] = r
-                    todo.setdefault(workers[n_ % len(workers)], []).append((r, a[ij[0] * t:(ij[0] + 1) * t,
+                    todo.setdefault(workers[ij[0] * len(workers) // mt], []).append((r, a[ij[0] * t:(ij[0] + 1) * t,
                                                                                 ij[1] * t:(ij[1] + 1) * t]))
             for w, items in todo.items():
                 self._send([r for r, _ in items], [v for _, v in items], w)
@@ -795,6 +799,7 @@ class _CallExecutor:
         self.inflight: dict[Any, _TaskRun] = {}
         self.load: dict[str, int] = {}
         self.call_id = uuid.uuid4().hex[:12]
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._seq = itertools.count()
         self.out_mat = None
         for t in plan.tasks:  # the call's output matrix: the first non-workspace output
@@ -857,21 +862,26 @@ class _CallExecutor:
 
     # --------------------------------------------------------------- placement
     def _score(self, run_task: P.Task, w: str) -> int:
+        """Locality of a task on worker w: bytes of its tiles resident on w minus bytes resident on other
+        workers (which w would fetch from its peers).  Tiles still on the client count for neither: they
+        are sent once, to wherever the task runs.  With every tile resident this ranks workers exactly as
+        "the bytes of the task's tiles that w holds" does."""
         s = 0
+        versions = self.versions
         for x in run_task.inputs:
-            r = self.versions.get(x)
-            if r is not None and r.worker == w:
-                s += r.nbytes
-        r = self.versions.get(run_task.out)
-        if r is not None and r.worker == w:
-            s += r.nbytes
+            r = versions.get(x)
+            if r is not None and r.worker is not None:
+                s += r.nbytes if r.worker == w else -r.nbytes
+        r = versions.get(run_task.out)
+        if r is not None and r.worker is not None:
+            s += r.nbytes if r.worker == w else -r.nbytes
         return s
 
     def _pick(self, ready: list, w: str) -> int:
-        best, best_s = 0, -1
+        best, best_s = 0, None
         for n_, t in enumerate(ready):
             s = self._score(t, w)
-            if s > best_s:
+            if best_s is None or s > best_s:
                 best, best_s = n_, s
         return best
 
@@ -932,6 +942,7 @@ class _CallExecutor:
         else:
             tr.out_ref.future, tr.out_ref.worker = fut, w
         self.inflight[fut] = tr
+        fut.add_done_callback(self._done.put)
         self.load[w] = self.load.get(w, 0) + 1
         self.rt._counts["tasks"] += 1
 
@@ -990,12 +1001,15 @@ class _CallExecutor:
                     self._recover(recoveries)
                     continue
                 continue
-            from distributed import wait
-
             try:
-                done, _ = wait(list(self.inflight), timeout=_POLL_S, return_when="FIRST_COMPLETED")
-            except TimeoutError:
+                done = [self._done.get(timeout=_POLL_S)]
+            except queue.Empty:
                 continue
+            while True:
+                try:
+                    done.append(self._done.get_nowait())
+                except queue.Empty:
+                    break
             lost = False
             for f in done:
                 tr = self.inflight.pop(f, None)
@@ -1069,9 +1083,13 @@ class _CallExecutor:
         items = [((x.i, x.j), r) for x, r in self.versions.items() if x.m == out.id and r.task is not None]
         if h is not None:
             futs = [r.future for _, r in items]
-            from distributed import wait
-
-            wait(futs)
+            for f in futs:
+                try:
+                    f.result()
+                except Exception as exc:
+                    if _is_loss(exc) or f.status in ("cancelled", "lost"):
+                        return False
+                    raise
             if any(f.status != "finished" for f in futs):
                 return False
             for ij, r in items:
