@@ -24,11 +24,26 @@ from typing import Callable
 import numpy as np
 
 
+#: Pause before each trial of each implementation.  OpenBLAS's idle worker threads spin (yielding) for
+#: about 2**28 cycles after a call before they sleep; without the pause a call would share the cores with
+#: the spinning workers of whichever OpenBLAS instance (tileblas', SciPy's) ran just before it, which
+#: penalizes the implementations unevenly in an interleaved comparison.
+SETTLE_S = 0.2
+
+
 def _best(fns: dict[str, Callable[[], Callable[[], None]]], trials: int) -> dict[str, float]:
-    """Best time of each function; ``fns[name]()`` prepares a fresh input and returns the timed call."""
+    """Best time of each function; ``fns[name]()`` prepares a fresh input and returns the timed call.
+
+    Each trial of each implementation: pause (the previous implementation's BLAS threads go idle), one
+    untimed call on its own fresh input (wakes this implementation's BLAS threads), then the timed call on
+    another fresh input.  Every implementation is thus timed warm, on otherwise idle cores.
+    """
     best = {k: float("inf") for k in fns}
     for _ in range(trials):
         for name, prep in fns.items():
+            warm = prep()
+            time.sleep(SETTLE_S)
+            warm()
             run = prep()
             t0 = time.perf_counter()
             run()
@@ -42,13 +57,13 @@ def _tri(n: int, rng, dtype=np.float64) -> np.ndarray:
     return np.asfortranarray(np.tril(a).astype(dtype))
 
 
-def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False) -> list[dict]:
+def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list[dict]:
     import scipy.linalg.blas as sb
 
     from tileblas import _kernels
     from tileblas._recursive import recursive_trmm, recursive_trsm, run_panels, DEFAULT_STOP
 
-    lib2 = _kernels.get_library(2)
+    lib2 = _kernels.get_library(cores)
     rng = np.random.default_rng(0)
     rows = []
     for n in sizes:
@@ -88,7 +103,7 @@ def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False) -> list[dict]:
                     def p_pan():
                         b = fresh()
                         return lambda: run_panels(kind, 1.0, a, b, "L", "L", trans, "N",
-                                                  stop or DEFAULT_STOP, 2)
+                                                  stop or DEFAULT_STOP, cores)
                     fns["panels"] = p_pan
                 t = _best(fns, trials)
                 flops = float(n) * n * nr
@@ -266,6 +281,32 @@ def main(argv=None) -> int:
     trials = args.trials or (3 if args.quick else 5)
     rows: list[dict] = []
     if args.gpu:
+        return _run(args, trials, rows)
+    # Every CPU baseline runs on all cores: tileblas' own 2-thread OpenBLAS for trmm/trsm/dgemm and
+    # SciPy's OpenBLAS (cho_solve, potrf, potri) set to the same count here and restored afterwards.
+    import scipy.linalg  # noqa: F401 - loads SciPy's OpenBLAS so its thread count can be set
+
+    from tileblas import _kernels
+    from tileblas._cli_bench import _set_one, scipy_openblas_threads, set_scipy_openblas_threads
+    from tileblas.devices.cpu import cpu_count
+
+    cores = cpu_count()
+    before = scipy_openblas_threads()
+    now = set_scipy_openblas_threads(cores)
+    lib = _kernels.get_library(cores)
+    if lib.num_threads() != cores or any(v != cores for v in now.values()):
+        sys.exit(f"could not set every OpenBLAS to {cores} threads: tileblas {lib.num_threads()}, SciPy {now}")
+    print(f"threads: {cores} cores; tileblas OpenBLAS {lib.num_threads()} ({lib.corename()}); "
+          f"SciPy/NumPy OpenBLAS {now} (restored to {before} afterwards)", flush=True)
+    try:
+        return _run(args, trials, rows, cores)
+    finally:
+        for name, t in before.items():
+            _set_one(name, t)
+
+
+def _run(args, trials: int, rows: list[dict], cores: int = 2) -> int:
+    if args.gpu:
         sizes = args.sizes or [8192]
         rows += bench_gpu(sizes[0], [int(x) if x != "square" else sizes[0] for x in (args.rhs or ["square", 512])],
                           trials)
@@ -275,7 +316,7 @@ def main(argv=None) -> int:
         sizes = args.sizes or ([1024, 2048] if args.quick else [1024, 2048, 4096])
         rhs = args.rhs or ["square", 16, 64, 256]
         if not args.only_apps:
-            rows += bench_cpu(sizes, rhs, trials, stop=args.stop, panels=args.panels)
+            rows += bench_cpu(sizes, rhs, trials, stop=args.stop, panels=args.panels, cores=cores)
         if not args.no_apps:
             rows += bench_apps(sizes, trials)
         for line in _bars(rows):
