@@ -101,7 +101,7 @@ def _k3(device: Any, name: str) -> Callable[..., None]:
 def _submit(name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
             host_only: bool = False) -> AsyncFuture:
     ex = (writes or reads)[0].executor
-    return ex.submit(name, run, reads, writes, flops, host_only=host_only)
+    return ex._submit_call(name, run, reads, writes, flops, host_only)
 
 
 # ----------------------------------------------------------------------------------------- Level 3

@@ -136,8 +136,7 @@ class Executor:
         self._stopped = False
         self._nsubmitted = 0
         self._nlive = 0  # operations not yet final
-        self._idle = threading.Event()
-        self._idle.set()
+        self._idle = threading.Condition(self._lock)  # notified when _nlive drops to 0 after close()
         self.synchronous = bool(synchronous)
         if not self.synchronous:
             for b in self.backends:
@@ -193,6 +192,19 @@ class Executor:
                 raise ValueError(f"handle {h!r} borrows a read-only array and cannot be written")
         return self._submit(name, run, reads, writes, flops, host_only, inline)
 
+    def _submit_call(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
+                     host_only: bool) -> AsyncFuture:
+        """:meth:`submit` for the BLAS call functions, whose handles are already checked alive."""
+        if host_only and not self._has_host:
+            return self.submit(name, run, reads, writes, flops, host_only=True)  # raises the message
+        for h in reads:
+            if h.executor is not self:
+                raise ValueError(f"handle {h!r} belongs to another executor")
+        for h in writes:
+            if h.readonly or h.executor is not self:
+                return self.submit(name, run, reads, writes, flops, host_only=host_only)  # raises the message
+        return self._submit(name, run, reads, writes, flops, host_only)
+
     def _submit(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
                 host_only: bool = False, inline: bool = False, before_link: Callable[[], None] | None = None
                 ) -> AsyncFuture:
@@ -206,7 +218,6 @@ class Executor:
                 raise RuntimeError("the executor is closed")
             self._nsubmitted += 1
             self._nlive += 1
-            self._idle.clear()
             if before_link is not None:
                 before_link()
             doom, cause, culprit = link(op)
@@ -288,8 +299,8 @@ class Executor:
             if h.inflight == 0:
                 h._unlock_user()
         self._nlive -= 1
-        if self._nlive == 0:
-            self._idle.set()
+        if self._nlive == 0 and self._closed:
+            self._idle.notify_all()
         deps = op.dependents
         failed = op.state != DONE
         forget(op)
@@ -319,6 +330,8 @@ class Executor:
     # ------------------------------------------------------------------ outside the lock
     def _after(self, resolve: list, runnable: list) -> None:
         """Resolve futures and run inline operations (outside the lock: callbacks may submit)."""
+        if not resolve and not runnable:
+            return
         while True:
             for fut, st, val in resolve:
                 if st == DONE:
@@ -471,9 +484,9 @@ class Executor:
         if any(me is t for b in self.backends for t in b.threads):
             threading.Thread(target=self.close, daemon=True, name="tileblas-async-close").start()
             return
-        if not self._idle.wait(timeout):
-            raise TimeoutError(f"calls still in flight after {timeout} s; the executor is closed to new calls")
         with self._lock:
+            if not self._idle.wait_for(lambda: self._nlive == 0, timeout):
+                raise TimeoutError(f"calls still in flight after {timeout} s; the executor is closed to new calls")
             if self._stopped:
                 return
             self._stopped = True
