@@ -449,3 +449,17 @@ def test_overwrite_flag_off_means_nothing_to_undo(routine, prefix):
     _restored(before, [*args, *kwargs.values()], True, prefix)  # nothing was touched
     rev(*args, **kwargs)
     assert rb.pending() == []
+
+
+def test_list_argument_changed_between_forward_and_reverse():
+    x, y = np.arange(1.0, 5.0), np.arange(2.0, 6.0)
+    x0, y0 = x.copy(), y.copy()
+    param = [-1.0, 1.1, 0.2, 0.3, 0.9]
+    rb.fdrotm(x, y, param, overwrite_x=1, overwrite_y=1, mode="compute")
+    changed = list(param)
+    param[1] = 5.0  # the same list object, mutated: the reverse would compute the wrong inverse
+    with pytest.raises(rb.ArgumentMismatchError, match="'param'"):
+        rb.rdrotm(x, y, param, overwrite_x=1, overwrite_y=1)
+    rb.rdrotm(x, y, changed, overwrite_x=1, overwrite_y=1)
+    np.testing.assert_allclose(x, x0, rtol=1e-14)
+    np.testing.assert_allclose(y, y0, rtol=1e-14)

@@ -6,6 +6,7 @@ Design note: each entry restates the scipy.linalg.blas signature and gives the i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ def scalar_impossible(value: Any, name: str) -> str | None:
     v = complex(value)
     if v == 0:
         return f"{name} = 0 destroys the overwritten values"
-    if not np.isfinite(v.real) or not np.isfinite(v.imag):
+    if not (math.isfinite(v.real) and math.isfinite(v.imag)):
         return f"{name} = {value!r} is not finite"
     return None
 

@@ -17,8 +17,10 @@ checked against the returned array after every forward call.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -57,8 +59,12 @@ DTYPE_OF_PREFIX = {
 }
 
 
+_IMMUTABLE = (bool, int, float, complex, str, bytes, np.number)
+
+
 def _blas_namespace() -> Any:
-    return importlib.import_module("tileblas.blas")
+    mod = sys.modules.get("tileblas.blas")
+    return mod if mod is not None else importlib.import_module("tileblas.blas")
 
 
 def lookup(name: str) -> Callable[..., Any]:
@@ -362,8 +368,16 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
     extra += sum(im.nbytes for _, im in state.get("hermdiag", {}).values())
     dec = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
     prints = {n: fingerprint(v) for n, v in bound.items() if is_array(v)}
-    rec = Record(fullname, spec, prefix, bound, make_key(spec, fullname, bound), dec, state,
-                 tuple(outs), prints)
+    # the key is computed at reverse time (arrays keep their identity), except where an argument is a
+    # mutable non-array object (a list param): then now
+    lazy = all(v is None or isinstance(v, _IMMUTABLE) or is_array(v) for v in bound.values())
+    if lazy:
+        key: Any = lambda: make_key(spec, fullname, bound)  # noqa: E731
+    else:  # keep a copy of mutable non-array arguments: the inverse must use what the forward call saw
+        key = make_key(spec, fullname, bound)
+        bound = {k: (v if v is None or isinstance(v, _IMMUTABLE) or is_array(v) else copy.deepcopy(v))
+                 for k, v in bound.items()}
+    rec = Record(fullname, spec, prefix, bound, key, dec, state, tuple(outs), prints)
     rec.pre_prints = {o: fp for o, fp in pre.items() if o in outs}
     _push(rec)
     return ret
@@ -371,13 +385,9 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
 
 # ------------------------------------------------------------------------------------------- reverse
 def _describe_diff(spec: Spec, rec: Record, bound: dict[str, Any]) -> str:
-    a = {**spec.defaults, **rec.bound}
-    b = {**spec.defaults, **bound}
-    diffs = []
-    for n in spec.params:
-        if n in a or n in b:
-            if identity(a.get(n)) != identity(b.get(n)):
-                diffs.append(n)
+    a = dict(rec.key[1])
+    b = dict(make_key(spec, rec.routine, bound)[1])
+    diffs = [n for n in spec.params if a.get(n) != b.get(n)]
     return ", ".join(repr(d) for d in diffs) or "(none)"
 
 

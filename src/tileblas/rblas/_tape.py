@@ -118,7 +118,7 @@ class Record:
     spec: Any
     prefix: str
     bound: dict[str, Any]
-    key: tuple
+    key_: Any  # the matching key, or a function computing it (evaluated on first use)
     decision: Decision
     state: dict[str, Any]
     inplace: tuple[str, ...]
@@ -126,6 +126,14 @@ class Record:
     tape: "Tape | None" = None
     seq: int = 0
     pre_prints: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        """What a reverse call must match (see ``identity``); computed on first use, since arrays are
+        identified by address, shape, strides and dtype, which an array keeps."""
+        if callable(self.key_):
+            self.key_ = self.key_()
+        return self.key_
 
     def describe(self) -> str:
         parts = []
