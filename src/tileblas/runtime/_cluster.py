@@ -274,10 +274,9 @@ class _TaskRun:
 def _reads_output(step: tuple) -> bool:
     """Does the first step of a task read the old value of its output tile (beta != 0, or in place)?"""
     name, args, _ = step
-    if name in ("gemm", "symm", "hemm", "syr2k", "her2k"):
+    if name in ("gemm", "symm", "hemm"):
         return args[3] != 0
-    if name in ("syrk", "herk"):
-        return args[2] != 0
+    # syrk/herk/syr2k/her2k on a diagonal tile write one triangle: the other keeps the old values
     return True
 
 
@@ -615,11 +614,22 @@ class ClusterRuntime(Runtime):
         self._send([r], [src[i * t:(i + 1) * t, j * t:(j + 1) * t]], workers[0])
 
     # ----------------------------------------------------------------- moving tiles
-    def _send(self, refs: list[_Ref], views: list[np.ndarray], worker: str) -> None:
-        """Scatter host tiles to one worker (one Dask scatter for the batch)."""
+    def _send(self, refs: list[_Ref], views: list[np.ndarray], worker: str) -> str:
+        """Scatter host tiles to one worker (one Dask scatter for the batch); when that worker has gone,
+        to another one.  Returns the worker that got them."""
         data = [np.asfortranarray(v) if not v.flags.f_contiguous else v for v in views]
         data = [d.copy(order="F") if any(d is v for v in views) else d for d in data]
-        futs = self._client.scatter(data, workers=[worker], hash=False, direct=False)
+        for attempt in range(6):
+            try:
+                futs = self._client.scatter(data, workers=[worker], hash=False, direct=False)
+                break
+            except Exception:
+                if attempt == 5:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+                alive = self._refresh_workers(wait=True)
+                others = [w for w in alive if w != worker]
+                worker = others[attempt % len(others)] if others else alive[0]
         for r, f, d in zip(refs, futs, data):
             r.future, r.worker, r.nbytes = f, worker, d.nbytes
         nb = sum(d.nbytes for d in data)
@@ -628,6 +638,7 @@ class ClusterRuntime(Runtime):
         idx = self._by_addr.get(worker)
         if idx is not None:
             self._devices[idx].stats.add(bytes_h2d=nb)
+        return worker
 
     def _gather_into(self, out: np.ndarray, t: int, items: list) -> list:
         """Fetch tiles ((i, j), _Ref) into ``out``; raises _Lost when one is gone."""
@@ -906,7 +917,7 @@ class _CallExecutor:
                 if r.root is None or r.root[0] is None:
                     raise RuntimeError("a tile this call needs was lost with a worker and has no host copy")
                 views.append(self._root_view(r))
-            self.rt._send(missing, views, w)
+            w = self.rt._send(missing, views, w)
             for r in missing:
                 if r.root is not None and r.root[3] is not None:
                     self.rt._store.put(r.root[3], _Ref(r.future, r.worker, r.nbytes, root=r.root))

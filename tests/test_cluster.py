@@ -1,0 +1,380 @@
+"""The tile runtime on a real Dask LocalCluster (worker processes on loopback)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+pytest.importorskip("dask")
+
+import scipy.linalg.blas as sblas  # noqa: E402
+
+import tileblas  # noqa: E402
+from tileblas import blas  # noqa: E402
+from tileblas.runtime import get_runtime, set_runtime  # noqa: E402
+from tileblas.runtime._cluster import (  # noqa: E402
+    ClusterRuntime,
+    DistributedMatrix,
+    cluster_tile_size,
+    is_cluster_spec,
+    local_cluster,
+)
+
+pytestmark = pytest.mark.cluster
+
+TILE = 64
+
+
+@contextlib.contextmanager
+def current(r):
+    """Make r the default runtime for a block without shutting it down afterwards (``with r:`` would)."""
+    prev = set_runtime(r)
+    try:
+        yield r
+    finally:
+        set_runtime(prev)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import Client
+
+    cl = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
+    client = Client(cl, set_as_default=False)
+    client.wait_for_workers(2, timeout=60)
+    yield cl, client
+    client.close()
+    cl.close()
+
+
+@pytest.fixture(scope="module")
+def rt(cluster):
+    r = tileblas.Runtime(devices=cluster[1], tile_size=TILE)
+    yield r
+    r.shutdown()
+
+
+def _rand(rng, shape, dtype=np.float64, order="F"):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return np.asarray(x, dtype=dtype, order=order)
+
+
+# --------------------------------------------------------------------------------------------- basics
+def test_import_tileblas_imports_no_dask():
+    code = "import sys, tileblas, tileblas.blas; import tileblas.runtime; " \
+           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_cluster_spec_detection():
+    assert is_cluster_spec("tcp://127.0.0.1:8786") and is_cluster_spec("tls://h:1") and is_cluster_spec("dask:2")
+    assert not is_cluster_spec("cpu:2") and not is_cluster_spec(2) and not is_cluster_spec(None)
+    r = tileblas.Runtime("cpu:1")
+    try:
+        assert type(r) is tileblas.Runtime
+    finally:
+        r.shutdown()
+
+
+def test_runtime_from_client_has_a_device_per_worker(rt, cluster):
+    assert isinstance(rt, ClusterRuntime) and isinstance(rt, tileblas.Runtime)
+    workers = cluster[1].scheduler_info()["workers"]
+    assert sorted(d.address for d in rt.devices if d.alive) == sorted(workers)
+    for d in rt.devices:
+        assert d.kind == "dask" and not d.host_memory
+        assert d.address.startswith("tcp://127.0.0.1:")  # loopback
+        assert d.memory_limit == workers[d.address]["memory_limit"] > 0
+
+
+def test_default_tiles_are_coarse():
+    assert cluster_tile_size("gemm", 8192, 8192, 8192, 2) == 2048
+    assert cluster_tile_size("gemm", 1000, 1000, 1000, 2) == 512
+    assert min(cluster_tile_size("trsm", n, n, n, 4) for n in (300, 3000, 30000)) >= 512
+
+
+def test_bad_arguments(rt):
+    a = np.ones((10, 10))
+    with pytest.raises(ValueError, match="tile_size"):
+        rt.gemm(1.0, a, a, 0.0, np.zeros((10, 10)), tile_size=0)
+    with pytest.raises(ValueError, match="c must have shape"):
+        rt.gemm(1.0, a, a, 0.0, np.zeros((10, 9)))
+    with pytest.raises(TypeError, match="security"):
+        ClusterRuntime._security(42)
+    with pytest.raises(TypeError, match="devices"):
+        ClusterRuntime(devices=object())
+
+
+# --------------------------------------------------------------------------------------------- Level 3
+def _level3_cases(prefix, dt, rng):
+    """(name, callable(blas_module) -> result) for every Level-3 routine of the precision."""
+    m, n, k = 150, 130, 90
+    a = _rand(rng, (m, k), dt)
+    b = _rand(rng, (k, n), dt)
+    c = _rand(rng, (m, n), dt)
+    sq = _rand(rng, (m, m), dt)
+    tri = np.triu(sq) + m * np.eye(m, dtype=dt)
+    ak = _rand(rng, (m, k), dt)
+    bk = _rand(rng, (m, k), dt)
+    cc = _rand(rng, (m, m), dt)
+    cases = [
+        ("gemm", lambda M: getattr(M, prefix + "gemm")(1.5, a, b, 0.5, c)),
+        ("gemm_tt", lambda M: getattr(M, prefix + "gemm")(1.0, b, a, 0.0, c.T.copy(), trans_a=1, trans_b=1)),
+        ("symm", lambda M: getattr(M, prefix + "symm")(1.0, sq, c, 0.5, c, side=0, lower=1)),
+        ("syrk", lambda M: getattr(M, prefix + "syrk")(1.0, ak, 0.5, cc, lower=0)),
+        ("syr2k", lambda M: getattr(M, prefix + "syr2k")(1.0, ak, bk, 0.0, cc, trans=0)),
+        ("trmm", lambda M: getattr(M, prefix + "trmm")(2.0, tri, c, side=0, lower=0)),
+        ("trsm", lambda M: getattr(M, prefix + "trsm")(2.0, tri, c, side=0, lower=0)),
+        ("trsm_right", lambda M: getattr(M, prefix + "trsm")(1.0, tri[:n, :n], c, side=1, lower=0, trans_a=1)),
+    ]
+    if dt in (np.complex64, np.complex128):
+        cases += [
+            ("hemm", lambda M: getattr(M, prefix + "hemm")(1.0, sq, c, 0.5, c, side=0, lower=0)),
+            ("herk", lambda M: getattr(M, prefix + "herk")(1.0, ak, 0.5, cc, lower=1)),
+            ("her2k", lambda M: getattr(M, prefix + "her2k")(1.0, ak, bk, 0.0, cc, lower=0)),
+        ]
+    return cases
+
+
+@pytest.mark.parametrize("prefix,dt", [("d", np.float64), ("z", np.complex128), ("s", np.float32)])
+def test_level3_blas_same_results_as_host(rt, prefix, dt):
+    rng = np.random.default_rng(1)
+    tol = 2e-4 if dt == np.float32 else 1e-11
+    for name, call in _level3_cases(prefix, dt, rng):
+        with tileblas.Runtime(2, tile_size=TILE) as host:
+            want = call(blas)
+        assert host.last_profile().path != "small"
+        with current(rt):
+            got = call(blas)
+        assert rt.last_profile().path.startswith("cluster"), name
+        ref = call(sblas)
+        scale = max(1.0, float(np.abs(ref).max()))
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=name)
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * scale, err_msg=name)
+
+
+def test_small_calls_run_on_the_client(cluster):
+    r = tileblas.Runtime(devices=cluster[1])  # default tile size and small-problem threshold
+    try:
+        a = np.ones((20, 20))
+        with current(r):
+            out = blas.dgemm(1.0, a, a)
+        assert r.last_profile().path == "small" and np.allclose(out, 20.0)
+        assert r.stats()["cluster"]["tasks"] == 0
+    finally:
+        r.shutdown()
+
+
+# --------------------------------------------------------------------------------------------- residency
+def test_chain_moves_each_input_from_the_client_at_most_once(rt):
+    rng = np.random.default_rng(2)
+    n = 200
+    a, b, c = _rand(rng, (n, n)), _rand(rng, (n, n)), _rand(rng, (n, n))
+    low = np.tril(_rand(rng, (n, n))) + n * np.eye(n)
+    rt.clear_cache()
+    s0 = rt.stats()["cluster"]
+    with current(rt):
+        ab = blas.dgemm(1.0, a, b)
+        abc = blas.dgemm(1.0, ab, c)
+        x = blas.dtrsm(1.0, low, abc, lower=1)
+    s1 = rt.stats()["cluster"]
+    np.testing.assert_allclose(low @ x, a @ b @ c, rtol=1e-10, atol=1e-9 * np.abs(a @ b @ c).max())
+    sent = s1["bytes_sent"] - s0["bytes_sent"]
+    # a, b and c are sent once each; of low only the tiles TRSM reads (its lower triangle); ab and abc,
+    # the results of the first two calls, are already on the workers and are not sent at all.
+    tiles = -(-n // TILE)
+    low_tiles_read = tiles * (tiles + 1) // 2
+    low_bytes = sum(low[i * TILE:(i + 1) * TILE, j * TILE:(j + 1) * TILE].nbytes
+                    for i in range(tiles) for j in range(i + 1))
+    assert sent == a.nbytes + b.nbytes + c.nbytes + low_bytes
+    assert s1["tiles_sent"] - s0["tiles_sent"] == 3 * tiles * tiles + low_tiles_read
+    assert s1["store_hits"] - s0["store_hits"] >= 2 * tiles * tiles  # ab and abc found resident
+    # the same chain again sends nothing, and a changed input is sent again (only its changed tile)
+    with current(rt):
+        blas.dtrsm(1.0, low, blas.dgemm(1.0, blas.dgemm(1.0, a, b), c), lower=1)
+    assert rt.stats()["cluster"]["bytes_sent"] == s1["bytes_sent"]
+    a2 = a.copy(order="F")
+    a2[0, 0] += 1.0
+    with current(rt):
+        out = blas.dgemm(1.0, a2, b)
+    np.testing.assert_allclose(out, a2 @ b, rtol=1e-12, atol=1e-10)
+    assert rt.stats()["cluster"]["bytes_sent"] - s1["bytes_sent"] == a2[:TILE, :TILE].nbytes
+
+
+def test_distributed_matrix_handles_keep_tiles_on_workers(rt):
+    rng = np.random.default_rng(3)
+    a, b = _rand(rng, (300, 200)), _rand(rng, (200, 250))
+    A, B = rt.scatter(a), rt.scatter(b)
+    C = rt.zeros((300, 250))
+    assert isinstance(A, DistributedMatrix) and A.tile == TILE and len(A.futures()) == 5 * 4
+    s0 = rt.stats()["cluster"]
+    rt.gemm(2.0, A, B, 0.0, C)
+    D = rt.zeros((300, 250))
+    rt.gemm(1.0, C, rt.scatter(np.eye(250)), 0.0, D)
+    s1 = rt.stats()["cluster"]
+    assert s1["bytes_gathered"] == s0["bytes_gathered"]  # nothing came back to the client
+    assert s1["bytes_sent"] - s0["bytes_sent"] == np.eye(250).nbytes  # only the identity was sent
+    np.testing.assert_allclose(np.asarray(D), 2.0 * a @ b, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(C.gather(), 2.0 * a @ b, rtol=1e-12, atol=1e-10)
+    with pytest.raises(ValueError, match="tile size"):
+        rt.gemm(1.0, A, rt.scatter(b, tile_size=32), 0.0, rt.zeros((300, 250)))
+
+
+# --------------------------------------------------------------------------------------------- other APIs
+def test_async_api_on_cluster_runtime(rt):
+    from tileblas import asyncapi as aa
+
+    rng = np.random.default_rng(4)
+    a, b = _rand(rng, (200, 150)), _rand(rng, (150, 180))
+    prev = set_runtime(rt)
+    ex = aa.Executor(policy="demand")
+    try:
+        assert get_runtime() is rt
+        ha, hb = ex.handle(a), ex.handle(b)
+        hc = ex.empty((200, 180))
+        f = aa.gemm(1.0, ha, hb, 0.0, hc)
+        hd = ex.empty((180, 180))
+        g = aa.syrk(1.0, hc, 0.0, hd, trans="T")
+        got = g.result().get()
+        assert f.done()
+        c = a @ b
+        np.testing.assert_allclose(np.triu(got), np.triu(c.T @ c), rtol=1e-10, atol=1e-8 * np.abs(c).max() ** 2)
+        assert rt.last_profile().path.startswith("cluster")
+    finally:
+        ex.close()
+        set_runtime(prev)
+
+
+def test_rblas_on_cluster_runtime(rt):
+    from tileblas import rblas
+
+    rng = np.random.default_rng(5)
+    a, b = _rand(rng, (160, 140)), _rand(rng, (140, 150))
+    c0 = _rand(rng, (160, 150))
+    tri = np.triu(_rand(rng, (160, 160))) + 160 * np.eye(160)
+    with current(rt):
+        c = c0.copy(order="F")
+        out = rblas.fdgemm(1.0, a, b, 0.5, c, overwrite_c=1, mode="compute")
+        np.testing.assert_allclose(out, a @ b + 0.5 * c0, rtol=1e-12, atol=1e-10)
+        rblas.rdgemm(1.0, a, b, 0.5, c, overwrite_c=1)
+        np.testing.assert_allclose(c, c0, rtol=1e-9, atol=1e-9)
+        x = c0.copy(order="F")
+        rblas.fdtrmm(1.0, tri, x, overwrite_b=1, mode="compute")
+        np.testing.assert_allclose(x, tri @ c0, rtol=1e-12, atol=1e-9)
+        rblas.rdtrmm(1.0, tri, x, overwrite_b=1)
+        np.testing.assert_allclose(x, c0, rtol=1e-10, atol=1e-10)
+    assert rt.last_profile().path.startswith("cluster")
+
+
+# --------------------------------------------------------------------------------------------- failures
+def test_worker_killed_during_a_call_still_gives_the_right_result(rt, cluster):
+    client = cluster[1]
+    rng = np.random.default_rng(6)
+    n = 1536
+    a, b, c0 = _rand(rng, (n, n)), _rand(rng, (n, n)), _rand(rng, (n, n))
+    want = a @ b - c0
+    rt.clear_cache()
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[0]
+    start = rt.stats()["cluster"]["tasks"]
+    killed = threading.Event()
+
+    def killer():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and rt.stats()["cluster"]["tasks"] - start < 12:
+            time.sleep(0.002)
+        os.kill(pids[victim], signal.SIGKILL)
+        killed.set()
+
+    th = threading.Thread(target=killer)
+    th.start()
+    c = c0.copy(order="F")
+    t0 = time.monotonic()
+    rt.gemm(1.0, a, b, -1.0, c, tile_size=256)  # 36 tasks of 6 steps
+    done_at = time.monotonic()
+    th.join()
+    assert killed.is_set()
+    np.testing.assert_allclose(c, want, rtol=1e-10, atol=1e-9)
+    assert done_at - t0 < 60
+    st = rt.stats()["cluster"]
+    assert st["recoveries"] >= 1 or st["resubmitted"] >= 1 or victim not in client.scheduler_info()["workers"]
+    # the runtime keeps working, and the worker the nanny starts in place of the dead one is used
+    client.wait_for_workers(2, timeout=30)
+    new = [d for d in rt.devices if d.address not in pids]
+    deadline = time.monotonic() + 30
+    while not new and time.monotonic() < deadline:
+        time.sleep(0.1)
+        rt.workers  # noqa: B018  (refreshes the device list)
+        new = [d for d in rt.devices if d.address not in pids]
+    assert new, "the restarted worker did not become a device"
+    before = rt.stats()["devices"][new[0].name]["tasks"]
+    x = c0.copy(order="F")
+    rt.gemm(1.0, a[:512, :512], b[:512, :512], 0.0, x[:512, :512].copy(order="F"), tile_size=128)
+    assert rt.stats()["devices"][new[0].name]["tasks"] > before
+
+
+def test_task_error_reaches_the_caller_and_runtime_survives(rt):
+    with pytest.raises(ValueError, match="routine"):
+        rt.run("gemv", 1.0, np.ones((9, 9)), np.ones((9, 9)), 0.0, np.ones((9, 9)))
+    a = np.ones((200, 200))
+    A = rt.scatter(a)
+    A._tiles[(1, 1)].future = rt.client.scatter("not a tile")  # a task on a worker will fail on it
+    with pytest.raises(Exception) as info:
+        rt.gemm(1.0, A, rt.scatter(a), 0.0, rt.zeros((200, 200)))
+    assert "Dask worker" in "".join(getattr(info.value, "__notes__", [])) and info.tb is not None
+    out = np.zeros((200, 200), order="F")
+    rt.gemm(1.0, a, a, 0.0, out)
+    assert np.allclose(out, 200.0)
+
+
+# --------------------------------------------------------------------------------------------- security
+def _self_signed(tmp_path):
+    """A self-signed certificate and key for 127.0.0.1 made with the openssl command line tool."""
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl command not available to make a test certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_tls_local_cluster_from_spec(tmp_path):
+    cert, key = _self_signed(tmp_path)
+    security = {"tls_ca_file": cert, "tls_client_cert": cert, "tls_client_key": key,
+                "tls_scheduler_cert": cert, "tls_scheduler_key": key, "tls_worker_cert": cert,
+                "tls_worker_key": key, "require_encryption": True}
+    r = tileblas.Runtime(devices="dask:1", security=security, tile_size=64)
+    try:
+        assert r.client.scheduler.address.startswith("tls://127.0.0.1:")
+        assert [d.address.split(":")[:2] for d in r.devices] == [["tls", "//127.0.0.1"]]
+        a = np.arange(200 * 150, dtype=np.float64).reshape(200, 150) / 1e4
+        out = np.zeros((200, 200), order="F")
+        r.gemm(1.0, a, a, 0.0, out, transb="T")
+        np.testing.assert_allclose(out, a @ a.T, rtol=1e-12)
+        assert r.last_profile().path.startswith("cluster")
+    finally:
+        r.shutdown()
+    assert r.closed
+    with pytest.raises(RuntimeError, match="shut down"):
+        r.gemm(1.0, a, a, 0.0, out, transb="T")
+
+
+def test_security_dict_becomes_dask_security(tmp_path):
+    from distributed.security import Security
+
+    sec = ClusterRuntime._security({"require_encryption": True})
+    assert isinstance(sec, Security) and sec.require_encryption
