@@ -246,6 +246,7 @@ class TileMemory:
         self._cv = threading.Condition(threading.Lock())
         self._ctx: dict[tuple[int, int], _StreamCtx] = {}
         self._users: Counter = Counter()  # matrix id -> calls in flight using it
+        self._admitted = [0] * nd  # bytes the running tasks of each device may hold at once
         self.counters = [Counter() for _ in range(nd)]
 
     # ----------------------------------------------------------------- calls
@@ -394,6 +395,25 @@ class TileMemory:
                     continue
             self._drain(ctx, wait=True)
 
+    def _admit(self, d: int, task: Any, mats: dict) -> int:
+        """Wait until the device's memory can hold, besides what its running tasks may hold at once, this
+        task's largest step (its output and the inputs of one step).  Keeps streams from deadlocking on
+        a small memory: with too little memory for all streams, fewer tasks run at once."""
+        def nbytes(t: Any) -> int:
+            m = mats[t.m]
+            return m.rows[t.i] * m.cols[t.j] * m.array.itemsize
+
+        step = 0
+        for _, args, _ in task.steps:
+            step = max(step, sum(nbytes(x) for x in args if type(x) is Tile and x != task.out))
+        need = nbytes(task.out) + step + 2 * int(getattr(self.devices[d], "alignment", 256)) * 5
+        cap = self.heaps[d].capacity
+        with self._cv:
+            while self._admitted[d] > 0 and self._admitted[d] + need > cap:
+                self._cv.wait()
+            self._admitted[d] += need
+        return need
+
     def _ctx_of(self, d: int, s: int) -> _StreamCtx:
         c = self._ctx.get((d, s))
         if c is None:
@@ -494,6 +514,7 @@ class TileMemory:
         out = task.out
         out_blk: Block | None = None
         used: list[Block] = []  # blocks the step being issued holds
+        need = self._admit(d, task, mats)
         ctx.active = True
         try:
             out_host = mats[out.m].view(out.i, out.j)
@@ -545,6 +566,7 @@ class TileMemory:
                     self._release([out_blk])
                 self.directory.written_back(out)
                 ctx.active = False
+                self._admitted[d] -= need
                 self._cv.notify_all()
         tm.intervals = dev.timeline(stream)
         rec.t1 = time.perf_counter()

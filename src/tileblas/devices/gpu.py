@@ -1,0 +1,482 @@
+"""NVIDIA GPUs through CuPy: cuBLAS per tile on streams, pinned host staging, peer copies.
+
+What it owns
+    :class:`GPUDevice`, a :class:`~tileblas.devices._discrete.DiscreteDevice`:
+
+    * memory: one ``cupy`` allocation of ``memory`` bytes made when the device is created (the heap of
+      BLASX section IV-E lives in the runtime and hands out offsets into it, so no tile costs a
+      ``cudaMalloc``);
+    * streams: ``streams`` non-blocking CUDA streams, each with its own cuBLAS handle bound to it (one
+      runtime worker thread drives one stream, so a handle is never shared between threads);
+    * host -> device: the tile (a strided view of a host matrix) is packed into a page-locked staging
+      slot of the stream and copied asynchronously; a slot is reused only after the event recorded
+      behind its copy has completed (a ring of slots per stream);
+    * device -> host: asynchronously into a staging slot; the slot is unpacked into the host view when
+      the stream is synchronised (:meth:`sync`), which is when the runtime needs the data;
+    * device -> device: ``cudaMemcpyPeerAsync`` on the receiving device's stream; peer access is
+      enabled where ``cudaDeviceCanAccessPeer`` says it exists;
+    * kernels: ``cublas<t>gemm/symm/hemm/syrk/herk/syr2k/her2k/trmm/trsm`` on contiguous column-major
+      tiles; ``axpy`` (split-k reduction) with CuPy element-wise kernels on the stream.  If the installed
+      CuPy lacks a binding, an equivalent composition of CuPy operations on the same stream is used;
+    * timeline: timing events around every operation, converted to the host clock at :meth:`sync`
+      (relative to an event recorded when the stream was idle), for the compute / communication profile.
+
+What it must not touch
+    Scheduling and caching (the runtime's).  CuPy is imported when a GPUDevice is created, never by
+    ``import tileblas``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from tileblas.devices._base import DeviceError
+from tileblas.devices._discrete import DiscreteDevice, Event
+
+__all__ = ["GPUDevice", "gpu_devices", "gpu_count"]
+
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
+           np.dtype(np.complex128): "z"}
+_REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+_OP = {"N": 0, "T": 1, "C": 2}  # CUBLAS_OP_N / T / C
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
+
+
+def _cublas() -> Any:
+    from cupy_backends.cuda.libs import cublas
+
+    return cublas
+
+
+def gpu_count() -> int:
+    """CUDA devices CuPy sees (0 without CuPy or a driver)."""
+    try:
+        return int(_cupy().cuda.runtime.getDeviceCount())
+    except Exception:  # ImportError, no driver, no device
+        return 0
+
+
+class _NoBinding(Exception):
+    """The installed CuPy has no binding for a cuBLAS routine (the CuPy composition is used)."""
+
+
+class _CudaEvent(Event):
+    __slots__ = ("ev",)
+
+    def __init__(self, ev: Any) -> None:
+        self.ev = ev
+
+    def query(self) -> bool:
+        return bool(self.ev.done)
+
+    def synchronize(self) -> None:
+        self.ev.synchronize()
+
+
+class _Staging:
+    """A ring of page-locked slots for one stream and direction."""
+
+    def __init__(self, cp: Any, slots: int) -> None:
+        self.cp = cp
+        self.slots: list[Any] = [None] * slots
+        self.events: list[Any] = [None] * slots
+        self.next = 0
+
+    def take(self, nbytes: int) -> tuple[int, np.ndarray]:
+        import cupyx
+
+        i = self.next
+        self.next = (i + 1) % len(self.slots)
+        ev = self.events[i]
+        if ev is not None:
+            ev.synchronize()  # the copy that last used the slot has finished
+            self.events[i] = None
+        buf = self.slots[i]
+        if buf is None or buf.nbytes < nbytes:
+            buf = self.slots[i] = cupyx.empty_pinned((max(nbytes, 1),), dtype=np.uint8)
+        return i, buf
+
+    def used(self, i: int, ev: Any) -> None:
+        self.events[i] = ev
+
+
+class GPUDevice(DiscreteDevice):
+    """One CUDA GPU (see the module notes).
+
+    Parameters
+    ----------
+    index : int
+        CUDA device ordinal.
+    memory : int, optional
+        Bytes of GPU memory for tiles (default: 80% of the free memory when the device is created; the
+        rest stays for cuBLAS workspaces and other users).
+    streams : int
+        CUDA streams (default 4, as in the paper).
+    staging_slots : int
+        Pinned staging slots per stream and direction.
+    timeline : bool
+        Record timing events for the compute / communication profile (a few microseconds per operation).
+    """
+
+    kind = "gpu"
+    alignment = 512
+
+    def __init__(self, index: int = 0, memory: int | None = None, streams: int = 4, staging_slots: int = 4,
+                 timeline: bool = True) -> None:
+        cp = _cupy()
+        n = gpu_count()
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < max(n, 1) \
+                or n == 0:
+            raise ValueError(f"index must name one of the {n} CUDA devices CuPy sees; got {index!r}")
+        self.index = int(index)
+        self._cpdev = cp.cuda.Device(self.index)
+        with self._cpdev:
+            free, total = cp.cuda.runtime.memGetInfo()
+            if memory is None:
+                memory = int(free * 0.8)
+            if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or not 0 < memory <= free:
+                raise ValueError(f"memory must be a positive number of bytes up to the {free} free on GPU "
+                                 f"{self.index}; got {memory!r}")
+            super().__init__(f"gpu{self.index}", int(memory), streams, speed_hint=50.0)
+            self.cp = cp
+            self.cublas = _cublas()
+            self._chunk = cp.empty((self.memory_bytes,), dtype=cp.uint8)
+            self._streams = [cp.cuda.Stream(non_blocking=True) for _ in range(self.streams)]
+            cb = self.cublas
+            self._handles = []
+            for st in self._streams:
+                h = cb.create()
+                cb.setStream(h, st.ptr)
+                cb.setPointerMode(h, cb.CUBLAS_POINTER_MODE_HOST)
+                self._handles.append(h)
+        self._in = [_Staging(cp, staging_slots) for _ in range(self.streams)]
+        self._out = [_Staging(cp, staging_slots) for _ in range(self.streams)]
+        self._deferred: list[list] = [[] for _ in range(self.streams)]  # (event, slot view, host view)
+        self._keep: list[list] = [[] for _ in range(self.streams)]  # host scalars alive until sync
+        self._timing = bool(timeline)
+        self._marks: list[list] = [[] for _ in range(self.streams)]  # (what, start ev, end ev)
+        self._ref: list[Any] = [None] * self.streams  # (event, host time) of the stream's idle point
+        self._peers: dict[int, bool] = {}
+        self._peer_lock = threading.Lock()
+        self.props = cp.cuda.runtime.getDeviceProperties(self.index)
+
+    # ----------------------------------------------------------------- memory
+    def view(self, offset: int, shape: tuple[int, int], dtype: Any) -> Any:
+        dt = np.dtype(dtype)
+        nbytes = int(shape[0]) * int(shape[1]) * dt.itemsize
+        if offset < 0 or offset + nbytes > self.memory_bytes:
+            raise ValueError(f"offset {offset} + {nbytes} bytes is outside the {self.memory_bytes} bytes of "
+                             f"{self.name}")
+        return self._chunk[offset:offset + nbytes].view(dt).reshape(tuple(shape), order="F")
+
+    # ----------------------------------------------------------------- timeline helpers
+    def _begin(self, s: int) -> Any:
+        if not self._timing:
+            return None
+        cp = self.cp
+        st = self._streams[s]
+        if self._ref[s] is None:
+            ev = cp.cuda.Event()
+            t = time.perf_counter()
+            ev.record(st)
+            self._ref[s] = (ev, t)
+        ev = cp.cuda.Event()
+        ev.record(st)
+        return ev
+
+    def _end(self, s: int, what: str, start: Any) -> None:
+        if start is None:
+            return
+        ev = self.cp.cuda.Event()
+        ev.record(self._streams[s])
+        self._marks[s].append((what, start, ev))
+
+    # ----------------------------------------------------------------- copies
+    def h2d(self, dst: Any, host: np.ndarray, stream: int) -> None:
+        cp = self.cp
+        n = host.size * host.itemsize
+        st = self._streams[stream]
+        ring = self._in[stream]
+        i, buf = ring.take(n)
+        stage = buf[:n].view(host.dtype).reshape(host.shape, order="F")
+        np.copyto(stage, host)  # pack the strided tile into pinned memory (host side)
+        with self._cpdev:
+            t = self._begin(stream)
+            dst.data.copy_from_host_async(ctypes.c_void_p(stage.ctypes.data), n, st)
+            self._end(stream, "h2d", t)
+            ev = cp.cuda.Event(disable_timing=True)
+            ev.record(st)
+        ring.used(i, ev)
+        self.stats.add(bytes_h2d=n)
+
+    def d2h(self, src: Any, host: np.ndarray, stream: int) -> None:
+        cp = self.cp
+        n = host.size * host.itemsize
+        st = self._streams[stream]
+        ring = self._out[stream]
+        i, buf = ring.take(n)
+        stage = buf[:n].view(host.dtype).reshape(host.shape, order="F")
+        with self._cpdev:
+            t = self._begin(stream)
+            src.data.copy_to_host_async(ctypes.c_void_p(stage.ctypes.data), n, st)
+            self._end(stream, "d2h", t)
+            ev = cp.cuda.Event(disable_timing=True)
+            ev.record(st)
+        ring.used(i, ev)
+        self._deferred[stream].append((ev, stage, host))
+        self.stats.add(bytes_d2h=n)
+
+    def d2d(self, dst: Any, peer: DiscreteDevice, src: Any, stream: int) -> None:
+        if not self.can_access_peer(peer):
+            raise ValueError(f"{self.name} cannot copy from {peer.name}")
+        n = int(dst.nbytes)
+        with self._cpdev:
+            t = self._begin(stream)
+            self.cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, self.index, src.data.ptr, peer.index, n,
+                                                 self._streams[stream].ptr)
+            self._end(stream, "d2d", t)
+        self.stats.add(bytes_d2d=n)
+
+    def can_access_peer(self, other: Any) -> bool:
+        if not isinstance(other, GPUDevice) or other.index == self.index:
+            return False
+        with self._peer_lock:
+            ok = self._peers.get(other.index)
+            if ok is None:
+                rt = self.cp.cuda.runtime
+                ok = bool(rt.deviceCanAccessPeer(self.index, other.index))
+                if ok:
+                    try:
+                        with self._cpdev:
+                            rt.deviceEnablePeerAccess(other.index)
+                    except Exception as exc:  # already enabled is fine
+                        if "PeerAccessAlreadyEnabled" not in repr(exc) and "704" not in repr(exc):
+                            ok = False
+                self._peers[other.index] = ok
+            return ok
+
+    def transfer_seconds(self, nbytes: int, peer: Any = None) -> float:
+        if peer is None:
+            return 1e-5 + nbytes / 12e9
+        if not self.can_access_peer(peer):
+            return float("inf")
+        return 5e-6 + nbytes / 20e9
+
+    # ----------------------------------------------------------------- streams
+    def record(self, stream: int) -> Event:
+        ev = self.cp.cuda.Event(disable_timing=True)
+        with self._cpdev:
+            ev.record(self._streams[stream])
+        return _CudaEvent(ev)
+
+    def wait(self, stream: int, event: Event) -> None:
+        if isinstance(event, _CudaEvent):
+            with self._cpdev:
+                self._streams[stream].wait_event(event.ev)
+        else:
+            event.synchronize()
+
+    def sync(self, stream: int) -> None:
+        st = self._streams[stream]
+        with self._cpdev:
+            st.synchronize()
+        for _, stage, host in self._deferred[stream]:
+            np.copyto(host, stage)  # unpack device -> host tiles
+        self._deferred[stream].clear()
+        self._keep[stream].clear()
+        if self._marks[stream]:
+            ref, t_ref = self._ref[stream]
+            el = self.cp.cuda.get_elapsed_time
+            for what, a, b in self._marks[stream]:
+                t0 = t_ref + el(ref, a) / 1e3
+                self._log(stream, what, t0, t_ref + el(ref, b) / 1e3)
+            self._marks[stream].clear()
+        self._ref[stream] = None
+
+    # ----------------------------------------------------------------- kernels
+    def _scal(self, stream: int, value: Any, dtype: Any) -> int:
+        a = np.array(value, dtype=dtype)
+        self._keep[stream].append(a)  # cuBLAS reads host scalars during the call; keep it anyway
+        return a.ctypes.data
+
+    def launch(self, name: str, args: list, kwargs: dict, stream: int) -> None:
+        st = self._streams[stream]
+        with self._cpdev, st:
+            t = self._begin(stream)
+            try:
+                self._kernel(name, args, kwargs, stream)
+            except _NoBinding:
+                self._fallback(name, args, kwargs)
+            self._end(stream, "kernel", t)
+
+    def _kernel(self, name: str, args: list, kw: dict, s: int) -> None:
+        cb = self.cublas
+        h = self._handles[s]
+        if name == "axpy":
+            raise _NoBinding  # element-wise, in _fallback
+
+        def fn(nm: str) -> Any:
+            f = getattr(cb, nm, None)
+            if f is None:
+                raise _NoBinding
+            return f
+
+        out = args[{"syrk": 3, "herk": 3, "trmm": 2, "trsm": 2}.get(name, 4)]
+        dt = np.dtype(out.dtype)
+        p = _PREFIX[dt]
+        cplx = dt.kind == "c"
+        lower = {"U": cb.CUBLAS_FILL_MODE_UPPER, "L": cb.CUBLAS_FILL_MODE_LOWER}
+        side = {"L": cb.CUBLAS_SIDE_LEFT, "R": cb.CUBLAS_SIDE_RIGHT}
+        if name == "gemm":
+            alpha, a, b, beta, c = args[:5]
+            ta = args[5] if len(args) > 5 else kw.get("transa", "N")
+            tb = args[6] if len(args) > 6 else kw.get("transb", "N")
+            m, n = c.shape
+            k = a.shape[1] if ta == "N" else a.shape[0]
+            fn(p + "gemm")(h, _OP[ta], _OP[tb], m, n, k, self._scal(s, alpha, dt), a.data.ptr,
+                                    max(a.shape[0], 1), b.data.ptr, max(b.shape[0], 1), self._scal(s, beta, dt),
+                                    c.data.ptr, max(m, 1))
+        elif name in ("symm", "hemm"):
+            alpha, a, b, beta, c = args[:5]
+            routine = p + ("hemm" if name == "hemm" and cplx else "symm")
+            m, n = c.shape
+            fn(routine)(h, side[kw.get("side", "L")], lower[kw.get("uplo", "U")], m, n,
+                            self._scal(s, alpha, dt), a.data.ptr, max(a.shape[0], 1), b.data.ptr,
+                            max(b.shape[0], 1), self._scal(s, beta, dt), c.data.ptr, max(m, 1))
+        elif name in ("syrk", "herk"):
+            alpha, a, beta, c = args[:4]
+            trans = kw.get("trans", "N")
+            herm = name == "herk" and cplx
+            if not cplx and trans == "C":
+                trans = "T"
+            n = c.shape[0]
+            k = a.shape[1] if trans == "N" else a.shape[0]
+            sdt = _REAL[dt] if herm else dt
+            fn(p + ("herk" if herm else "syrk"))(
+                h, lower[kw.get("uplo", "U")], _OP[trans], n, k, self._scal(s, alpha, sdt), a.data.ptr,
+                max(a.shape[0], 1), self._scal(s, beta, sdt), c.data.ptr, max(n, 1))
+        elif name in ("syr2k", "her2k"):
+            alpha, a, b, beta, c = args[:5]
+            trans = kw.get("trans", "N")
+            herm = name == "her2k" and cplx
+            if not cplx and trans == "C":
+                trans = "T"
+            n = c.shape[0]
+            k = a.shape[1] if trans == "N" else a.shape[0]
+            fn(p + ("her2k" if herm else "syr2k"))(
+                h, lower[kw.get("uplo", "U")], _OP[trans], n, k, self._scal(s, alpha, dt), a.data.ptr,
+                max(a.shape[0], 1), b.data.ptr, max(b.shape[0], 1),
+                self._scal(s, beta, _REAL[dt] if herm else dt), c.data.ptr, max(n, 1))
+        elif name in ("trmm", "trsm"):
+            alpha, a, b = args[:3]
+            m, n = b.shape
+            diag = cb.CUBLAS_DIAG_UNIT if kw.get("diag", "N") == "U" else cb.CUBLAS_DIAG_NON_UNIT
+            ta = kw.get("transa", "N")
+            common = (h, side[kw.get("side", "L")], lower[kw.get("uplo", "U")], _OP[ta], diag, m, n,
+                      self._scal(s, alpha, dt), a.data.ptr, max(a.shape[0], 1), b.data.ptr, max(m, 1))
+            if name == "trsm":
+                fn(p + "trsm")(*common)
+            else:
+                fn(p + "trmm")(*common, b.data.ptr, max(m, 1))  # C = B: in place
+        else:
+            raise ValueError(f"unknown kernel {name!r}")
+
+    def _fallback(self, name: str, args: list, kw: dict) -> None:
+        """CuPy compositions on the current stream, for kernels without a cuBLAS binding here."""
+        cp = self.cp
+
+        def op(x: Any, t: str) -> Any:
+            return x if t == "N" else (x.T if t == "T" else x.conj().T)
+
+        def tri_mask(n: int, uplo: str) -> Any:
+            return cp.triu(cp.ones((n, n), dtype=bool)) if uplo == "U" else cp.tril(cp.ones((n, n), dtype=bool))
+
+        if name == "axpy":
+            alpha, x, y = args[:3]
+            uplo = kw.get("uplo") if len(args) < 4 else args[3]
+            if uplo is None:
+                y += alpha * x
+            else:
+                y += alpha * (cp.triu(x) if uplo == "U" else cp.tril(x))
+            return
+        if name in ("symm", "hemm"):
+            alpha, a, b, beta, c = args[:5]
+            uplo = kw.get("uplo", "U")
+            herm = name == "hemm" and a.dtype.kind == "c"
+            t = cp.triu(a) if uplo == "U" else cp.tril(a)
+            off = t - cp.diag(cp.diag(t))
+            full = off + (off.conj().T if herm else off.T) + cp.diag(cp.diag(a).real if herm else cp.diag(a))
+            c[...] = alpha * (full @ b if kw.get("side", "L") == "L" else b @ full) + beta * c
+            return
+        if name in ("syrk", "herk", "syr2k", "her2k"):
+            alpha, a = args[:2]
+            two = name in ("syr2k", "her2k")
+            b = args[2] if two else None
+            beta, c = args[-2], args[-1]
+            herm = name[0] == "h" and a.dtype.kind == "c"
+            trans = kw.get("trans", "N")
+            oa = a if trans == "N" else op(a, trans)
+            h = (lambda x: x.conj().T) if herm else (lambda x: x.T)
+            if two:
+                ob = b if trans == "N" else op(b, trans)
+                upd = alpha * oa @ h(ob) + (np.conj(alpha) if herm else alpha) * ob @ h(oa)
+            else:
+                upd = alpha * oa @ h(oa)
+            mask = tri_mask(c.shape[0], kw.get("uplo", "U"))
+            c[...] = cp.where(mask, upd + beta * c, c)
+            return
+        if name == "trmm":
+            alpha, a, b = args[:3]
+            t = cp.triu(a) if kw.get("uplo", "U") == "U" else cp.tril(a)
+            if kw.get("diag", "N") == "U":
+                t = t - cp.diag(cp.diag(t)) + cp.eye(a.shape[0], dtype=a.dtype)
+            t = op(t, kw.get("transa", "N"))
+            b[...] = alpha * (t @ b if kw.get("side", "L") == "L" else b @ t)
+            return
+        raise DeviceError(f"{self.name}: no cuBLAS binding for {name!r} in this CuPy")
+
+    # ----------------------------------------------------------------- plain Device interface
+    def to_device(self, host: np.ndarray) -> Any:
+        with self._cpdev:
+            out = self.cp.asfortranarray(self.cp.asarray(host))
+        self.stats.add(bytes_h2d=host.nbytes)
+        return out
+
+    def to_host(self, dev: Any, host: np.ndarray) -> None:
+        with self._cpdev:
+            host[...] = self.cp.asnumpy(dev)
+        self.stats.add(bytes_d2h=host.nbytes)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        with self._cpdev:
+            return self.cp.empty(shape, dtype=dtype, order="F")
+
+    def close(self) -> None:
+        cb = self.cublas
+        for h in self._handles:
+            try:
+                cb.destroy(h)
+            except Exception:  # noqa: BLE001 - best effort at teardown
+                pass
+        self._handles = []
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d.update(index=self.index, gpu=self.props.get("name", b"").decode(errors="replace")
+                 if isinstance(self.props.get("name"), bytes) else str(self.props.get("name")))
+        return d
+
+
+def gpu_devices(memory: int | None = None, streams: int = 4) -> list[GPUDevice]:
+    """One GPUDevice per CUDA device CuPy sees (empty without CuPy or a GPU)."""
+    return [GPUDevice(i, memory=memory, streams=streams) for i in range(gpu_count())]

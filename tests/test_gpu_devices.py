@@ -1,0 +1,336 @@
+"""GPU devices (tileblas.devices.gpu) in the tile runtime.
+
+Tests marked ``gpu`` need CuPy and a CUDA device and are skipped cleanly otherwise.  The others run the
+same GPUDevice code against a stand-in ``cupy`` whose memory is host memory and whose cuBLAS is OpenBLAS
+behind cuBLAS's column-major, pointer-based signatures: that checks the argument mapping of every
+cuBLAS call (flags, leading dimensions, real scalars of herk/her2k, in-place trmm), heap views, pinned
+staging, deferred device-to-host unpacking and the timeline, not CUDA itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+
+from tileblas import _kernels
+from tileblas.devices import CPUDevice
+from tileblas.runtime import Runtime
+
+RNG = np.random.default_rng(3)
+
+
+def rnd(shape, dt):
+    x = RNG.standard_normal(shape)
+    if np.dtype(dt).kind == "c":
+        x = x + 1j * RNG.standard_normal(shape)
+    return np.asfortranarray(x.astype(dt))
+
+
+def check_routines(rt, n=96, tile=32):
+    """A call of every Level-3 routine on rt, checked against NumPy."""
+    for dt in (np.float64, np.complex128, np.float32):
+        tol = 1e-3 if dt == np.float32 else 1e-10
+        cplx = np.dtype(dt).kind == "c"
+        a, b, c = rnd((n, n), dt), rnd((n, n), dt), rnd((n, n), dt)
+
+        def ok(x, ref, mask=None):
+            if mask is not None:
+                x, ref = x[mask], ref[mask]
+            return np.abs(x - ref).max() <= tol * max(1, np.abs(ref).max())
+
+        c1 = c.copy(order="F")
+        rt.gemm(0.5, a, b, 2.0, c1, transa="T", transb="N", tile_size=tile)
+        assert ok(c1, 0.5 * a.T @ b + 2.0 * c), dt
+        c1 = c.copy(order="F")
+        rt.symm(1.5, a, b, 0.5, c1, side="R", uplo="L", tile_size=tile)
+        s = np.tril(a) + np.tril(a, -1).T
+        assert ok(c1, 1.5 * b @ s + 0.5 * c), dt
+        up = np.triu(np.ones((n, n), bool))
+        c1 = c.copy(order="F")
+        rt.syrk(1.5, a, 0.5, c1, uplo="U", trans="N", tile_size=tile)
+        assert ok(c1, 1.5 * a @ a.T + 0.5 * c, up) and np.array_equal(c1[~up], c[~up]), dt
+        c1 = c.copy(order="F")
+        rt.syr2k(1.5, a, b, 0.5, c1, uplo="U", trans="T", tile_size=tile)
+        assert ok(c1, 1.5 * (a.T @ b + b.T @ a) + 0.5 * c, up), dt
+        if cplx:
+            h = np.asfortranarray(c + c.conj().T)
+            c1 = h.copy(order="F")
+            rt.herk(1.5, a, 0.5, c1, uplo="U", trans="C", tile_size=tile)
+            assert ok(c1, 1.5 * a.conj().T @ a + 0.5 * h, up), dt
+            c1 = h.copy(order="F")
+            al = 1.0 - 0.5j
+            rt.her2k(al, a, b, 0.5, c1, uplo="U", trans="N", tile_size=tile)
+            assert ok(c1, al * a @ b.conj().T + np.conj(al) * b @ a.conj().T + 0.5 * h, up), dt
+            c1 = c.copy(order="F")
+            rt.hemm(1.0, a, b, 0.0, c1, side="L", uplo="U", tile_size=tile)
+            hm = np.triu(a, 1) + np.triu(a, 1).conj().T + np.diag(np.diag(a).real)
+            assert ok(c1, hm @ b), dt
+        t = np.asfortranarray(a / n + 2 * np.eye(n, dtype=dt))
+        b1 = b.copy(order="F")
+        rt.trmm(0.5, t, b1, side="L", uplo="U", transa="N", diag="N", tile_size=tile)
+        assert ok(b1, 0.5 * np.triu(t) @ b), dt
+        b1 = b.copy(order="F")
+        rt.trsm(2.0, t, b1, side="R", uplo="L", transa="T", diag="U", tile_size=tile)
+        lt = np.tril(t, -1) + np.eye(n)
+        assert ok(b1 @ lt.T, 2.0 * b), dt
+
+
+# ------------------------------------------------------------------------------- stand-in CuPy
+
+
+def _view(ptr, rows, cols, ld, dt):
+    dt = np.dtype(dt)
+    if rows == 0 or cols == 0:
+        return np.zeros((rows, cols), dt)
+    nbytes = (ld * (cols - 1) + rows) * dt.itemsize
+    buf = (ctypes.c_char * nbytes).from_address(ptr)
+    return np.ndarray((rows, cols), dt, buffer=buf, strides=(dt.itemsize, ld * dt.itemsize))
+
+
+def _scalar(ptr, dt):
+    dt = np.dtype(dt)
+    return np.frombuffer((ctypes.c_char * dt.itemsize).from_address(ptr), dt)[0]
+
+
+_DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+_RDT = {"c": np.float32, "z": np.float64}
+
+
+def _stand_in_modules():
+    clock = time.perf_counter
+
+    class MemPtr:
+        def __init__(self, arr):
+            self.ptr = arr.ctypes.data
+
+        def copy_from_host_async(self, mem, size, stream=None):
+            ctypes.memmove(self.ptr, mem.value, size)
+
+        def copy_to_host_async(self, mem, size, stream=None):
+            ctypes.memmove(mem.value, self.ptr, size)
+
+    class DevArray(np.ndarray):
+        @property
+        def data(self):
+            return MemPtr(self)
+
+    class Stream:
+        def __init__(self, non_blocking=False):
+            self.ptr = id(self)
+
+        def wait_event(self, ev):
+            assert ev.t is not None  # waits only on recorded events
+
+        def synchronize(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Event:
+        def __init__(self, disable_timing=False):
+            self.t = None
+
+        def record(self, stream=None):
+            self.t = clock()
+
+        @property
+        def done(self):
+            return self.t is not None
+
+        def synchronize(self):
+            pass
+
+    class Device:
+        def __init__(self, i):
+            self.i = i
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def memcpy_peer(dst, dd, src, sd, n, stream):
+        ctypes.memmove(dst, src, n)
+
+    runtime = types.SimpleNamespace(
+        getDeviceCount=lambda: 2, memGetInfo=lambda: (1 << 30, 1 << 30), deviceCanAccessPeer=lambda a, b: 1,
+        deviceEnablePeerAccess=lambda i: None, memcpyPeerAsync=memcpy_peer,
+        getDeviceProperties=lambda i: {"name": b"stand-in"})
+    cp = types.ModuleType("cupy")
+    cp.uint8 = np.uint8
+    cp.empty = lambda shape, dtype=float, order="C": np.empty(shape, dtype, order=order).view(DevArray)
+    cp.triu, cp.tril = np.triu, np.tril
+    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime,
+                                    get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
+    cupyx = types.ModuleType("cupyx")
+    cupyx.empty_pinned = lambda shape, dtype=float: np.empty(shape, dtype)
+
+    cb = types.ModuleType("cupy_backends.cuda.libs.cublas")
+    cb.CUBLAS_POINTER_MODE_HOST = 0
+    cb.CUBLAS_SIDE_LEFT, cb.CUBLAS_SIDE_RIGHT = 0, 1
+    cb.CUBLAS_FILL_MODE_LOWER, cb.CUBLAS_FILL_MODE_UPPER = 0, 1
+    cb.CUBLAS_DIAG_NON_UNIT, cb.CUBLAS_DIAG_UNIT = 0, 1
+    cb.create = lambda: 1
+    cb.destroy = lambda h: None
+    cb.setStream = lambda h, s: None
+    cb.setPointerMode = lambda h, m: None
+    ops, sides, fills, diags = "NTC", "LR", "LU", "NU"
+    calls: dict[str, int] = {}
+
+    def count(name):
+        calls[name] = calls.get(name, 0) + 1
+
+    for p, dt in _DT.items():
+        rdt = _RDT.get(p, dt)
+
+        def gemm(h, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt):
+            count(p + "gemm")
+            ra, ca = (m, k) if ta == 0 else (k, m)
+            rb, cbb = (k, n) if tb == 0 else (n, k)
+            _kernels.gemm(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, rb, cbb, ldb, dt), _scalar(be, dt),
+                          _view(c, m, n, ldc, dt), ops[ta], ops[tb])
+
+        def symm(h, side, uplo, m, n, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt, name="symm"):
+            count(p + name)
+            ka = m if side == 0 else n
+            getattr(_kernels, name)(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt),
+                                    _scalar(be, dt), _view(c, m, n, ldc, dt), sides[side], fills[uplo])
+
+        def syrk(h, uplo, t, n, k, al, a, lda, be, c, ldc, p=p, dt=dt, sdt=dt, name="syrk"):
+            count(p + name)
+            ra, ca = (n, k) if t == 0 else (k, n)
+            getattr(_kernels, name)(_scalar(al, sdt), _view(a, ra, ca, lda, dt), _scalar(be, sdt),
+                                    _view(c, n, n, ldc, dt), fills[uplo], ops[t])
+
+        def syr2k(h, uplo, t, n, k, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt, bdt=dt, name="syr2k"):
+            count(p + name)
+            ra, ca = (n, k) if t == 0 else (k, n)
+            getattr(_kernels, name)(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, ra, ca, ldb, dt),
+                                    _scalar(be, bdt), _view(c, n, n, ldc, dt), fills[uplo], ops[t])
+
+        def trmm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, c, ldc, p=p, dt=dt):
+            count(p + "trmm")
+            assert c == b and ldc == ldb  # in place
+            ka = m if side == 0 else n
+            _kernels.trmm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
+                          fills[uplo], ops[t], diags[diag])
+
+        def trsm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, p=p, dt=dt):
+            count(p + "trsm")
+            ka = m if side == 0 else n
+            _kernels.trsm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
+                          fills[uplo], ops[t], diags[diag])
+
+        for nm, fn in (("gemm", gemm), ("symm", symm), ("syrk", syrk), ("syr2k", syr2k), ("trmm", trmm),
+                       ("trsm", trsm)):
+            setattr(cb, p + nm, fn)
+        if p in "cz":
+            setattr(cb, p + "hemm", lambda *a, _f=symm: _f(*a, name="hemm"))
+            setattr(cb, p + "herk", lambda *a, _f=syrk, _r=rdt: _f(*a, sdt=_r, name="herk"))
+            setattr(cb, p + "her2k", lambda *a, _f=syr2k, _r=rdt: _f(*a, bdt=_r, name="her2k"))
+    libs = types.ModuleType("cupy_backends.cuda.libs")
+    libs.cublas = cb
+    mods = {"cupy": cp, "cupyx": cupyx, "cupy_backends": types.ModuleType("cupy_backends"),
+            "cupy_backends.cuda": types.ModuleType("cupy_backends.cuda"),
+            "cupy_backends.cuda.libs": libs, "cupy_backends.cuda.libs.cublas": cb}
+    return mods, calls
+
+
+@pytest.fixture()
+def stand_in(monkeypatch):
+    mods, calls = _stand_in_modules()
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    return calls
+
+
+def test_gpu_device_with_stand_in_cupy(stand_in):
+    from tileblas.devices.gpu import GPUDevice, gpu_count
+
+    assert gpu_count() == 2
+    devs = [GPUDevice(0, memory=96 * 96 * 16 * 3 // 4), GPUDevice(1, memory=96 * 96 * 16 * 3 // 4)]
+    with Runtime(devs) as rt:
+        check_routines(rt)
+        st = rt.stats()["memory"]
+        p = rt.last_profile()
+    assert sum(c.get("evictions", 0) for c in st.values()) > 0  # capped: out of core
+    assert sum(c.get("l2_hits", 0) for c in st.values()) > 0  # peer copies
+    for name in ("dgemm", "dsymm", "dsyrk", "dsyr2k", "dtrmm", "dtrsm", "zherk", "zher2k", "zhemm", "sgemm"):
+        assert stand_in.get(name, 0) > 0, name  # every routine went through its cuBLAS call
+    assert any(d.compute_s > 0 for d in p.devices)
+
+
+def test_gpu_device_beside_cpu_workers_with_stand_in(stand_in):
+    from tileblas.devices.gpu import GPUDevice
+
+    with Runtime([GPUDevice(0, memory=1 << 20, streams=2), CPUDevice(0)]) as rt:
+        check_routines(rt, n=64)
+        p = rt.last_profile()
+    assert p.devices[1].tasks > 0 or p.devices[0].tasks > 0
+
+
+def test_gpu_device_arguments_with_stand_in(stand_in):
+    from tileblas.devices.gpu import GPUDevice
+
+    with pytest.raises(ValueError, match="index"):
+        GPUDevice(5)
+    with pytest.raises(ValueError, match="memory"):
+        GPUDevice(0, memory=1 << 40)
+    d = GPUDevice(0, memory=1 << 16)
+    with pytest.raises(ValueError, match="outside"):
+        d.view(1 << 16, (4, 4), np.float64)
+    assert not d.can_access_peer(d)
+    d.close()
+
+
+def test_import_does_not_load_cupy():
+    import subprocess
+
+    code = "import sys, tileblas, tileblas.devices, tileblas.runtime; print('cupy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------------------- needs a GPU
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # driver missing
+        pytest.skip(f"no CUDA device: {exc}")
+    if count < 1:
+        pytest.skip("no CUDA device")
+    return count
+
+
+@pytest.mark.gpu
+def test_gpu_every_routine_out_of_core(gpus):
+    from tileblas.devices.gpu import GPUDevice
+
+    devs = [GPUDevice(i, memory=96 * 96 * 16 * 3 // 4) for i in range(gpus)]
+    with Runtime(devs) as rt:
+        check_routines(rt)
+        st = rt.stats()["memory"]
+    assert sum(c.get("evictions", 0) for c in st.values()) > 0
+
+
+@pytest.mark.gpu
+def test_gpu_with_cpu_workers_and_both_policies(gpus):
+    from tileblas.devices.gpu import GPUDevice
+
+    for policy in ("cache", "on-demand"):
+        with Runtime([GPUDevice(0, memory=64 << 20), CPUDevice(0)], memory_policy=policy) as rt:
+            check_routines(rt, n=256, tile=64)
