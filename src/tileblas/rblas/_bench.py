@@ -15,9 +15,10 @@ Results go to ``<out>/rblas_bench.json`` and PNG plots (matplotlib, imported laz
 ``rblas_fig2_level1.png``, ``rblas_fig3_level2.png``, ``rblas_fig4_level3.png`` (forward time, reverse time
 and extra bytes per mode against N: the paper's figures 2-4, CPU) and ``rblas_fig11_rms.png`` (figure 11).
 Figures 5-7 are the paper's GPU runs; the JSON says why they are absent (tileblas.blas computes on host
-arrays).  Sizes: ``--preset quick`` (default, minutes) or ``paper`` (:data:`SIZES`), overridden per level
-with ``--sizes LEVEL=N[,N...]``; the bars' sizes with ``--bar-sizes LEVEL=N``.  A progress bar (tqdm when
-installed, else a text bar) goes to stderr unless ``--no-progress``.  Routines that ``tileblas.blas`` does
+arrays).  Sizes (:data:`SIZES`): ``--preset quick`` (default, about a minute on 2 cores) or ``paper``
+(much longer: Level 3 at N=1000 dominates), overridden per level with ``--sizes LEVEL=N[,N...]``; the
+bars' sizes with ``--bar-sizes LEVEL=N``.  A progress bar (tqdm when installed, else a text bar) goes to
+stderr unless ``--no-progress``.  Routines that ``tileblas.blas`` does
 not provide are skipped unless ``--fallback-scipy`` is given, in which case they run on
 ``scipy.linalg.blas`` and the JSON says so.
 """
@@ -545,13 +546,14 @@ def _cmd(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add ``tileblas rblas bench`` to the ``tileblas`` command."""
     p = subparsers.add_parser("rblas", help="reversible BLAS: benchmark of tileblas.rblas")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
     sub = p.add_subparsers(dest="rblas_command", metavar="SUBCOMMAND")
     b = sub.add_parser(
         "bench", help="paper section 3.2 sweep (figures 2-4, 11) and the issue's bars; writes JSON and PNG",
         description="Sweep: for each of the paper's routines (zaxpy, zscal, zdrot; zgemv, zgbmv, zgeru; "
                     "zgemm, zsymm, ztrmm) and size, n forward then n reverse calls over r trials, per mode. "
                     "Bars: compute-mode forward vs the plain call, Level-1 round trips, RMS at N=10^7, "
-                    "exact mode on every pair.  Sizes: --preset quick (default, a few minutes on 2 cores: "
+                    "exact mode on every pair.  Sizes: --preset quick (default, about a minute on 2 cores: "
                     f"{SIZES['quick']}) or paper ({SIZES['paper']}, much longer); override per level with "
                     "--sizes, e.g. --sizes 1=1e3,1e8 3=64 (figure 11 reaches 1e8 for Level 1 and 1e4 for "
                     "Levels 2-3: hours and tens of GB).  --bar-sizes 1=1e6 2=1024 3=512 shrinks the bars "
