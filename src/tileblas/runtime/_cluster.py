@@ -392,6 +392,7 @@ class ClusterRuntime(Runtime):
         self._sched = None
         self._counts = dict(tiles_sent=0, bytes_sent=0, tiles_gathered=0, bytes_gathered=0, store_hits=0,
                             resubmitted=0, recoveries=0, tasks=0)
+        self._workers_seen: tuple[float, list] = (0.0, [])
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tileblas-digest")
         self._refresh_workers(wait=True)
         if cache_bytes is None:
@@ -460,8 +461,12 @@ class ClusterRuntime(Runtime):
         return self._client
 
     # ----------------------------------------------------------------- devices
-    def _refresh_workers(self, wait: bool = False) -> list[str]:
-        """Addresses of the live workers; new workers become devices, gone ones are marked dead."""
+    def _refresh_workers(self, wait: bool = False, max_age: float = 0.0) -> list[str]:
+        """Addresses of the live workers; new workers become devices, gone ones are marked dead.  Asking
+        costs a round trip to the scheduler: with ``max_age`` an answer that recent is reused."""
+        cached = self._workers_seen
+        if max_age and cached[1] and time.monotonic() - cached[0] < max_age:
+            return cached[1]
         deadline = time.monotonic() + (self.worker_wait_s if wait else 0.0)
         while True:
             info = self._worker_info(self._client)
@@ -480,7 +485,9 @@ class ClusterRuntime(Runtime):
                                              flops=0.0))
             for d in self._devices:
                 d.alive = d.address in info
-        return [a for a in info]
+        alive = [a for a in info]
+        self._workers_seen = (time.monotonic(), alive)
+        return alive
 
     @property
     def devices(self) -> list:
@@ -970,7 +977,7 @@ class _CallExecutor:
         total = len(plan.tasks)
         recoveries = 0
         while True:
-            workers = rt._refresh_workers(wait=not self.inflight and bool(ready))
+            workers = rt._refresh_workers(wait=not self.inflight and bool(ready), max_age=_POLL_S)
             for w in list(self.load):
                 if w not in workers:
                     self.load.pop(w)
@@ -1094,13 +1101,11 @@ class _CallExecutor:
         items = [((x.i, x.j), r) for x, r in self.versions.items() if x.m == out.id and r.task is not None]
         if h is not None:
             futs = [r.future for _, r in items]
+            while any(f.status == "pending" for f in futs):  # recomputing after a loss: wait, fetch nothing
+                time.sleep(0.01)
             for f in futs:
-                try:
-                    f.result()
-                except Exception as exc:
-                    if _is_loss(exc) or f.status in ("cancelled", "lost"):
-                        return False
-                    raise
+                if f.status == "error" and not _is_loss(f.exception()):
+                    f.result()  # raises the task's exception with its traceback
             if any(f.status != "finished" for f in futs):
                 return False
             for ij, r in items:
