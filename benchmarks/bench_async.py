@@ -16,6 +16,8 @@
    Inputs are borrowed (``copy=False``) from a pool of 11 slots, outputs are ``empty`` handles (no upload),
    as the paper's ``new_matrix`` with the copy flag off.
 
+   The loop also records the scheduling cost per call: wall and CPU time of the BLAS call function.
+
 2. Scheduling cost (bar: <= 50 microseconds per call): ``--tiny`` calls of dgemm on 1 x 1 handles and of
    a no-op operation, 10 in flight is not imposed (all submitted at once):
      * submit  -- time for the calls to return (argument checks, graph, policy, queue), per call
@@ -27,6 +29,11 @@
    backend ``--slow`` times slower that uses no more CPU).  fast alone vs fast + slow with the "eft" rule
    vs fast + slow with the paper's load criterion ("paper" rule).  Bar: fast + slow never slower than
    fast alone.
+
+4. (``--accel gpu|sim``) The paper's loop on an accelerator alone and with CPU workers added ("eft" and
+   the paper's rule): a CUDA GPU through CuPy, or a simulated discrete device with modeled kernels (they
+   hold the device for flops / ``--accel-rate`` seconds without using a CPU) whose operands really move to
+   and from its memory.  Bar: accelerator + CPU never slower than the accelerator alone.
 
     python benchmarks/bench_async.py --quick          # 100 computations per routine
     python benchmarks/bench_async.py --json out.json  # full run (1000 per routine), figures as JSON
@@ -60,12 +67,15 @@ def submit_one(name: str, a: aa.MatrixHandle, b: aa.MatrixHandle, c: aa.MatrixHa
 def paper_loop(ex: aa.Executor, name: str, pool: list[tuple[np.ndarray, np.ndarray]], count: int,
                inflight: int = 10, sched: list | None = None) -> float:
     """The loop of the paper's section 5; returns its wall time.  ``sched`` (a list) receives the mean
-    time per call spent creating the call's handles and scheduling it, and the mean time of the BLAS call
-    function alone (argument checks, dependency graph, backend choice, queueing), in seconds."""
+    time per call spent creating the call's handles and scheduling it, the mean time of the BLAS call
+    function alone (argument checks, dependency graph, backend choice, queueing), and the mean CPU time of
+    the calling thread in that function (wall time also counts waiting for the GIL and for a core while
+    the backends compute), in seconds."""
     n = pool[0][0].shape[0]
     window: deque = deque()
     clock = time.perf_counter
-    t_create = t_call = 0.0
+    cpu = time.thread_time
+    t_create = t_call = c_call = 0.0
     t0 = clock()
     for i in range(count):
         if len(window) == inflight:
@@ -79,10 +89,13 @@ def paper_loop(ex: aa.Executor, name: str, pool: list[tuple[np.ndarray, np.ndarr
         b = ex.handle(B, copy=False) if name != "dsyrk" else None
         c = ex.empty((n, n))
         s1 = clock()
+        u1 = cpu()
         fut = submit_one(name, a, b, c)
+        u2 = cpu()
         s2 = clock()
         t_create += s1 - s0
         t_call += s2 - s1
+        c_call += u2 - u1
         window.append((fut, [h for h in (a, b, c) if h is not None]))
     while window:
         fut, hs = window.popleft()
@@ -91,7 +104,7 @@ def paper_loop(ex: aa.Executor, name: str, pool: list[tuple[np.ndarray, np.ndarr
             h.delete()
     wall = clock() - t0
     if sched is not None:
-        sched.append(((t_create + t_call) / count, t_call / count))
+        sched.append(((t_create + t_call) / count, t_call / count, c_call / count))
     return wall
 
 
@@ -151,7 +164,9 @@ def part1(n: int, count: int, repeats: int, configs: list[str], out: Callable[[s
     res: dict[str, Any] = {"n": n, "count": count, "repeats": repeats, "best_s": best, "total_s": total,
                            "trials_s": trials}
     res["schedule_us"] = {k: {"create_and_schedule": 1e6 * min(x[0] for x in v), "call": 1e6 * min(x[1] for x in v),
-                              "call_mean": 1e6 * sum(x[1] for x in v) / len(v)}
+                              "call_mean": 1e6 * sum(x[1] for x in v) / len(v),
+                              "call_cpu": 1e6 * min(x[2] for x in v),
+                              "call_cpu_mean": 1e6 * sum(x[2] for x in v) / len(v)}
                           for k, v in sched.items() if v}
     if "cost-1" in total and "cost-2" in total:
         res["speedup_2_vs_1"] = {r: best["cost-1"][r] / best["cost-2"][r] for r in routines}
@@ -278,6 +293,71 @@ def part3(n: int, count: int, repeats: int, slow: float) -> dict[str, Any]:
             "paper_vs_alone": best["fast alone"] / best["fast+slow paper"]}
 
 
+# --------------------------------------------------------------------------------------------- part 4
+def part4(n: int, count: int, repeats: int, cpus: list[int], out: Callable[[str], None], accel: str = "gpu",
+          rate: float = 5e11) -> dict[str, Any]:
+    """The paper's loop on an accelerator alone and on it plus CPU workers ("eft" and the paper's rule).
+
+    ``accel="gpu"``: the first CUDA GPU (through CuPy).  ``accel="sim"``: a simulated discrete device
+    whose kernels are modeled (they hold the device for flops / ``rate`` seconds, compute nothing and use
+    no CPU) while every operand really moves to and from its memory: an accelerator ``rate`` flop/s fast
+    on a machine without one.  Results are checked only for the GPU.
+    """
+    from tileblas.devices import host_devices
+
+    check = accel == "gpu"
+    if accel == "gpu":
+        import importlib.util
+
+        if importlib.util.find_spec("cupy") is None:
+            return {"skipped": "CuPy is not installed"}
+        from tileblas.devices.gpu import GPUDevice, gpu_count
+
+        if gpu_count() == 0:
+            return {"skipped": "no CUDA device"}
+        gpu: Any = GPUDevice(0, memory=1 << 28)  # one device object shared by the executors (one at a time)
+    else:
+        from tileblas.devices import SimDevice
+
+        gpu = SimDevice(0, memory=1 << 20, kernels="modeled", flop_rate=rate)
+    rng = np.random.default_rng(2)
+    pool = [(np.asfortranarray(rng.standard_normal((n, n))), np.asfortranarray(rng.standard_normal((n, n))))
+            for _ in range(11)]
+    configs: dict[str, Callable[[], aa.Executor]] = {"accel alone": lambda: aa.Executor([gpu])}
+    for c in cpus:
+        configs[f"accel+{c}cpu eft"] = lambda c=c: aa.Executor([gpu] + host_devices(c))
+        configs[f"accel+{c}cpu paper"] = lambda c=c: aa.Executor([gpu] + host_devices(c), rule="paper")
+    live = {k: f() for k, f in configs.items()}
+    for k, ex in live.items():  # correctness of every configuration before timing
+        for i in range(4 if check else 0):
+            a, b = ex.handle(pool[i][0], copy=False), ex.handle(pool[i][1], copy=False)
+            c_ = ex.empty((n, n))
+            aa.gemm(1.0, a, b, 0.0, c_).result()
+            err = np.abs(c_.get() - pool[i][0] @ pool[i][1]).max()
+            assert err < 1e-9 * n, (k, err)
+            for h in (a, b, c_):
+                h.delete()
+    routines = ["dgemm", "dsymm", "dsyrk"]
+    best = {k: {r: float("inf") for r in routines} for k in configs}
+    trials: dict[str, dict[str, list[float]]] = {k: {r: [] for r in routines} for k in configs}
+    for rep in range(repeats):
+        for r in routines:
+            for k, ex in live.items():
+                t = paper_loop(ex, r, pool, count)
+                best[k][r] = min(best[k][r], t)
+                trials[k][r].append(t)
+        out(f"  round {rep + 1}/{repeats}: " + ", ".join(
+            f"{k} {sum(trials[k][r][-1] for r in routines):.2f}s" for k in configs))
+    share = {}
+    for k, ex in live.items():
+        share[k] = {b["name"]: b["tasks"] for b in ex.stats()["backends"]}
+        ex.close()
+    total = {k: sum(v.values()) for k, v in best.items()}
+    return {"n": n, "count": count, "repeats": repeats, "accel": accel, "device": gpu.describe(), "best_s": best,
+            "total_s": total, "trials_s": trials, "tasks_per_backend": share,
+            "vs_accel_alone": {k: total["accel alone"] / v for k, v in total.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="100 computations per routine (default 1000)")
@@ -290,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hetero-n", type=int, default=500)
     p.add_argument("--hetero-count", type=int, default=60)
     p.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3")
+    p.add_argument("--accel", choices=["gpu", "sim"], default=None,
+                   help="also run part 4: an accelerator alone vs with CPU workers (gpu: CUDA through CuPy; "
+                        "sim: a simulated device with modeled kernels)")
+    p.add_argument("--accel-rate", type=float, default=5e11, help="flop/s of the simulated accelerator")
+    p.add_argument("--accel-cpus", default="1", help="CPU workers added to the accelerator in part 4")
+    p.add_argument("--accel-count", type=int, default=300, help="computations per routine in part 4")
     p.add_argument("--json", default=None, help="write the figures to this file ('-': stdout)")
     args = p.parse_args(argv)
     count = args.count if args.count is not None else (100 if args.quick else 1000)
@@ -332,11 +418,26 @@ def main(argv: list[str] | None = None) -> int:
             out(f"    cost (2 backends) vs demand (tile runtime): {r1['cost2_vs_demand']:.2f}x "
                 f"({'cost' if r1['cost2_vs_demand'] >= 1 else 'demand'} faster)")
         for k, v in r1["schedule_us"].items():
-            out(f"    scheduling cost per call in this loop, {k}: BLAS call function {v['call']:.1f} us (best run; "
-                f"mean of runs {v['call_mean']:.1f}), with creating its handles {v['create_and_schedule']:.1f} us.  "
-                "Bar: <= 50 us")
+            out(f"    scheduling cost per call in this loop, {k}: BLAS call function {v['call']:.1f} us wall "
+                f"(best run; mean of runs {v['call_mean']:.1f}), {v['call_cpu']:.1f} us CPU of the calling thread "
+                f"(mean of runs {v['call_cpu_mean']:.1f}); with creating its handles {v['create_and_schedule']:.1f} us "
+                "wall.  Bar: <= 50 us")
         if "api_overhead_1_backend" in r1:
             out(f"    API overhead with 1 backend vs direct calls: {100 * r1['api_overhead_1_backend']:+.1f}%")
+    if args.accel:
+        cpus = [int(c) for c in args.accel_cpus.split(",") if c]
+        what = "GPU" if args.accel == "gpu" else f"simulated accelerator ({args.accel_rate / 1e9:g} GFLOP/s, modeled)"
+        out(f"[4] {what} alone vs with CPU workers {cpus}: {args.accel_count} x (dgemm, dsymm, dsyrk), "
+            f"n={args.n}, 10 in flight, best of {args.repeats}")
+        r4 = res["accel"] = part4(args.n, args.accel_count, args.repeats, cpus, out, args.accel, args.accel_rate)
+        if "skipped" in r4:
+            out(f"    skipped: {r4['skipped']}")
+        else:
+            for k, v in r4["best_s"].items():
+                out(f"    {k:18s} " + "  ".join(f"{r} {t:6.2f}s" for r, t in v.items())
+                    + f"  total {r4['total_s'][k]:.2f}s  ({r4['vs_accel_alone'][k]:.2f}x vs alone)  tasks "
+                    f"{r4['tasks_per_backend'][k]}")
+            out("    Bar: accelerator + CPU (eft) never slower than the accelerator alone (>= 1.0x)")
     if args.json:
         text = json.dumps(res, indent=2)
         if args.json == "-":

@@ -91,8 +91,8 @@ def _k3(device: Any, name: str) -> Callable[..., None]:
     if device is None:
         from tileblas import _dispatch
 
-        def run(*args: Any) -> None:
-            _dispatch.level3(name, *args)
+        def run(*args: Any, **kwargs: Any) -> None:
+            _dispatch.level3(name, *args, **kwargs)
 
         return run
     return device.kernel(name)
@@ -195,10 +195,11 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
     def run(dev: Any) -> MatrixHandle:
         C = c.acquire(dev, "rw")
         args = [x.acquire(dev, "r") for x in ins]
+        # flags by keyword: devices that model a kernel's cost read the output as the last positional
         if b is None:
-            _k3(dev, name)(alpha, args[0], beta, C, uplo, trans)
+            _k3(dev, name)(alpha, args[0], beta, C, uplo=uplo, trans=trans)
         else:
-            _k3(dev, name)(alpha, args[0], args[1], beta, C, uplo, trans)
+            _k3(dev, name)(alpha, args[0], args[1], beta, C, uplo=uplo, trans=trans)
         return c
 
     flops = (1.0 if b is None else 2.0) * n * n * k * _cx(dt)

@@ -30,7 +30,7 @@ import numpy as np
 
 from tileblas.asyncapi._futures import AsyncFuture, DependencyError
 from tileblas.asyncapi._graph import CANCELLED, DONE, FAILED, FINISHED, PENDING, READY, RUNNING, Op, forget, link
-from tileblas.asyncapi._handles import HOST, MatrixHandle, check_dtype
+from tileblas.asyncapi._handles import HOST, MatrixHandle, check_dtype, take_transfers
 from tileblas.asyncapi._policies import POLICIES, CostPolicy, DemandPolicy
 
 __all__ = ["Executor", "Backend", "get_executor", "set_executor"]
@@ -383,13 +383,14 @@ class Executor:
             op.future.set_running_or_notify_cancel()
             result, error = self._call(op, device)
             dt = _perf() - t0
+            moved = take_transfers()
             resolve: list = []
             runnable: list = []
             with lock:
                 b.running -= 1
                 b.spent += dt
                 b.ntasks += 1
-                observe(b, op, dt)
+                observe(b, op, dt, moved)
                 self._complete_locked(op, result, error, resolve, runnable)
             self._after(resolve, runnable)
             del op, result, error, resolve, runnable

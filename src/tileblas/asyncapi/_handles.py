@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,7 +33,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from tileblas.asyncapi._futures import AsyncFuture
     from tileblas.asyncapi._graph import Op
 
-__all__ = ["MatrixHandle", "HOST"]
+__all__ = ["MatrixHandle", "HOST", "take_transfers"]
+
+_clock = time.perf_counter
+_tls = threading.local()  # per worker thread: [seconds, bytes] of the copies made by acquire()
+
+
+def _note_transfer(seconds: float, nbytes: int) -> None:
+    acc = getattr(_tls, "acc", None)
+    if acc is None:
+        acc = _tls.acc = [0.0, 0]
+    acc[0] += seconds
+    acc[1] += nbytes
+
+
+def take_transfers() -> tuple[float, int]:
+    """(seconds, bytes) of the copies that :meth:`MatrixHandle.acquire` made in this thread since the last
+    call; the executor uses it to tell a call's compute time from its data movement."""
+    acc = getattr(_tls, "acc", None)
+    if acc is None or not acc[1]:
+        return 0.0, 0
+    out = (acc[0], acc[1])
+    acc[0], acc[1] = 0.0, 0
+    return out
 
 
 class _Host:
@@ -133,8 +156,10 @@ class MatrixHandle:
         host = self._host_buffer()
         if HOST not in self._valid and self._valid:
             dev = next(iter(self._valid))
+            t0 = _clock()
             dev.to_host(self._copies[dev], host)
             dev.synchronize()
+            _note_transfer(_clock() - t0, self.nbytes)
             self._valid.add(HOST)
         return host
 
@@ -162,7 +187,9 @@ class MatrixHandle:
                     arr = self._copies[loc]
                 elif mode != "w" and self._valid:
                     host = self._download_locked()
+                    t0 = _clock()
                     arr = device.to_device(host)
+                    _note_transfer(_clock() - t0, self.nbytes)
                     self._copies[loc] = arr
                 else:
                     arr = self._copies.get(loc)

@@ -12,10 +12,12 @@ What it owns: the "cost" policy of the paper's section 4.1 and the "demand" poli
   together (a fast backend that has worked a lot looks "loaded", so work goes to the slow one).  Here
   spent time only calibrates speeds; it is kept as ``rule="paper"`` for comparison.
 * task(op, b): the call's floating-point operations divided by the backend's speed, plus a per-call
-  overhead.  Speeds come from a start-up calibration (a small DGEMM on every backend, the paper's
-  pre-compilation benchmark done at run time, about a millisecond per backend) and are refined after every
-  call by a moving average of the measured rate.  (:func:`tileblas.perf.suggest` offers tile sizes, not
-  rates, so the models are not consulted here.)
+  overhead.  Speeds come from a start-up calibration (a DGEMM on every backend, grown until it takes a
+  millisecond: the paper's pre-compilation benchmark done at run time, a few milliseconds per backend) and
+  are refined after every call by a moving average of the measured rate; the time a call spent moving its
+  operands is taken out of that measurement and refines the backend's bandwidth instead.
+  (:func:`tileblas.perf.suggest` answers tile sizes, not rates, so the performance models are not
+  consulted here.)
 * locality(op, b): the time to move the call's operands that are not valid on b (download from the device
   holding them, upload to b), from the handles' residency and the devices' bandwidths.
 
@@ -54,22 +56,29 @@ def _bandwidth(device: Any) -> float:
     return float(bw) if bw else _DEFAULT_BANDWIDTH
 
 
-def calibrate_speed(device: Any, n: int = 160, repeats: int = 3) -> float:
-    """Measured DGEMM rate of ``device`` in flop/s (best of ``repeats``) on n x n matrices."""
+def calibrate_speed(device: Any, n: int = 160, repeats: int = 3, target: float = 1e-3, nmax: int = 1024) -> float:
+    """Measured DGEMM rate of ``device`` in flop/s (best of ``repeats``) on n x n matrices.
+
+    The size doubles from ``n`` (up to ``nmax``) until one product takes ``target`` seconds, so that a fast
+    device is not measured on a problem dominated by its launch and synchronisation latency: a few
+    milliseconds per backend.
+    """
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n))
-    b = rng.standard_normal((n, n))
-    c = np.zeros((n, n), order="F")
-    da, db, dc = device.to_device(np.asfortranarray(a)), device.to_device(np.asfortranarray(b)), \
-        device.to_device(c)
     kern = device.kernel("gemm")
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        kern(1.0, da, db, 0.0, dc)
-        device.synchronize()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 / max(best, 1e-9)
+    while True:
+        a = np.asfortranarray(rng.standard_normal((n, n)))
+        b = np.asfortranarray(rng.standard_normal((n, n)))
+        c = np.zeros((n, n), order="F")
+        da, db, dc = device.to_device(a), device.to_device(b), device.to_device(c)
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            kern(1.0, da, db, 0.0, dc)
+            device.synchronize()
+            best = min(best, time.perf_counter() - t0)
+        if best >= target or 2 * n > nmax:
+            return 2.0 * n**3 / max(best, 1e-9)
+        n *= 2
 
 
 class CostPolicy:
@@ -151,10 +160,18 @@ class CostPolicy:
         return best, best_est
 
     @staticmethod
-    def observe(b: "Backend", op: "Op", seconds: float) -> None:
-        """Refine ``b``'s speed from one measured call (large calls only: small ones measure overhead)."""
-        if op.flops >= 2e6 and seconds > 0:
-            b.speed = 0.7 * b.speed + 0.3 * (op.flops / seconds)
+    def observe(b: "Backend", op: "Op", seconds: float, moved: tuple[float, int] = (0.0, 0)) -> None:
+        """Refine ``b``'s speed from one measured call (large calls only: small ones measure overhead).
+
+        ``moved`` is (seconds, bytes) of the copies the call made to reach its operands: they are the
+        locality term's business, so they are taken out of the compute time and refine the bandwidth.
+        """
+        xfer_s, xfer_b = moved
+        compute = seconds - xfer_s
+        if op.flops >= 2e6 and compute > 0:
+            b.speed = 0.7 * b.speed + 0.3 * (op.flops / compute)
+        if xfer_b >= 1 << 20 and xfer_s > 0:
+            b.bandwidth = 0.7 * b.bandwidth + 0.3 * (xfer_b / xfer_s)
 
 
 class DemandPolicy:
@@ -171,7 +188,7 @@ class DemandPolicy:
         return backends[0], 0.0
 
     @staticmethod
-    def observe(b: "Backend", op: "Op", seconds: float) -> None:
+    def observe(b: "Backend", op: "Op", seconds: float, moved: tuple[float, int] = (0.0, 0)) -> None:
         pass
 
 
