@@ -37,6 +37,7 @@ from tileblas.perf import (
     build_submodel,
     current_key,
 )
+from tileblas.perf._sampler import leading_dimension
 
 
 def interleaved(configs, make, rounds):
@@ -56,7 +57,7 @@ def interleaved(configs, make, rounds):
 
 
 def bench_dtrsm(args, repo, key, out):
-    sampler = Sampler(reps=args.reps, ld=args.hi)
+    sampler = Sampler(reps=args.reps, ld=leading_dimension(args.hi))
     t0 = time.perf_counter()
     sm = build_submodel("dtrsm", ("L", "L", "N"), lambda s: sampler.sample("dtrsm", ("L", "L", "N"), s),
                         (8, 8), (args.hi, args.hi), "refine", 0.10, args.min_size,

@@ -60,6 +60,7 @@ def ranking_agreement(predicted: dict[int, float], measured: dict[int, float], t
 # ---------------------------------------------------------------------------------------------------
 def _cmd_build(args: argparse.Namespace) -> int:
     from tileblas.perf import Sampler, build_submodel, current_key
+    from tileblas.perf._sampler import leading_dimension
     from tileblas.perf._trace import routine_spec
 
     spec = routine_spec(args.routine)
@@ -74,7 +75,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise ValueError(f"--lo/--hi need 1 or {d} values for {spec.size_names}; got {args.lo} and {args.hi}")
     key = current_key(args.threads, args.locality)
     repo = _repo(args)
-    sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps, ld=max(hi))
+    sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps,
+                      ld=leading_dimension(max(hi)))
     sm = build_submodel(args.routine, flags, lambda s: sampler.sample(args.routine, flags, s), lo, hi,
                         args.strategy, args.error_bound, args.min_size, args.direction, args.initial_size,
                         args.validation, progress=not args.no_progress,
@@ -191,6 +193,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
              ("dtrsm", ("L", "L", "N")): ([8, 8], [args.max_tile, args.max_tile]),
              ("dtrmm", ("L", "L", "N")): ([8, 8], [args.max_tile, args.max_tile])}
     from tileblas.perf import Sampler, build_submodel
+    from tileblas.perf._sampler import leading_dimension
 
     for (routine, flags), (lo, hi) in extra.items():
         old = repo.load(key, routine, flags)
@@ -200,7 +203,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             lo = [min(a, b) for a, b in zip(old.lo, lo)]  # grow the stored domain, never shrink it
             hi = [max(a, b) for a, b in zip(old.hi, hi)]
         print(f"building {routine} {''.join(flags)} over {lo}..{hi}")
-        sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps, ld=max(hi))
+        sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps,
+                          ld=leading_dimension(max(hi)))
         sm = build_submodel(routine, flags, lambda s, r=routine, f=flags: sampler.sample(r, f, s), lo, hi,
                             "refine", 0.1, max(args.min_size, 64), validation_points=args.validation,
                             progress=not args.no_progress,

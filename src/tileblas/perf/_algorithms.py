@@ -391,7 +391,8 @@ class Algorithm:
         ``trace(n, variant, block) -> list[Call]``.
     make_runner : callable
         ``make_runner(n, variant, block, rng, threads=1) -> (prepare, run)``: ``prepare()`` restores fixed
-        random inputs, ``run()`` executes once (for measuring).
+        random inputs, ``run()`` executes once (for measuring).  The operands are views with the
+        sampler's fixed leading dimension, as the models were sampled (the paper's protocol).
     """
 
     name: str
@@ -401,10 +402,16 @@ class Algorithm:
     make_runner: Callable[..., tuple[Callable[[], None], Callable[[], None]]]
 
 
+def _padded(n: int) -> np.ndarray:
+    """An n x n column-major view with the sampler's fixed leading dimension (as the models were sampled)."""
+    from tileblas.perf._sampler import leading_dimension
+
+    return np.zeros((leading_dimension(n), n), order="F")[:n]
+
+
 def _trinv_runner(n: int, variant: int, block: int, rng: np.random.Generator, threads: int = 1):
-    lmat = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
-    base = np.asfortranarray(lmat)
-    work = np.empty_like(base, order="F")
+    base = np.asfortranarray(np.tril(rng.standard_normal((n, n))) + n * np.eye(n))
+    work = _padded(n)
     ex = Executor(threads)
 
     def prepare() -> None:
@@ -417,10 +424,10 @@ def _trinv_runner(n: int, variant: int, block: int, rng: np.random.Generator, th
 
 
 def _sylv_runner(n: int, variant: int, block: int, rng: np.random.Generator, threads: int = 1):
-    lw = np.asfortranarray(np.tril(rng.standard_normal((n, n))) + n * np.eye(n))
-    uw = np.asfortranarray(np.triu(rng.standard_normal((n, n))) + n * np.eye(n))
+    lw, uw, x = _padded(n), _padded(n), _padded(n)
+    lw[...] = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
+    uw[...] = np.triu(rng.standard_normal((n, n))) + n * np.eye(n)
     base = np.asfortranarray(rng.standard_normal((n, n)))
-    x = np.empty_like(base, order="F")
     ex = Executor(threads)
     plan = _PLANS[variant]
 

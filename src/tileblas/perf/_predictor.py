@@ -191,7 +191,7 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
     (Adaptive Refinement stops refining then).  Returns the new submodels.
     """
     from tileblas.perf._modeler import build_submodel
-    from tileblas.perf._sampler import Sampler
+    from tileblas.perf._sampler import Sampler, leading_dimension
 
     alg = get_algorithm(algorithm)
     traces = [alg.trace(n, v, b) for n in sizes for v in (variants or alg.variants) for b in blocks]
@@ -207,7 +207,8 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
                 continue  # the stored model covers every call
             lo8 = [min(a, b) for a, b in zip(old.lo, lo8)]  # grow the stored domain, never shrink it
             hi8 = [max(a, b) for a, b in zip(old.hi, hi8)]
-        sampler = Sampler(threads=key.threads, locality=key.locality, reps=reps, ld=max(hi8 + [8]))
+        sampler = Sampler(threads=key.threads, locality=key.locality, reps=reps,
+                          ld=leading_dimension(max(hi8)))
         log(f"building {routine} {''.join(flags) or '-'} over {lo8}..{hi8}")
         sm = build_submodel(routine, flags, lambda s, r=routine, f=flags: sampler.sample(r, f, s), lo8, hi8,
                             "refine", error_bound, min_size, validation_points=validation_points, progress=progress,

@@ -28,7 +28,17 @@ import numpy as np
 
 from tileblas.perf._trace import Executor, routine_spec
 
-__all__ = ["Timing", "time_callable", "Sampler", "LOCALITIES", "STATS"]
+__all__ = ["Timing", "time_callable", "Sampler", "LOCALITIES", "STATS", "DEFAULT_LD", "leading_dimension"]
+
+#: Leading dimension of every operand the sampler times and every algorithm the benchmark runs.  Like the
+#: paper (which fixes 2500), models and executions share one leading dimension; it is not a power of two,
+#: whose cache-set conflicts would make timings depend on it rather than on the sizes.
+DEFAULT_LD = 1032
+
+
+def leading_dimension(n: int) -> int:
+    """The fixed leading dimension for operands of up to ``n`` rows (:data:`DEFAULT_LD`, or ``n + 8``)."""
+    return DEFAULT_LD if n <= DEFAULT_LD else int(n) + 8
 
 #: Memory localities the sampler supports (paper section II-B).
 LOCALITIES = ("in-cache", "out-of-cache")
@@ -113,14 +123,15 @@ class Sampler:
     reps : int
         Timed repetitions per sample point (the first call is excluded).
     ld : int
-        Leading dimension of every operand buffer (grown if a size exceeds it).
+        Leading dimension of every operand buffer (grown if a size exceeds it); default
+        :data:`DEFAULT_LD`.
     flush_bytes : int
         Size of the buffer written to evict the caches for ``out-of-cache``.
     seed : int
         Seed of the operand values.
     """
 
-    def __init__(self, threads: int = 1, locality: str = "in-cache", reps: int = 5, ld: int = 1024,
+    def __init__(self, threads: int = 1, locality: str = "in-cache", reps: int = 5, ld: int = DEFAULT_LD,
                  flush_bytes: int = 64 << 20, seed: int = 0) -> None:
         if locality not in LOCALITIES:
             raise ValueError(f"locality must be one of {LOCALITIES}; got {locality!r}")
