@@ -335,7 +335,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
         v = bound.get(rname)
         if not is_array(v):
             continue
-        actual = is_array(r) and address(r) == address(v) and r.shape == v.shape
+        actual = r is v or (is_array(r) and address(r) == address(v) and r.shape == v.shape)
         if rname in outs and not actual:
             outs.remove(rname)
             saved.pop(rname, None)

@@ -44,6 +44,8 @@ _SAMPLES = 64
 
 
 def is_array(v: Any) -> bool:
+    if isinstance(v, np.ndarray):
+        return True
     return hasattr(v, "dtype") and hasattr(v, "shape") and hasattr(v, "strides")
 
 
@@ -97,8 +99,12 @@ def fingerprint(a: Any) -> bytes:
     if size == 0:
         return b""
     if isinstance(a, np.ndarray):
-        if a.flags.c_contiguous or a.flags.f_contiguous:
-            flat = a.reshape(-1, order="C" if a.flags.c_contiguous else "F")
+        if a.ndim == 1:  # vectors (the common case): no flags, no reshape
+            step = max(1, size // _SAMPLES)
+            return a[::step].tobytes() + a[-1:].tobytes()
+        flags = a.flags
+        if flags.c_contiguous or flags.f_contiguous:
+            flat = a.reshape(-1, order="C" if flags.c_contiguous else "F")
             step = max(1, size // _SAMPLES)
             return flat[::step].tobytes() + flat[-1:].tobytes()
         return np.ascontiguousarray(a[_sample_index(tuple(a.shape))]).tobytes()
