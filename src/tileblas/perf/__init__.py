@@ -10,7 +10,9 @@ Implements Peise & Bientinesi, "Performance Modeling for Dense Linear Algebra":
 * :class:`Predictor` -- predictions of traced algorithms (:func:`trinv`, :func:`sylvester` and their
   variants), ranking of variants and block-size choice without running them (section IV);
 * :func:`suggest` -- the narrow hook through which the runtime reads tuning values (tile size, recursion
-  stop size, block size) from stored models; it returns None when no model is stored.
+  stop size, block size) from stored models; it returns None when this machine has no usable model, and
+  the caller then applies its documented heuristic (``Runtime`` -> ``runtime._planner.default_tile_size``,
+  recursive TRSM/TRMM -> ``_recursive.DEFAULT_STOP``).  ``tileblas tune`` builds the models it reads.
 
 Attributes are imported on first use (PEP 562), so ``from tileblas.perf import suggest`` -- what the runtime
 does -- loads only the standard library; matplotlib and tqdm are imported by the functions that use them.
