@@ -16,11 +16,11 @@ Results go to ``<out>/rblas_bench.json`` and PNG plots (matplotlib, imported laz
 and extra bytes per mode against N: the paper's figures 2-4, CPU) and ``rblas_fig11_rms.png`` (figure 11).
 Figures 5-7 are the paper's GPU runs; the JSON says why they are absent (tileblas.blas computes on host
 arrays).  Sizes (:data:`SIZES`): ``--preset quick`` (default, about a minute on 2 cores) or ``paper``
-(much longer: Level 3 at N=1000 dominates), overridden per level with ``--sizes LEVEL=N[,N...]``; the
-bars' sizes with ``--bar-sizes LEVEL=N``.  A progress bar (tqdm when installed, else a text bar) goes to
-stderr unless ``--no-progress``.  Routines that ``tileblas.blas`` does
-not provide are skipped unless ``--fallback-scipy`` is given, in which case they run on
-``scipy.linalg.blas`` and the JSON says so.
+(much longer: its Level-1 part alone took 6 min on 2 cores, Level 3 at N=1000 dominates), overridden
+per level with ``--sizes LEVEL=N[,N...]``; the bars' sizes with ``--bar-sizes LEVEL=N``.  A progress
+bar (tqdm when installed, else a text bar) goes to stderr unless ``--no-progress``.  Routines that
+``tileblas.blas`` does not provide are skipped unless ``--fallback-scipy`` is given, in which case they
+run on ``scipy.linalg.blas`` and the JSON says so.
 """
 
 from __future__ import annotations
@@ -554,7 +554,8 @@ def register(subparsers: Any) -> None:
                     "zgemm, zsymm, ztrmm) and size, n forward then n reverse calls over r trials, per mode. "
                     "Bars: compute-mode forward vs the plain call, Level-1 round trips, RMS at N=10^7, "
                     "exact mode on every pair.  Sizes: --preset quick (default, about a minute on 2 cores: "
-                    f"{SIZES['quick']}) or paper ({SIZES['paper']}, much longer); override per level with "
+                    f"{SIZES['quick']}) or paper ({SIZES['paper']}, much longer: its Level-1 part alone "
+                    "takes about 6 min and Level 3 at N=1000 dominates); override per level with "
                     "--sizes, e.g. --sizes 1=1e3,1e8 3=64 (figure 11 reaches 1e8 for Level 1 and 1e4 for "
                     "Levels 2-3: hours and tens of GB).  --bar-sizes 1=1e6 2=1024 3=512 shrinks the bars "
                     "(their targets are 1e7, 4096, 2048).")
