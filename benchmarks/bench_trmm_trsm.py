@@ -8,7 +8,8 @@ round.
 
     python benchmarks/bench_trmm_trsm.py                  # the issue's cases, best of 5
     python benchmarks/bench_trmm_trsm.py --quick          # n in {1024, 2048}, best of 3
-    python benchmarks/bench_trmm_trsm.py --sweep-stop     # stopping-size sweep at n=2048
+    python benchmarks/bench_trmm_trsm.py --sweep-stop     # stopping-size sweep (DEFAULT_STOP)
+    python benchmarks/bench_trmm_trsm.py --tile-threshold # CPU tile kernels (RECURSIVE_MIN_ORDER)
     python benchmarks/bench_trmm_trsm.py --json out.json
     python benchmarks/bench_trmm_trsm.py --gpu            # cuBLAS vs recursive on a GPU (needs CuPy)
 """
@@ -165,25 +166,78 @@ def bench_apps(sizes, trials) -> list[dict]:
     return rows
 
 
-def sweep_stop(n, trials, stops=(64, 128, 256, 512)) -> list[dict]:
+def sweep_stop(sizes, rhs_list, trials, stops=(128, 256, 512, 1024)) -> list[dict]:
+    """Recursive TRMM/TRSM (all cores) for several stopping sizes against OpenBLAS's own routine."""
+    from tileblas import _kernels
     from tileblas._recursive import recursive_trmm, recursive_trsm
 
+    lib = _kernels.get_library(_cores())
     rng = np.random.default_rng(2)
-    a = _tri(n, rng)
-    b0 = np.asfortranarray(rng.standard_normal((n, n)))
     rows = []
-    for kind, fn, trans in (("trmm", recursive_trmm, "T"), ("trsm", recursive_trsm, "N")):
-        fns = {}
-        for s in stops:
-            def prep(s=s, fn=fn, trans=trans):
-                b = b0.copy(order="F")
-                return lambda: fn(1.0, a, b, "L", "L", trans, "N", stop=s)
-            fns[s] = prep
-        t = _best(fns, trials)
-        gf = {s: float(n) ** 3 / v / 1e9 for s, v in t.items()}
-        rows.append({"kind": kind, "n": n, "gflops_by_stop": gf})
-        print(f"{kind} n={n} " + "  ".join(f"stop={s}: {g:.1f}" for s, g in gf.items()) + " GF/s", flush=True)
+    for n in sizes:
+        a = _tri(n, rng)
+        for nrhs in rhs_list:
+            nr = n if nrhs == "square" else int(nrhs)
+            b0 = np.asfortranarray(rng.standard_normal((n, nr)))
+            for kind, fn, trans in (("trmm", recursive_trmm, "T"), ("trsm", recursive_trsm, "N")):
+                ker = getattr(_kernels, kind)
+
+                def p_native(ker=ker, trans=trans):
+                    b = b0.copy(order="F")
+                    return lambda: ker(1.0, a, b, "L", "L", trans, "N", lib=lib)
+
+                fns = {"openblas": p_native}
+                for s in stops:
+                    def prep(s=s, fn=fn, trans=trans):
+                        b = b0.copy(order="F")
+                        return lambda: fn(1.0, a, b, "L", "L", trans, "N", stop=s)
+                    fns[s] = prep
+                t = _best(fns, trials)
+                ratio = {s: t["openblas"] / t[s] for s in stops}
+                rows.append({"kind": kind, "n": n, "nrhs": nr, "seconds": t, "speedup_by_stop": ratio})
+                print(f"{kind} n={n} nrhs={nr}  openblas {float(n) * n * nr / t['openblas'] / 1e9:.1f} GF/s  "
+                      + "  ".join(f"stop={s}: x{r:.2f}" for s, r in ratio.items()), flush=True)
     return rows
+
+
+def tile_threshold(sizes, trials) -> list[dict]:
+    """The host CPU device's trmm/trsm tile kernels: OpenBLAS's own routine vs the recursion, on 1 and on
+    all cores, square blocks (the tile shape) and 64 right-hand sides; gives RECURSIVE_MIN_ORDER."""
+    from tileblas import _kernels
+    from tileblas._recursive import recursive_trmm, recursive_trsm
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for threads in sorted({1, _cores()}):
+        lib = _kernels.get_library(threads)
+        for n in sizes:
+            a = _tri(n, rng)
+            for nr in (n, 64):
+                b0 = np.asfortranarray(rng.standard_normal((n, nr)))
+                for kind, fn, trans in (("trmm", recursive_trmm, "T"), ("trsm", recursive_trsm, "N")):
+                    ker = getattr(_kernels, kind)
+
+                    def p_native(ker=ker, trans=trans):
+                        b = b0.copy(order="F")
+                        return lambda: ker(1.0, a, b, "L", "L", trans, "N", lib=lib)
+
+                    def p_rec(fn=fn, trans=trans):
+                        b = b0.copy(order="F")
+                        return lambda: fn(1.0, a, b, "L", "L", trans, "N", lib=lib)
+
+                    t = _best({"openblas": p_native, "recursive": p_rec}, trials)
+                    r = t["openblas"] / t["recursive"]
+                    rows.append({"kind": kind, "threads": threads, "n": n, "nrhs": nr, "seconds": t,
+                                 "speedup": r})
+                    print(f"tile kernel threads={threads} {kind} n={n} nrhs={nr}: recursive x{r:.2f} vs OpenBLAS",
+                          flush=True)
+    return rows
+
+
+def _cores() -> int:
+    from tileblas.devices.cpu import cpu_count
+
+    return cpu_count()
 
 
 def bench_gpu(n, nrhs_list, trials) -> list[dict]:
@@ -271,7 +325,9 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="*", default=None)
     p.add_argument("--rhs", nargs="*", default=None, help="right-hand side counts, or 'square'")
     p.add_argument("--stop", type=int, default=None, help="recursion stopping size (default: the tuned one)")
-    p.add_argument("--sweep-stop", action="store_true", help="stopping-size sweep at n=2048 and exit")
+    p.add_argument("--sweep-stop", action="store_true", help="stopping-size sweep (RHS 64, 256, square) and exit")
+    p.add_argument("--tile-threshold", action="store_true",
+                   help="CPU tile kernels: OpenBLAS vs recursive at n in {512, 1024, 2048}, 1 and all cores")
     p.add_argument("--panels", action="store_true", help="also time the panel-parallel host variant")
     p.add_argument("--no-apps", action="store_true", help="skip POTRS/POTRI")
     p.add_argument("--only-apps", action="store_true", help="only POTRS/POTRI")
@@ -311,7 +367,9 @@ def _run(args, trials: int, rows: list[dict], cores: int = 2) -> int:
         rows += bench_gpu(sizes[0], [int(x) if x != "square" else sizes[0] for x in (args.rhs or ["square", 512])],
                           trials)
     elif args.sweep_stop:
-        rows += sweep_stop((args.sizes or [2048])[0], trials)
+        rows += sweep_stop(args.sizes or [1024, 2048, 4096], args.rhs or [64, 256, "square"], trials)
+    elif args.tile_threshold:
+        rows += tile_threshold(args.sizes or [512, 1024, 2048], trials)
     else:
         sizes = args.sizes or ([1024, 2048] if args.quick else [1024, 2048, 4096])
         rhs = args.rhs or ["square", 16, 64, 256]

@@ -250,3 +250,78 @@ def test_lauum(uplo, dtype, n, stop):
     want = t @ t.conj().T if uplo == "U" else t.conj().T @ t
     part = np.triu if uplo == "U" else np.tril
     np.testing.assert_allclose(part(w), part(want), atol=tol(dtype) * 30)
+
+
+# ------------------------------------------------------------------ against SciPy's own BLAS routines
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matches_scipy_blas_every_variant(kind, dtype):
+    """Same result as scipy.linalg.blas ?trmm/?trsm for every side/uplo/trans/diag, around the stop size."""
+    import scipy.linalg.blas as sb
+
+    prefix = {np.float32: "s", np.float64: "d", np.complex64: "c", np.complex128: "z"}[dtype]
+    fn = getattr(sb, prefix + kind)
+    ours = recursive_trmm if kind == "trmm" else recursive_trsm
+    rng = np.random.default_rng(11)
+    alpha = (0.5 + 0.25j) if np.dtype(dtype).kind == "c" else 0.5
+    for (side, uplo, trans, diag), (k, other, stop) in itertools.product(
+            VARIANTS, [(15, 3, 8), (16, 5, 8), (17, 2, 8), (33, 4, 16)]):
+        a = np.asfortranarray(tri_matrix(rng, k, dtype))
+        b = np.asfortranarray(rand(rng, (k, other) if side == "L" else (other, k), dtype))
+        want = fn(alpha, a, b.copy(order="F"), side=int(side == "R"), lower=int(uplo == "L"),
+                  trans_a="NTC".index(trans), diag=int(diag == "U"))
+        ours(alpha, a, b, side, uplo, trans, diag, stop=stop)
+        np.testing.assert_allclose(b, want, rtol=0, atol=tol(dtype) * 10 * max(1.0, np.abs(want).max()))
+
+
+# ------------------------------------------------------------------ the host CPU device's tile kernels
+
+
+def _spy(monkeypatch, cpu, kind):
+    """Record the triangle shape of every recursive call made through the CPU device module."""
+    calls = []
+    real = getattr(cpu._recursive, "recursive_" + kind)
+
+    def spy(*args, **kwargs):
+        calls.append(args[1].shape)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(cpu._recursive, "recursive_" + kind, spy)
+    return calls
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch):
+    from tileblas.devices import cpu
+
+    calls = _spy(monkeypatch, cpu, kind)
+    monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 40)
+    dev = cpu.CPUDevice(0)
+    run = dev.kernel(kind)
+    rng = np.random.default_rng(5)
+    for k in (39, 40, 90):
+        a = np.asfortranarray(tri_matrix(rng, k, np.float64))
+        b = np.asfortranarray(rand(rng, (6, k), np.float64))
+        want = reference(kind, 1.5, a, b, "R", "L", "T", "U")
+        run(1.5, a, b, side="R", uplo="L", transa="T", diag="U")
+        np.testing.assert_allclose(b, want, atol=1e-10)
+    assert calls == [(40, 40), (90, 90)]  # below the threshold OpenBLAS's own routine ran
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+def test_tile_runtime_with_recursive_tile_kernels(kind, monkeypatch):
+    """A tiled call whose diagonal tiles are above the threshold gives the same result."""
+    from tileblas.devices import cpu
+    from tileblas.runtime import Runtime
+
+    calls = _spy(monkeypatch, cpu, kind)
+    monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 16)
+    rng = np.random.default_rng(6)
+    a = np.asfortranarray(tri_matrix(rng, 100, np.float64))
+    b = np.asfortranarray(rand(rng, (100, 30), np.float64))
+    want = reference(kind, 0.5, a, b, "L", "U", "N", "N")
+    with Runtime(devices=2) as rt:
+        getattr(rt, kind)(0.5, a, b, "L", "U", "N", "N", tile_size=48)
+        assert rt.last_profile().path == "tiled"
+    np.testing.assert_allclose(b, want, atol=1e-10)
+    assert sorted(calls) == [(48, 48), (48, 48)]  # the two full diagonal tiles; the 4 x 4 one ran natively

@@ -12,12 +12,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _kernels
+from tileblas import _kernels, _recursive
 from tileblas.devices._base import Device, register_device_kind
 
 __all__ = ["CPUDevice", "host_devices", "cpu_count"]
 
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
+
+#: Order of the triangle from which the trmm/trsm kernels run the recursive algorithm
+#: (:func:`tileblas._recursive.recursive_trmm`/``recursive_trsm``) instead of OpenBLAS's own routine.
+#: Measured with ``benchmarks/bench_trmm_trsm.py --tile-threshold``: up to order 1024 (every default
+#: tile size) the recursion is no faster than OpenBLAS on 1 or 2 threads; from 2048 on it is as fast
+#: for square blocks and faster for few right-hand sides.
+RECURSIVE_MIN_ORDER = 2048
 
 
 def cpu_count() -> int:
@@ -26,6 +33,18 @@ def cpu_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., None],
+                       lib: _kernels.BlasLibrary) -> Callable[..., None]:
+    """trmm/trsm on ``lib``: the recursive algorithm for triangles of order >= RECURSIVE_MIN_ORDER."""
+
+    def run(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
+            diag: str = "N") -> None:
+        impl = recursive if a.shape[0] >= RECURSIVE_MIN_ORDER else native
+        impl(alpha, a, b, side, uplo, transa, diag, lib=lib)
+
+    return run
 
 
 class CPUDevice(Device):
@@ -77,9 +96,12 @@ class CPUDevice(Device):
         fn = getattr(_kernels, name)
         lib = self.library
 
-        def run(*args: Any, **kwargs: Any) -> None:
-            kwargs["lib"] = lib
-            fn(*args, **kwargs)
+        if name in ("trmm", "trsm"):
+            run = _triangular_kernel(fn, getattr(_recursive, "recursive_" + name), lib)
+        else:
+            def run(*args: Any, **kwargs: Any) -> None:
+                kwargs["lib"] = lib
+                fn(*args, **kwargs)
 
         run.__name__ = name
         self._kernels[name] = run
