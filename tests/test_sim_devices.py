@@ -264,3 +264,14 @@ def test_device_construction_and_bad_arguments():
         d.view(4000, (16, 16), np.float64)
     with pytest.raises(ValueError, match="unknown kernel"):
         d.launch("gemv", [], {}, 0)
+
+
+def test_concurrent_misses_of_one_tile_do_not_wait_on_each_other():
+    # many streams on several devices miss the same tiles at the same moment; a device may take a tile
+    # from a peer only once the peer's own copy has been issued (else two fills could wait on each other)
+    a, b = rnd((128, 128), np.float64), rnd((128, 128), np.float64)
+    with Runtime(sim_devices(3, memory=1 << 20)) as rt:
+        for _ in range(15):
+            c = np.zeros((128, 128), order="F")
+            rt.gemm(1.0, a, b, 0.0, c, tile_size=16)
+            assert np.allclose(c, a @ b)

@@ -460,7 +460,10 @@ class TileMemory:
                         if p == d:
                             continue
                         pb = self.alru[p].peek(key)
-                        if pb is None or pb.dead or not dev.can_access_peer(self.devices[p]):
+                        # only blocks whose own fill has been issued: two devices missing the same tile at
+                        # once must not each wait for the other's copy
+                        if pb is None or pb.dead or not pb.filled.is_set() or pb.error is not None \
+                                or not dev.can_access_peer(self.devices[p]):
                             continue
                         cost = dev.transfer_seconds(nbytes, self.devices[p])
                         if cost < best:
@@ -468,10 +471,6 @@ class TileMemory:
                     if src is not None:
                         src.readers += 1
             if src is not None:
-                if not src.filled.is_set():
-                    src.filled.wait()
-                if src.error is not None:
-                    raise src.error
                 if src.event is not None:
                     dev.wait(s, src.event)
                 dev.d2d(b.array, self.devices[src.device], src.array, s)
