@@ -12,6 +12,11 @@ Typical use::
         rt.gemm(1.0, a, b, 0.0, c)          # c := a @ b, tile by tile on two CPU workers
         print(rt.last_profile())            # per device: tasks, stolen, busy/idle/overhead, bytes
         rt.trace("gemm.json")               # Chrome/Perfetto trace
+
+On a Dask cluster (``pip install tileblas[distributed]``) the same calls run with each worker as a device
+(:mod:`._cluster`)::
+
+    rt = tileblas.Runtime(devices=distributed_client)   # or "tls://scheduler:8786", or "dask:2"
 """
 
 from tileblas.runtime._planner import (
@@ -28,6 +33,7 @@ from tileblas.runtime._planner import (
     plan_call,
 )
 from tileblas.runtime._runtime import Runtime, get_runtime, make_devices, set_runtime
+from tileblas.runtime._cluster import ClusterRuntime, DistributedMatrix, local_cluster  # Dask imported on use
 from tileblas.runtime._scheduler import LocalityModel, RecentTiles, Scheduler
 from tileblas.runtime._trace import CallProfile, DeviceProfile, plot_timeline
 
@@ -36,6 +42,9 @@ __all__ = [
     "get_runtime",
     "set_runtime",
     "make_devices",
+    "ClusterRuntime",
+    "DistributedMatrix",
+    "local_cluster",
     "CallProfile",
     "DeviceProfile",
     "plot_timeline",

@@ -55,7 +55,7 @@ import numpy as np
 
 from tileblas.runtime import _planner as P
 from tileblas.runtime._planner import Tile
-from tileblas.runtime._runtime import Runtime, _CallLog  # noqa: F401  (_CallLog: profiles)
+from tileblas.runtime._runtime import Runtime
 
 __all__ = ["ClusterRuntime", "DistributedMatrix", "is_cluster_spec", "local_cluster", "cluster_tile_size",
            "CLUSTER_TILE_CANDIDATES"]
@@ -976,8 +976,19 @@ class _CallExecutor:
         submitted = 0
         total = len(plan.tasks)
         recoveries = 0
+        no_worker_since: float | None = None
         while True:
             workers = rt._refresh_workers(wait=not self.inflight and bool(ready), max_age=_POLL_S)
+            if not workers:  # tasks in flight but no worker left to run them: wait a while, then give up
+                if no_worker_since is None:
+                    no_worker_since = time.monotonic()
+                elif time.monotonic() - no_worker_since > rt.worker_wait_s:
+                    self._cancel_all()
+                    raise RuntimeError(f"no Dask worker in the cluster for {rt.worker_wait_s:g} s; the call was "
+                                       f"cancelled and its output is unchanged")
+                time.sleep(0.1)
+                continue
+            no_worker_since = None
             for w in list(self.load):
                 if w not in workers:
                     self.load.pop(w)
