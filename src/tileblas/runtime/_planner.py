@@ -108,7 +108,7 @@ class Matrix:
     ``rows[i]`` and ``cols[j]`` are the extents of tile row i and tile column j.
     """
 
-    __slots__ = ("array", "tile", "id", "workspace", "rows", "cols")
+    __slots__ = ("array", "tile", "id", "workspace", "rows", "cols", "_views")
 
     def __init__(self, array: np.ndarray, tile: int, mid: int, workspace: bool = False) -> None:
         self.array = array
@@ -118,11 +118,15 @@ class Matrix:
         m, n = array.shape
         self.rows = [min(tile, m - r) for r in range(0, m, tile)]
         self.cols = [min(tile, n - c) for c in range(0, n, tile)]
+        self._views: dict = {}
 
     def view(self, i: int, j: int) -> np.ndarray:
-        """The tile (i, j) as a view of the operand (edge tiles are smaller)."""
-        t = self.tile
-        return self.array[i * t:(i + 1) * t, j * t:(j + 1) * t]
+        """The tile (i, j) as a view of the operand (edge tiles are smaller); made once per plan."""
+        v = self._views.get((i, j))
+        if v is None:
+            t = self.tile
+            v = self._views[i, j] = self.array[i * t:(i + 1) * t, j * t:(j + 1) * t]
+        return v
 
 
 _IDS: dict = {}
@@ -162,8 +166,9 @@ class Task:
         The tiles the task reads besides its output (the locality score of equation (3) counts them).
     deps : int
         Number of unfinished tasks this one waits for; ``dependents`` are released when it finishes.
-    depth : int
-        Length of the longest chain of dependents (critical path first).
+    depth : float
+        Work (flops) on the longest chain from this task to the end of its call, itself included: the
+        remaining critical path, run first.  0 in calls without dependencies.
     label : str
         ``routine[i,j]`` plus a suffix for split-k parts (built on demand).
     """
@@ -182,7 +187,7 @@ class Task:
         self.inputs = inputs
         self.deps = 0
         self.dependents: list = []
-        self.depth = 0
+        self.depth = 0.0
         self.call: Any = None
         self.prio: tuple = ()
 
@@ -522,11 +527,11 @@ def plan_call(name: str, b: dict[str, Any], tile: int, split_target: int = 0) ->
 
 
 def _set_depths(tasks: list[Task]) -> None:
-    """Longest chain of dependents below each task (scheduling priority: critical path first)."""
+    """Work on the longest chain from each task to the end (scheduling priority: critical path first)."""
     if not any(t.dependents for t in tasks):
         return
     for t in reversed(tasks):  # tasks are created in an order where dependents come later
-        t.depth = 1 + max((d.depth for d in t.dependents), default=0)
+        t.depth = t.flops + max((d.depth for d in t.dependents), default=0.0)
 
 
 def _k_chunks(nk: int, ntiles: int, split_target: int) -> list[range]:
@@ -546,8 +551,10 @@ def _split_k_tasks(bl: _Builder, out: np.ndarray, cm: int, cells: list, chunks: 
     ...  ``make_steps(i, j, krange, dest, beta_first)`` builds the steps of one chunk.
     """
     if len(chunks) == 1:
+        ks = chunks[0]
         for i, j in cells:
-            bl.task(Tile(cm, i, j), make_steps(i, j, chunks[0], Tile(cm, i, j), None))
+            dest = Tile(cm, i, j)
+            bl.task(dest, make_steps(i, j, ks, dest, None))
         return
     ws = []
     for _ in chunks[1:]:
@@ -577,14 +584,16 @@ def _plan_gemm(bl: _Builder, b: dict, split_target: int) -> int:
     cells = [(i, j) for j in range(nt) for i in range(mt)]
     chunks = _k_chunks(nk, len(cells), split_target)
 
+    # the tiles of op(A) row i and op(B) column j, built once (not once per task)
+    a_row = [[Tile(am, i, kk) if ta == "N" else Tile(am, kk, i) for kk in range(nk)] for i in range(mt)]
+    b_col = [[Tile(bm, kk, j) if tb == "N" else Tile(bm, j, kk) for kk in range(nk)] for j in range(nt)]
+    no_kw: dict = {}
+
     def steps(i: int, j: int, ks: range, dest: Tile, beta0: Any) -> list:
-        out = []
-        for n_, kk in enumerate(ks):
-            at = Tile(am, i, kk) if ta == "N" else Tile(am, kk, i)
-            bt = Tile(bm, kk, j) if tb == "N" else Tile(bm, j, kk)
-            be = (beta if beta0 is None else beta0) if n_ == 0 else 1.0
-            out.append(("gemm", (alpha, at, bt, be, dest, ta, tb), {}))
-        return out
+        ar, bc = a_row[i], b_col[j]
+        first = ks[0] if len(ks) else 0
+        b1 = beta if beta0 is None else beta0
+        return [("gemm", (alpha, ar[kk], bc[kk], b1 if kk == first else 1.0, dest, ta, tb), no_kw) for kk in ks]
 
     _split_k_tasks(bl, c, cm, cells, chunks, steps, "gemm")
     return len(chunks)

@@ -9,7 +9,10 @@ Policy
       so a faster device simply comes back more often and takes more tasks: there is no static split.
     * **Locality priority (equation 3).**  From its station a device runs the task with the highest score
       ``sum over the task's input tiles of f(tile)``, f = 2 for a tile the device holds (L1), 1 for a tile
-      a peer holds that it could fetch cheaply (L2), 0 otherwise; ties go to the global priority.  The
+      a peer holds that it could fetch cheaply (L2), 0 otherwise; ties go to the global priority.  Tasks
+      on dependency chains (in-place TRSM/TRMM) go by their remaining critical path (``Task.depth``, in
+      flops) before the score: taking a short-chain task for its locality while a long chain waits leaves
+      a device idle at the end of the call.  The
       score comes from a :class:`LocalityModel`.  Host devices use :class:`RecentTiles`, a bounded record
       of the tiles each device touched recently (a stand-in for the CPU caches); devices with tile caches
       plug their real cache state in through the same interface.
@@ -87,8 +90,7 @@ class RecentTiles(LocalityModel):
         return 2 if key in self._recent[device] else 0
 
     def score(self, device: int, keys: Sequence[tuple]) -> int:
-        rec = self._recent[device]
-        return 2 * sum(1 for k in keys if k in rec)
+        return 2 * sum(map(self._recent[device].__contains__, keys))
 
     def touched(self, device: int, keys: Sequence[tuple]) -> None:
         rec = self._recent[device]
@@ -227,6 +229,8 @@ class Scheduler:
         self._seq = 0
         self._kernels: list[dict[str, Callable]] = [{} for _ in self.devices]
         self._rr = 0  # next device in synchronous mode
+        # devices computing on host memory take the short path (tile views straight to the kernels)
+        self._host = [bool(getattr(dev, "host_memory", False)) for dev in self.devices]
 
     # ----------------------------------------------------------------- life cycle
     def _start(self) -> None:
@@ -350,7 +354,7 @@ class Scheduler:
             best, best_key, best_s = 0, None, 0
             for n, t in enumerate(station):
                 s = score(d, t.inputs)
-                key = (-s, t.prio)
+                key = (-t.depth, -s, t.prio)
                 if best_key is None or key < best_key:
                     best, best_key, best_s = n, key, s
         return station.pop(best), stolen, best_s
@@ -391,10 +395,43 @@ class Scheduler:
             fn = cache[name] = _resolve_kernel(self.devices[d], name)
         return fn
 
+    def _execute_host(self, task: Task, d: int, rec: TaskRecord) -> None:
+        """:meth:`_execute` for a device that computes on host memory: no copies, no byte accounting."""
+        mats = task.call.plan.mats
+        kernels = self._kernels[d]
+        rec.flops = task.flops
+        rec.t0 = time.perf_counter()
+        try:
+            for kname, args, kw in task.steps:
+                fn = kernels.get(kname)
+                if fn is None:
+                    fn = self._kernel(d, kname)
+                fn(*[mats[x.m].view(x.i, x.j) if type(x) is Tile else x for x in args], **kw)
+            if self.memory is not None:
+                self.memory.host_wrote(task.out)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, never swallowed
+            self._failed(task, d, rec, exc)
+        rec.t1 = time.perf_counter()
+        if task.inputs:
+            self.locality.touched(d, task.inputs)
+        if self.sync:
+            task.call.records.append(rec)
+            if not rec.ok:
+                task.call.cancelled = True
+
+    def _failed(self, task: Task, d: int, rec: TaskRecord, exc: BaseException) -> None:
+        rec.ok = False
+        call = task.call
+        if call.error is None:
+            call.error = exc
+            call.error_note = f"in tile task {task.label} of {call.plan.routine} on device {self.devices[d].name}"
+
     def _execute(self, task: Task, d: int, rec: TaskRecord, stream: int = 0) -> None:
         """Run one task's steps on device d (outside the lock).  Records failure instead of raising."""
         dev = self.devices[d]
-        if self.memory is not None and not dev.host_memory:  # tile caches, coherence, streams
+        if self._host[d]:
+            return self._execute_host(task, d, rec)
+        if self.memory is not None:  # tile caches, coherence, streams
             return self.memory.execute(self, task, d, stream, rec)
         plan = task.call.plan
         mats = plan.mats
