@@ -22,10 +22,12 @@ def rand(rng, shape, dt):
     return x.astype(dt)
 
 
-@pytest.fixture(scope="module", params=["cost", "demand"])
+@pytest.fixture(scope="module", params=["cost", "cost-queued", "demand"])
 def ex(request):
-    e = aa.Executor(host_devices(2), policy=request.param) if request.param == "cost" else \
-        aa.Executor(policy="demand")
+    if request.param == "demand":
+        e = aa.Executor(policy="demand")
+    else:  # "cost-queued": no call runs inline, every one goes through a worker
+        e = aa.Executor(host_devices(2), inline_below=20e-6 if request.param == "cost" else 0.0)
     yield e
     e.close()
 

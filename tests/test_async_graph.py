@@ -18,7 +18,14 @@ from tileblas.devices import CPUDevice, Device, SimDevice, host_devices
 
 @pytest.fixture(scope="module")
 def ex():
-    e = aa.Executor(host_devices(2))
+    e = aa.Executor(host_devices(2), inline_below=0)  # every call goes through a worker's queue
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def ex_inline():
+    e = aa.Executor(host_devices(2))  # default: tiny calls run in the thread that makes them ready
     yield e
     e.close()
 
@@ -113,6 +120,33 @@ def test_random_programs_cost(ex, prog):
 @given(programs())
 def test_random_programs_demand(ex_demand, prog):
     run_program(ex_demand, *prog)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(programs())
+def test_random_programs_tiny_calls_inline(ex_inline, prog):
+    run_program(ex_inline, *prog)
+
+
+def test_tiny_calls_run_inline_only_when_ready(ex_inline):
+    e = ex_inline
+    h = e.handle(np.ones((2, 2)))
+    f = aa.scal(2.0, h)
+    assert f.done() and f.result() is h  # ready and tiny: computed before the call returned
+    ev, started, fg = gate(e, h)
+    g = aa.scal(3.0, h)  # tiny, but waits for the gate: not run at submission
+    assert not g.done()
+    ev.set()
+    np.testing.assert_allclose(h.get(10), 6 * np.ones((2, 2)))
+    assert g.done() and fg.result(10) == "gate"
+    # a large call is queued even when ready
+    big = e.handle(np.ones((300, 300)))
+    out = e.empty((300, 300))
+    assert e.backends[0].speed * e.inline_below < 2.0 * 300**3
+    fb = aa.gemm(1.0, big, big, 0.0, out)
+    np.testing.assert_allclose(fb.result(20).get()[0, 0], 300.0)
+    with pytest.raises(ValueError, match="inline_below"):
+        aa.Executor(host_devices(1), inline_below=-1.0, calibrate=False)
 
 
 def test_random_programs_paper_rule_and_synchronous():

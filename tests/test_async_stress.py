@@ -18,11 +18,14 @@ def live_ops() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is Op)
 
 
-@pytest.mark.parametrize("policy", ["cost", "demand"])
+@pytest.mark.parametrize("policy", ["cost", "cost-queued", "demand"])
 def test_100k_tiny_calls_no_leak_no_hang(policy):
-    total = 100_000 if policy == "cost" else 20_000
+    total = 100_000 if policy != "demand" else 20_000
     batch = 5_000
-    ex = aa.Executor(host_devices(2)) if policy == "cost" else aa.Executor(policy="demand")
+    if policy == "demand":
+        ex = aa.Executor(policy="demand")
+    else:  # "cost": tiny calls run inline when ready; "cost-queued": every call through a worker
+        ex = aa.Executor(host_devices(2), inline_below=20e-6 if policy == "cost" else 0.0)
     try:
         threads0 = threading.active_count()
         one = ex.handle(np.ones((1, 1)))

@@ -55,6 +55,8 @@ def _ndim(h: MatrixHandle, name: str, nd: int) -> None:
 
 
 def _flag(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    if type(value) is str and value in allowed:  # the common case, first
+        return value
     v = value.upper() if isinstance(value, str) else value
     if v not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
@@ -62,6 +64,8 @@ def _flag(value: Any, name: str, allowed: tuple[str, ...]) -> str:
 
 
 def _scalar(value: Any, name: str, dt: np.dtype, real: bool = False) -> Any:
+    if type(value) is float and dt.kind != "c":  # the common case, first
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, complex, np.number)):
         raise TypeError(f"{name} must be a number; got {type(value).__name__}")
     if dt.kind == "c" and not real:
@@ -71,6 +75,22 @@ def _scalar(value: Any, name: str, dt: np.dtype, real: bool = False) -> Any:
             raise ValueError(f"{name} must be real for this call; got {value!r}")
         value = complex(value).real
     return float(value)
+
+
+def _matrices(*pairs: tuple[str, Any]) -> np.dtype:
+    """Check 2-D live handles of one dtype (the first pair's); the dtype.  Errors as _h/_same_dtype/_ndim."""
+    dt = None
+    for name, h in pairs:
+        if type(h) is not MatrixHandle or h.deleted:
+            _h(h, name)
+        if dt is None:
+            dt = h.dtype
+        elif h.dtype != dt:
+            _same_dtype(*pairs)
+    for name, h in pairs:
+        if len(h.shape) != 2:
+            _ndim(h, name, 2)
+    return dt  # type: ignore[return-value]
 
 
 def _distinct(out: tuple[str, MatrixHandle], *ins: tuple[str, MatrixHandle]) -> None:
@@ -111,10 +131,7 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
 
     Returns a future whose result is ``c``.
     """
-    a, b, c = _h(a, "a"), _h(b, "b"), _h(c, "c")
-    dt = _same_dtype(("c", c), ("a", a), ("b", b))
-    for n_, h in (("a", a), ("b", b), ("c", c)):
-        _ndim(h, n_, 2)
+    dt = _matrices(("c", c), ("a", a), ("b", b))
     transa, transb = _flag(transa, "transa", _TRANS), _flag(transb, "transb", _TRANS)
     m, k = _op_shape(a.shape, transa)
     k2, n = _op_shape(b.shape, transb)
@@ -134,10 +151,7 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
 
 
 def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
-    a, b, c = _h(a, "a"), _h(b, "b"), _h(c, "c")
-    dt = _same_dtype(("c", c), ("a", a), ("b", b))
-    for n_, h in (("a", a), ("b", b), ("c", c)):
-        _ndim(h, n_, 2)
+    dt = _matrices(("c", c), ("a", a), ("b", b))
     side, uplo = _flag(side, "side", ("L", "R")), _flag(uplo, "uplo", ("U", "L"))
     m, n = c.shape
     ka = m if side == "L" else n
@@ -170,14 +184,10 @@ def hemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
 
 
 def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFuture:
-    a, c = _h(a, "a"), _h(c, "c")
     pairs = [("c", c), ("a", a)]
     if b is not None:
-        b = _h(b, "b")
         pairs.append(("b", b))
-    dt = _same_dtype(*pairs)
-    for n_, h in pairs:
-        _ndim(h, n_, 2)
+    dt = _matrices(*pairs)
     uplo = _flag(uplo, "uplo", ("U", "L"))
     if dt.kind == "c":
         trans = _flag(trans, "trans", ("N", "C") if herm else ("N", "T"))

@@ -104,12 +104,17 @@ class Executor:
     synchronous : bool
         Run every call inline in the submitting thread, on the backend the policy chose (for debugging
         and for measuring the bookkeeping alone).  Futures still follow the protocol.
-
+    inline_below : float
+        "cost" only: a BLAS call estimated to compute in less than this many seconds on the host backend
+        the policy picks runs in the thread that makes it ready (usually the caller's, at submission),
+        when its operands are valid in host memory: handing it to a worker thread would cost more than
+        the call (default 20 microseconds; 0 sends every call to a worker).
     The executor is a context manager; :meth:`close` waits for calls in flight and stops the threads.
     """
 
     def __init__(self, devices: list | None = None, policy: str = "cost", *, calibrate: bool = True,
-                 workers: int = 1, rule: str = "eft", synchronous: bool = False) -> None:
+                 workers: int = 1, rule: str = "eft", synchronous: bool = False,
+                 inline_below: float = 20e-6) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(sorted(POLICIES))}; got {policy!r}")
         workers = int(workers)
@@ -132,6 +137,10 @@ class Executor:
             self.backends = [Backend(self, None, "runtime", threads=workers)]
         self.policy.setup(self.backends)
         self._has_host = any(b.host_memory for b in self.backends)
+        inline_below = float(inline_below)
+        if not inline_below >= 0:
+            raise ValueError(f"inline_below must be a non-negative number of seconds; got {inline_below!r}")
+        self.inline_below = inline_below if policy == "cost" else 0.0
         self._closed = False
         self._stopped = False
         self._nsubmitted = 0
@@ -203,13 +212,14 @@ class Executor:
         for h in writes:
             if h.readonly or h.executor is not self:
                 return self.submit(name, run, reads, writes, flops, host_only=host_only)  # raises the message
-        return self._submit(name, run, reads, writes, flops, host_only)
+        return self._submit(name, run, reads, writes, flops, host_only, blas=True)
 
     def _submit(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
-                host_only: bool = False, inline: bool = False, before_link: Callable[[], None] | None = None
-                ) -> AsyncFuture:
+                host_only: bool = False, inline: bool = False, before_link: Callable[[], None] | None = None,
+                blas: bool = False) -> AsyncFuture:
         fut = AsyncFuture()
         op = Op(self, name, run, reads, writes, flops, fut, host_only, inline)
+        op.blas = blas
         fut._op = op
         resolve: list = []
         runnable: list = []
@@ -223,11 +233,11 @@ class Executor:
             doom, cause, culprit = link(op)
             for h in reads:
                 h.inflight += 1
-                if h.inflight == 1:
+                if h.inflight == 1 and h._user is not None:
                     h._lock_user()
             for h in writes:
                 h.inflight += 1
-                if h.inflight == 1:
+                if h.inflight == 1 and h._user is not None:
                     h._lock_user()
             if doom:
                 self._doom_locked(op, doom, cause, culprit, resolve)
@@ -248,6 +258,11 @@ class Executor:
         op.state = READY
         op.backend = b
         if self.synchronous:
+            runnable.append(op)
+            return
+        if op.blas and b.host_memory and op.flops < self.inline_below * b.speed and \
+                all(HOST in h._valid for h in op.reads):
+            op.inline = True  # tiny: run it here (see inline_below)
             runnable.append(op)
             return
         op.estimate = est
@@ -279,7 +294,8 @@ class Executor:
                     stack.append(d)
 
     def _finish_doomed_locked(self, op: Op, resolve: list, runnable: list) -> None:
-        if op.state == READY and op.backend is not None and not self.synchronous:  # queued: worker skips it
+        if op.state == READY and op.backend is not None and not self.synchronous and not op.inline:
+            # queued: the worker skips it
             b = op.backend
             b.queued_est -= op.estimate
             b.nqueued -= 1
@@ -292,11 +308,11 @@ class Executor:
         """``op`` is final: unlock its handles and let its dependents advance."""
         for h in op.reads:
             h.inflight -= 1
-            if h.inflight == 0:
+            if h.inflight == 0 and h._user is not None:
                 h._unlock_user()
         for h in op.writes:
             h.inflight -= 1
-            if h.inflight == 0:
+            if h.inflight == 0 and h._user is not None:
                 h._unlock_user()
         self._nlive -= 1
         if self._nlive == 0 and self._closed:

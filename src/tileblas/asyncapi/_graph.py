@@ -48,11 +48,14 @@ class Op:
     host_only : bool
         True when the call can only run where the host memory is (Level 1/2 and bookkeeping).
     inline : bool
-        True for light bookkeeping calls (read-back, delete) that run in whatever thread makes them ready.
+        True for light bookkeeping calls (read-back, delete) that run in whatever thread makes them ready,
+        and for BLAS calls too small to hand to a worker (set when they become ready).
+    blas : bool
+        True for the BLAS call functions' operations (candidates for running inline when tiny).
     """
 
     __slots__ = ("executor", "name", "run", "reads", "writes", "flops", "host_only", "inline", "future",
-                 "state", "npending", "dependents", "backend", "estimate", "error", "started", "doom")
+                 "state", "npending", "dependents", "backend", "estimate", "error", "started", "doom", "blas")
 
     def __init__(self, executor: Any, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple,
                  flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False) -> None:
@@ -75,6 +78,7 @@ class Op:
         # (final state, error) once the op is known not to run (a data dependency failed or it was
         # cancelled); it stays in the graph until its own dependencies finish so that order edges hold.
         self.doom: tuple[int, BaseException | None] | None = None
+        self.blas = False
 
     def handles(self) -> tuple:
         return self.reads + self.writes
