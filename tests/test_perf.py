@@ -392,6 +392,26 @@ def test_sylvester_correct(variant, m, n, block):
     np.testing.assert_allclose(lmat @ x + x @ u, c, atol=1e-9)
 
 
+def test_runners_use_the_fixed_leading_dimension_and_compute_correctly():
+    from tileblas.perf._sampler import DEFAULT_LD, leading_dimension
+
+    assert leading_dimension(100) == DEFAULT_LD == 1032 and leading_dimension(2048) == 2056
+    assert Sampler()._buffer("B", 16, 8, "gen").strides == (8, 8 * DEFAULT_LD)
+    for name, n, v, b in (("trinv", 70, 2, 16), ("sylvester", 40, 16, 8)):
+        alg = perf.ALGORITHMS[name]
+        prepare, run = alg.make_runner(n, v, b, np.random.default_rng(3))
+        cells = [c.cell_contents for c in run.__closure__ if isinstance(c.cell_contents, np.ndarray)]
+        outs = [a for a in cells if a.shape == (n, n) and a.strides == (8, 8 * DEFAULT_LD)]
+        assert outs, "the runner's operands are views with the fixed leading dimension"
+        for _ in range(2):  # prepare restores the inputs: two runs give the same result
+            prepare()
+            run()
+        if name == "trinv":
+            (work,) = outs
+            lmat = np.tril(np.random.default_rng(3).standard_normal((n, n))) + n * np.eye(n)
+            np.testing.assert_allclose(np.tril(work) @ lmat, np.eye(n), atol=1e-12)
+
+
 def test_algorithm_input_errors():
     a = np.eye(4)
     with pytest.raises(ValueError, match="variant"):
