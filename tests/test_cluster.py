@@ -378,3 +378,34 @@ def test_security_dict_becomes_dask_security(tmp_path):
 
     sec = ClusterRuntime._security({"require_encryption": True})
     assert isinstance(sec, Security) and sec.require_encryption
+
+
+def test_losing_every_worker_raises_instead_of_hanging():
+    from distributed import Client
+
+    cl = local_cluster(n_workers=1, threads_per_worker=1)
+    client = Client(cl, set_as_default=False)
+    r = tileblas.Runtime(devices=client, tile_size=256, worker_wait_s=1.0)
+    try:
+        rng = np.random.default_rng(7)
+        a = _rand(rng, (1536, 1536))
+        start = r.stats()["cluster"]["tasks"]
+
+        def killer():
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and r.stats()["cluster"]["tasks"] - start < 3:
+                time.sleep(0.002)
+            cl.scale(0)  # the cluster's only worker goes away for good
+
+        th = threading.Thread(target=killer)
+        th.start()
+        out = np.zeros((1536, 1536), order="F")
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="no Dask worker"):
+            r.gemm(1.0, a, a, 0.0, out)
+        th.join()
+        assert time.monotonic() - t0 < 30
+    finally:
+        r.shutdown()
+        client.close()
+        cl.close()

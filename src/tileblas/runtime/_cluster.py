@@ -83,12 +83,12 @@ def is_cluster_spec(spec: Any) -> bool:
 
 
 def local_cluster(n_workers: int = 2, threads_per_worker: int = 1, **kwargs: Any) -> Any:
-    """A ``distributed.LocalCluster`` of worker *processes* listening on loopback only (127.0.0.1), with no
-    dashboard.  Extra keyword arguments go to LocalCluster (``memory_limit=``, ``security=``...)."""
+    """A ``distributed.LocalCluster`` of worker *processes* listening on loopback only (127.0.0.1; the
+    scheduler's HTTP endpoints too, on a free port).  Extra keyword arguments go to LocalCluster (``memory_limit=``, ``security=``...)."""
     from distributed import LocalCluster
 
     kw: dict[str, Any] = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                              host="127.0.0.1", dashboard_address=None)
+                              host="127.0.0.1", dashboard_address="127.0.0.1:0")
     kw.update(kwargs)
     return LocalCluster(**kw)
 
@@ -1096,8 +1096,7 @@ class _CallExecutor:
             f = tr.future
             if f is None or f.status not in dead_status and not (f.status == "error" and _is_loss(f.exception())):
                 continue
-            self.inflight.pop(f, None)
-            if tr.worker in self.load:
+            if self.inflight.pop(f, None) is not None and tr.worker in self.load:
                 self.load[tr.worker] = max(0, self.load[tr.worker] - 1)
             w = max(workers, key=lambda a: (self._score(tr.task, a), -self.load.get(a, 0)))
             self.rt._counts["resubmitted"] += 1
