@@ -229,7 +229,8 @@ def tile_threshold(sizes, trials) -> list[dict]:
                     r = t["openblas"] / t["recursive"]
                     rows.append({"kind": kind, "threads": threads, "n": n, "nrhs": nr, "seconds": t,
                                  "speedup": r})
-                    print(f"tile kernel threads={threads} {kind} n={n} nrhs={nr}: recursive x{r:.2f} vs OpenBLAS",
+                    print(f"tile kernel threads={threads} {kind} n={n} nrhs={nr}: "
+                          f"recursive x{r:.2f} vs OpenBLAS",
                           flush=True)
     return rows
 

@@ -296,16 +296,18 @@ def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch):
 
     calls = _spy(monkeypatch, cpu, kind)
     monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 40)
-    dev = cpu.CPUDevice(0)
-    run = dev.kernel(kind)
+    monkeypatch.setattr(cpu, "RECURSIVE_RHS", (4, 8))
     rng = np.random.default_rng(5)
-    for k in (39, 40, 90):
-        a = np.asfortranarray(tri_matrix(rng, k, np.float64))
-        b = np.asfortranarray(rand(rng, (6, k), np.float64))
-        want = reference(kind, 1.5, a, b, "R", "L", "T", "U")
-        run(1.5, a, b, side="R", uplo="L", transa="T", diag="U")
-        np.testing.assert_allclose(b, want, atol=1e-10)
-    assert calls == [(40, 40), (90, 90)]  # below the threshold OpenBLAS's own routine ran
+    for threads in (2, 1):
+        run = cpu.CPUDevice(0, threads).kernel(kind)
+        for k, rhs in ((39, 6), (40, 6), (90, 4), (90, 8), (90, 3), (90, 9)):
+            a = np.asfortranarray(tri_matrix(rng, k, np.float64))
+            b = np.asfortranarray(rand(rng, (rhs, k), np.float64))
+            want = reference(kind, 1.5, a, b, "R", "L", "T", "U")
+            run(1.5, a, b, side="R", uplo="L", transa="T", diag="U")
+            np.testing.assert_allclose(b, want, atol=1e-10)
+    # 2 threads: only order >= 40 with 4..8 right-hand sides; 1 thread: never (OpenBLAS's own routine)
+    assert calls == [(40, 40), (90, 90), (90, 90)]
 
 
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
@@ -316,6 +318,8 @@ def test_tile_runtime_with_recursive_tile_kernels(kind, monkeypatch):
 
     calls = _spy(monkeypatch, cpu, kind)
     monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 16)
+    monkeypatch.setattr(cpu, "RECURSIVE_MIN_THREADS", 1)
+    monkeypatch.setattr(cpu, "RECURSIVE_RHS", (1, 64))
     rng = np.random.default_rng(6)
     a = np.asfortranarray(tri_matrix(rng, 100, np.float64))
     b = np.asfortranarray(rand(rng, (100, 30), np.float64))

@@ -19,12 +19,18 @@ __all__ = ["CPUDevice", "host_devices", "cpu_count"]
 
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 
-#: Order of the triangle from which the trmm/trsm kernels run the recursive algorithm
-#: (:func:`tileblas._recursive.recursive_trmm`/``recursive_trsm``) instead of OpenBLAS's own routine.
-#: Measured with ``benchmarks/bench_trmm_trsm.py --tile-threshold``: up to order 1024 (every default
-#: tile size) the recursion is no faster than OpenBLAS on 1 or 2 threads; from 2048 on it is as fast
-#: for square blocks and faster for few right-hand sides.
+#: When the trmm/trsm kernels run the recursive algorithm (:func:`tileblas._recursive.recursive_trmm` /
+#: ``recursive_trsm``) instead of OpenBLAS's own routine: on a device with at least
+#: RECURSIVE_MIN_THREADS BLAS threads, for a triangle of order >= RECURSIVE_MIN_ORDER and a number of
+#: right-hand sides (the other dimension of B) within RECURSIVE_RHS.  Measured on 2 cores
+#: (``benchmarks/bench_trmm_trsm.py --tile-threshold`` and the main benchmark, best of 5 interleaved):
+#: single-threaded, the recursion was 0.90-1.01x OpenBLAS at orders 512-2048; on 2 threads it was
+#: 0.84-1.06x at orders 512-1024 and 0.86-1.00x for square blocks up to 4096, 0.95-1.20x (5 of 6
+#: cases above 1.0) with 64 right-hand sides at orders 2048-4096, and 0.85-0.95x with 16.  The tile
+#: runtime's default tiles (order <= 1024, 1-thread workers) therefore keep OpenBLAS's routine.
 RECURSIVE_MIN_ORDER = 2048
+RECURSIVE_MIN_THREADS = 2
+RECURSIVE_RHS = (32, 128)
 
 
 def cpu_count() -> int:
@@ -37,12 +43,14 @@ def cpu_count() -> int:
 
 def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., None],
                        lib: _kernels.BlasLibrary) -> Callable[..., None]:
-    """trmm/trsm on ``lib``: the recursive algorithm for triangles of order >= RECURSIVE_MIN_ORDER."""
+    """trmm/trsm on ``lib``: the recursive algorithm where it measured faster (see RECURSIVE_MIN_ORDER)."""
 
     def run(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
             diag: str = "N") -> None:
-        impl = recursive if a.shape[0] >= RECURSIVE_MIN_ORDER else native
-        impl(alpha, a, b, side, uplo, transa, diag, lib=lib)
+        rhs = b.shape[1] if side == "L" else b.shape[0]
+        use = (lib.threads >= RECURSIVE_MIN_THREADS and a.shape[0] >= RECURSIVE_MIN_ORDER
+               and RECURSIVE_RHS[0] <= rhs <= RECURSIVE_RHS[1])
+        (recursive if use else native)(alpha, a, b, side, uplo, transa, diag, lib=lib)
 
     return run
 
