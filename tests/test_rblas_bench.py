@@ -12,6 +12,7 @@ import tileblas.rblas as rb
 from tileblas.rblas import _bench, _examples
 
 
+@pytest.mark.slow  # 4-7 s: the whole command end to end, plots included
 def test_bench_tiny(tmp_path, capsys):
     from tileblas import cli
 
