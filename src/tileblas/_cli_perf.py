@@ -211,6 +211,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                             config={"locality": args.locality, "reps": args.reps, "threads": args.threads},
                             max_samples=args.max_samples)
         repo.save(key, sm)
+        print(f"  {sm.samples} samples, {len(sm.regions)} regions, validation avg/max rel. error "
+              f"{sm.avg_error:.1%}/{sm.max_error:.1%}")
     pred = Predictor(repo, key)
     variants = [args.variant] if args.variant else None
     from tileblas.perf._algorithms import get_algorithm
