@@ -140,7 +140,8 @@ def volume(args: argparse.Namespace) -> dict:
             row["ratio@quarter"] = row["on-demand@quarter"]["MB"] / row["cache@quarter"]["MB"]
         rows.append(row)
         line = (f"d{name:<6} n={args.n} tile={row['cache']['tile']}  cache {row['cache']['MB']:9.1f} MB "
-                f"(h2d {row['cache']['h2d_MB']:.0f}, d2h {row['cache']['d2h_MB']:.0f}, d2d {row['cache']['d2d_MB']:.0f}; "
+                f"(h2d {row['cache']['h2d_MB']:.0f}, d2h {row['cache']['d2h_MB']:.0f}, "
+                f"d2d {row['cache']['d2d_MB']:.0f}; "
                 f"L1 {row['cache']['l1_hits']}, L2 {row['cache']['l2_hits']})  on-demand "
                 f"{row['on-demand']['MB']:9.1f} MB  ratio {row['ratio']:.2f}")
         if args.cap == "quarter":
@@ -168,11 +169,12 @@ def overlap(args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(1)
     results = {}
     for name in args.routines:
-        ops = operands(name, args.n, True, rng)
+        ops = operands(name, args.n, args.kernels == "real", rng)
         orig = {k: v.copy(order="F") for k, v in ops.items()}
         best: dict[int, dict] = {}
         runtimes = {s: Runtime(sim_devices(3, streams=s, bandwidth=args.bandwidth, latency=args.latency,
-                                           memory=args.memory)) for s in (4, 1)}
+                                           memory=args.memory, kernels=args.kernels, flop_rate=args.flop_rate))
+                    for s in (4, 1)}
         try:
             for trial in range(args.trials):
                 for s in ((4, 1) if trial % 2 == 0 else (1, 4)):  # interleaved
@@ -194,8 +196,10 @@ def overlap(args: argparse.Namespace) -> dict:
         b4, b1 = best[4], best[1]
         print(f"d{name:<6} n={args.n} tile={b4['tile']} link {args.bandwidth / 1e9:.2f} GB/s: "
               f"4 streams wall {b4['wall_s'] * 1e3:7.1f} ms, exposed comm {100 * b4['exposed_mean']:5.1f}% "
-              f"(max device {100 * b4['exposed_max']:5.1f}%) | 1 stream wall {b1['wall_s'] * 1e3:7.1f} ms, "
-              f"exposed comm {100 * b1['exposed_mean']:5.1f}% (max {100 * b1['exposed_max']:5.1f}%) | "
+              f"(max device {100 * b4['exposed_max']:5.1f}%), compute {100 * b4['compute_mean']:4.1f}% | "
+              f"1 stream wall {b1['wall_s'] * 1e3:7.1f} ms, "
+              f"exposed comm {100 * b1['exposed_mean']:5.1f}% (max {100 * b1['exposed_max']:5.1f}%), "
+              f"compute {100 * b1['compute_mean']:4.1f}% | "
               f"speed-up {b1['wall_s'] / b4['wall_s']:.2f}x", flush=True)
     return results
 
@@ -222,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--routines: unknown routine {r!r}; choose from {', '.join(ROUTINES)}")
     if args.part == "overlap" and args.bandwidth is None:
         args.bandwidth = 1e9
+    if args.part == "overlap" and "--kernels" not in " ".join(sys.argv):
+        args.kernels = "real"
     print(f"# bench_comm {args.part}: {' '.join(sys.argv[1:])}", flush=True)
     res = volume(args) if args.part == "volume" else overlap(args)
     if args.json:
