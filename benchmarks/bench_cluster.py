@@ -162,8 +162,8 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
                     for lib in ("tileblas", "dask.array")}
             peer = {lib: min(r["peer_bytes"] for r in results["runs"] if r["lib"] == lib and r["mode"] == mode)
                     for lib in ("tileblas", "dask.array")}
-            summary[mode] = {"best_s": best, "ratio_tileblas_over_dask_throughput": best["dask.array"] / best["tileblas"],
-                             "peer_bytes": peer}
+            summary[mode] = {"best_s": best, "peer_bytes": peer,
+                             "ratio_tileblas_over_dask_throughput": best["dask.array"] / best["tileblas"]}
             log(f"{mode}: best tileblas {best['tileblas']:.2f} s, dask.array {best['dask.array']:.2f} s, "
                 f"throughput ratio {best['dask.array'] / best['tileblas']:.2f}x; peer bytes tileblas "
                 f"{peer['tileblas'] / 2**20:.0f} MiB, dask.array {peer['dask.array'] / 2**20:.0f} MiB")

@@ -84,7 +84,8 @@ def is_cluster_spec(spec: Any) -> bool:
 
 def local_cluster(n_workers: int = 2, threads_per_worker: int = 1, **kwargs: Any) -> Any:
     """A ``distributed.LocalCluster`` of worker *processes* listening on loopback only (127.0.0.1; the
-    scheduler's HTTP endpoints too, on a free port).  Extra keyword arguments go to LocalCluster (``memory_limit=``, ``security=``...)."""
+    scheduler's HTTP endpoints too, on a free port).  Extra keyword arguments go to LocalCluster
+    (``memory_limit=``, ``security=``...)."""
     from distributed import LocalCluster
 
     kw: dict[str, Any] = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
