@@ -523,3 +523,19 @@ def test_huge_virtual_matrix_index_arithmetic():
             if isinstance(x, Tile):
                 assert max(plan.view(x).shape) <= t
     assert len(last.steps) == nt
+
+
+def test_chain_depth_is_remaining_critical_path_in_flops():
+    """In-place TRSM: each task's depth is its own flops plus the depth of its dependent (the chain's
+    remaining work), so the scheduler runs long chains first."""
+    t = np.asfortranarray(np.tril(RNG.standard_normal((64, 64))) + 8 * np.eye(64))
+    x = np.asfortranarray(RNG.standard_normal((64, 48)))
+    from tileblas.runtime._planner import check_call
+
+    plan = plan_call("trsm", check_call("trsm", (1.0, t, x, "L", "L", "N", "N"), {}), 16)
+    for task in plan.tasks:
+        below = max((d.depth for d in task.dependents), default=0.0)
+        assert task.depth == pytest.approx(task.flops + below)
+    firsts = [task for task in plan.tasks if task.out.i == 0]
+    assert all(task.depth == pytest.approx(sum(u.flops for u in plan.tasks if u.out.j == task.out.j))
+               for task in firsts)
