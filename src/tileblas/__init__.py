@@ -3,9 +3,11 @@
 Submodules are imported on first use so that ``import tileblas`` stays fast and imports nothing optional:
 
 * :mod:`tileblas.blas` -- drop-in replacement for :mod:`scipy.linalg.blas`
-* :mod:`tileblas.devices` -- the Device interface: host CPU, simulated discrete-memory devices, GPUs, Dask workers
+* :mod:`tileblas.devices` -- the Device interface: host CPU, simulated discrete-memory devices, GPUs,
+  Dask workers
 * :mod:`tileblas.kernels` -- the GIL-free native BLAS kernel layer
-* :mod:`tileblas.runtime` -- the tile runtime (:class:`Runtime`), and on a Dask cluster :class:`~tileblas.runtime.ClusterRuntime`
+* :mod:`tileblas.runtime` -- the tile runtime (:class:`Runtime`); on a Dask cluster
+  :class:`~tileblas.runtime.ClusterRuntime`
 * :mod:`tileblas.asyncapi` -- handles, futures and :class:`Matrix` (asynchronous API)
 * :mod:`tileblas.linalg` -- recursive TRMM/TRSM, Cholesky solve and inverse
 * :mod:`tileblas.rblas` -- reversible BLAS
