@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -29,7 +30,8 @@ from tileblas.runtime._cluster import (  # noqa: E402
     local_cluster,
 )
 
-pytestmark = pytest.mark.cluster
+# every test here is bounded: a hang fails the test instead of stalling CI (pytest-timeout)
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
 TILE = 64
 
@@ -44,16 +46,64 @@ def current(r):
         set_runtime(prev)
 
 
+def _hold_port(port):
+    """Bind 127.0.0.1:port so that nobody else can (None when it is already taken: busy either way)."""
+    import socket
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
+def _wait_gone(pids, timeout=20.0):
+    """Pids of ``pids`` still alive after waiting up to ``timeout`` seconds for them to exit."""
+    deadline = time.monotonic() + timeout
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        still = []
+        for p in alive:
+            try:
+                os.kill(p, 0)
+                still.append(p)
+            except ProcessLookupError:
+                pass
+            except PermissionError:  # pragma: no cover - someone else's process reused the pid
+                pass
+        alive = still
+        if alive:
+            time.sleep(0.1)
+    return alive
+
+
 @pytest.fixture(scope="module")
 def cluster():
     from distributed import Client
 
-    cl = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
+    held = [_hold_port(p) for p in (8786, 8787)]  # Dask's default ports are busy: nothing may need them
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cl = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
+    finally:
+        for h in held:
+            if h is not None:
+                h.close()
     client = Client(cl, set_as_default=False)
     client.wait_for_workers(2, timeout=60)
-    yield cl, client
-    client.close()
-    cl.close()
+    pids = set(client.run(os.getpid).values())
+    try:
+        yield cl, client, [str(w.message) for w in caught]
+    finally:
+        with contextlib.suppress(Exception):  # workers started since (a nanny's restart) too
+            pids |= set(client.run(os.getpid).values())
+        client.close()
+        cl.close()
+    assert not _wait_gone(pids), "worker processes outlived cl.close()"
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +128,17 @@ def test_import_tileblas_imports_no_dask():
     assert out.strip() == "[]"
 
 
+def test_local_cluster_uses_no_fixed_port_and_only_loopback(cluster):
+    cl, client, caught = cluster
+    assert not [m for m in caught if "already in use" in m], caught
+    http = cl.scheduler.http_server
+    assert http.address == "127.0.0.1" and http.port not in (0, 8787)
+    assert client.scheduler.address.startswith("tcp://127.0.0.1:")
+    assert not client.scheduler.address.endswith(":8786")
+    for addr in client.scheduler_info()["workers"]:
+        assert addr.startswith("tcp://127.0.0.1:")
+
+
 def test_cluster_spec_detection():
     assert is_cluster_spec("tcp://127.0.0.1:8786") and is_cluster_spec("tls://h:1") and is_cluster_spec("dask:2")
     assert not is_cluster_spec("cpu:2") and not is_cluster_spec(2) and not is_cluster_spec(None)
@@ -96,6 +157,32 @@ def test_runtime_from_client_has_a_device_per_worker(rt, cluster):
         assert d.kind == "dask" and not d.host_memory
         assert d.address.startswith("tcp://127.0.0.1:")  # loopback
         assert d.memory_limit == workers[d.address]["memory_limit"] > 0
+
+
+def test_runtime_from_address_and_from_cluster_object(cluster):
+    cl, client, _ = cluster
+    a = np.arange(300 * 200, dtype=np.float64).reshape(300, 200) / 1e4
+    for spec in (client.scheduler.address, cl):  # "tcp://127.0.0.1:port", a LocalCluster
+        r = tileblas.Runtime(devices=spec, tile_size=128)
+        try:
+            assert isinstance(r, ClusterRuntime) and r.client is not client
+            assert sorted(d.address for d in r.devices) == sorted(client.scheduler_info()["workers"])
+            out = np.zeros((300, 300), order="F")
+            r.gemm(1.0, a, a, 0.0, out, transb="T")
+            np.testing.assert_allclose(out, a @ a.T, rtol=1e-12)
+            assert r.last_profile().path.startswith("cluster")
+        finally:
+            r.shutdown()
+        assert r.client.status == "closed"  # its own client is closed, the cluster stays up
+    assert client.status == "running" and len(client.scheduler_info()["workers"]) == 2
+
+
+def test_cluster_spec_without_distributed_says_what_to_install():
+    code = ("import sys; sys.modules['distributed'] = None; import tileblas\n"
+            "try:\n    tileblas.Runtime(devices='dask:1')\n"
+            "except ImportError as e:\n    print('ImportError:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert "ImportError:" in out and "tileblas[distributed]" in out
 
 
 def test_default_tiles_are_coarse():
@@ -256,6 +343,51 @@ def test_async_api_on_cluster_runtime(rt):
         set_runtime(prev)
 
 
+def test_async_cost_policy_runs_whole_calls_on_dask_workers(rt):
+    from tileblas import asyncapi as aa
+    from tileblas.devices import DeviceError
+    from tileblas.devices.dask import RemoteArray
+
+    devs = [d for d in rt.devices if d.alive]
+    rng = np.random.default_rng(8)
+    n = 240
+    a, b = _rand(rng, (n, n)), _rand(rng, (n, n))
+    low = np.tril(_rand(rng, (n, n))) + n * np.eye(n)
+    with aa.Executor(devs, policy="cost") as ex:  # calibrates each worker with a few remote DGEMMs
+        sent0 = sum(d.stats.bytes_h2d for d in devs)
+        tasks0 = sum(d.stats.tasks for d in devs)
+        assert sorted(b_.name for b_ in ex.backends) == sorted(d.name for d in devs)
+        ha, hb, hl = ex.handle(a), ex.handle(b), ex.handle(low)
+        hc = ex.empty((n, n))
+        f1 = aa.gemm(1.0, ha, hb, 0.0, hc)
+        hd = ex.empty((n, n))
+        aa.syrk(1.0, hc, 0.0, hd, trans="T")
+        aa.trsm(2.0, hl, hc, side="L", uplo="L")
+        f1.result()
+        got_c, got_d = hc.get(), hd.get()
+        assert sum(s["tasks"] for s in ex.stats()["backends"]) >= 3
+    c = a @ b
+    np.testing.assert_allclose(np.triu(got_d), np.triu(c.T @ c), rtol=1e-10, atol=1e-9 * np.abs(c).max() ** 2)
+    np.testing.assert_allclose(low @ got_c, 2.0 * c, rtol=1e-10, atol=1e-9 * np.abs(c).max())
+    assert sum(d.stats.tasks for d in devs) - tasks0 >= 3  # the calls ran as Dask tasks on the workers
+    # each input was sent once (to the worker that ran the call reading it); c moved to another worker
+    # (through the client) at most once, if the policy put the gemm and the syrk/trsm on different ones
+    assert sum(d.stats.bytes_h2d for d in devs) - sent0 <= a.nbytes + b.nbytes + low.nbytes + c.nbytes
+    # the device interface on its own: a RemoteArray stays on its worker across kernel calls
+    d0 = devs[0]
+    x = d0.to_device(a)
+    y = d0.empty((n, n), np.float64)
+    assert isinstance(x, RemoteArray) and y.future is None
+    k = d0.kernel("gemm")
+    k(1.0, x, x, 0.0, y)
+    k(1.0, x, x, 1.0, y)
+    out = np.empty((n, n), order="F")
+    d0.to_host(y, out)
+    np.testing.assert_allclose(out, 2.0 * a @ a, rtol=1e-12, atol=1e-9)
+    with pytest.raises(DeviceError, match="kernel 'gemv'"):
+        d0.kernel("gemv")
+
+
 def test_rblas_on_cluster_runtime(rt):
     from tileblas import rblas
 
@@ -358,6 +490,7 @@ def test_tls_local_cluster_from_spec(tmp_path):
                 "tls_scheduler_cert": cert, "tls_scheduler_key": key, "tls_worker_cert": cert,
                 "tls_worker_key": key, "require_encryption": True}
     r = tileblas.Runtime(devices="dask:1", security=security, tile_size=64)
+    pids = list(r.client.run(os.getpid).values())
     try:
         assert r.client.scheduler.address.startswith("tls://127.0.0.1:")
         assert [d.address.split(":")[:2] for d in r.devices] == [["tls", "//127.0.0.1"]]
@@ -369,6 +502,7 @@ def test_tls_local_cluster_from_spec(tmp_path):
     finally:
         r.shutdown()
     assert r.closed
+    assert not _wait_gone(pids), "the runtime's own local cluster left worker processes behind"
     with pytest.raises(RuntimeError, match="shut down"):
         r.gemm(1.0, a, a, 0.0, out, transb="T")
 
@@ -386,6 +520,7 @@ def test_losing_every_worker_raises_instead_of_hanging():
     cl = local_cluster(n_workers=1, threads_per_worker=1)
     client = Client(cl, set_as_default=False)
     r = tileblas.Runtime(devices=client, tile_size=256, worker_wait_s=1.0)
+    pids = list(client.run(os.getpid).values())
     try:
         rng = np.random.default_rng(7)
         a = _rand(rng, (1536, 1536))
@@ -409,3 +544,4 @@ def test_losing_every_worker_raises_instead_of_hanging():
         r.shutdown()
         client.close()
         cl.close()
+    assert not _wait_gone(pids)

@@ -22,6 +22,7 @@ SECTIONS = (
     "tileblas._demo_async:section",
     "tileblas._demo_linalg:section",
     "tileblas._demo_rblas:section",
+    "tileblas._demo_cluster:section",
 )
 
 

@@ -2,8 +2,13 @@
 
 What it owns
     * :class:`DaskWorkerDevice`, the device a Dask worker becomes in a cluster runtime: its name, address,
-      thread count and memory limit, and its memory-space operations (``to_device`` scatters a host tile
-      to that worker and returns a :class:`distributed.Future`, ``to_host`` gathers it back).
+      thread count and memory limit, and its memory-space operations (``to_device`` scatters a host array
+      to that worker and returns a :class:`RemoteArray`, ``to_host`` gathers it back).
+    * Whole calls on one worker, for the asynchronous API's "cost" policy (one backend per worker,
+      ``Executor(devices=cluster_runtime.devices)``): :meth:`DaskWorkerDevice.kernel` returns a kernel
+      with the argument order of :mod:`tileblas._kernels` that works on :class:`RemoteArray` operands.
+      It runs the call as one Dask task on that worker and waits for it (so the executor measures the
+      call's real duration); the output's RemoteArray then holds the new version.
     * The functions that run *on the workers*: :func:`run_tile_task` computes one output tile from its
       input tiles with the native kernel layer (one call per step of the planner's task, in the planner's
       fixed k order), and :func:`tile_nbytes`.  They are module-level so that Dask pickles them by
@@ -20,13 +25,47 @@ the new version.  Dask is imported only when this module is imported, which only
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
 
 from tileblas.devices._base import Device, DeviceError
 
-__all__ = ["DaskWorkerDevice", "run_tile_task", "tile_nbytes", "worker_info"]
+__all__ = ["DaskWorkerDevice", "RemoteArray", "run_tile_task", "tile_nbytes", "worker_info"]
+
+
+class RemoteArray:
+    """A device array of a :class:`DaskWorkerDevice`: a matrix held on a Dask worker.
+
+    ``future`` is the Dask future of the current version (None: all zeros, nothing on the worker yet);
+    a kernel that writes the array replaces it with the future of the new version (values on workers are
+    immutable).  ``shape`` and ``dtype`` describe the matrix without fetching it.
+    """
+
+    __slots__ = ("device", "future", "shape", "dtype")
+
+    def __init__(self, device: "DaskWorkerDevice", future: Any, shape: tuple[int, ...], dtype: Any) -> None:
+        self.device = device
+        self.future = future
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"<RemoteArray {self.shape} {self.dtype} on {self.device.name}>"
+
+
+#: Level-3 kernels whose output is not read when beta == 0 (args[3]): the task starts from zeros.
+_BETA_KERNELS = ("gemm", "symm", "hemm")
 
 
 class DaskWorkerDevice(Device):
@@ -47,12 +86,16 @@ class DaskWorkerDevice(Device):
 
     Notes
     -----
-    The runtime never calls :meth:`kernel`: a Dask worker has no in-place kernels a client thread could
-    call, its work is done by tile tasks that Dask runs on it (:func:`run_tile_task`).
+    The cluster runtime never calls :meth:`kernel`: it submits tile tasks (:func:`run_tile_task`) itself,
+    with its own placement and recovery.  :meth:`kernel` serves the asynchronous API's "cost" policy,
+    which runs each call whole on one device: one Dask task on this worker.  That path has no recovery
+    of its own: when the worker dies, the call fails with :class:`DeviceError` (its future raises).
     """
 
     kind = "dask"
     host_memory = False
+    #: Client <-> worker bandwidth guess in bytes/s (loopback TCP); the "cost" policy refines it.
+    bandwidth = 1e9
 
     def __init__(self, client: Any, address: str, nthreads: int = 1, memory_limit: int = 0, index: int = 0) -> None:
         super().__init__(f"dask{index}", speed_hint=float(max(1, nthreads)))
@@ -63,29 +106,82 @@ class DaskWorkerDevice(Device):
         self.alive = True
 
     # ----------------------------------------------------------------- memory space
-    def to_device(self, host: np.ndarray) -> Any:
-        """Send a host tile to this worker (Dask scatter); returns the future that holds it there."""
-        tile = np.asfortranarray(host)
-        if tile is host:
-            tile = host.copy(order="F")
-        fut = self.client.scatter(tile, workers=[self.address], hash=False, direct=False)
-        self.stats.add(bytes_h2d=tile.nbytes)
-        return fut
+    def to_device(self, host: np.ndarray) -> RemoteArray:
+        """Send a host array to this worker (one Dask scatter); returns the RemoteArray that holds it."""
+        self._check_alive()
+        arr = np.asfortranarray(host)
+        if arr is host:
+            arr = host.copy(order="F")
+        try:
+            fut = self.client.scatter(arr, workers=[self.address], hash=False, direct=False)
+        except Exception as exc:
+            self.alive = False
+            raise DeviceError(f"{self.name}: could not send {arr.nbytes} bytes to the Dask worker "
+                              f"{self.address}: {exc!r}") from exc
+        self.stats.add(bytes_h2d=arr.nbytes)
+        return RemoteArray(self, fut, arr.shape, arr.dtype)
 
     def to_host(self, dev: Any, host: np.ndarray) -> None:
-        """Fetch a tile (a future) from the cluster into the host tile ``host``."""
+        """Fetch a RemoteArray (or a Dask future) from the cluster into the host array ``host``."""
+        if isinstance(dev, RemoteArray):
+            if dev.future is None:
+                host[...] = 0
+                return
+            dev = dev.future
         val = dev.result() if hasattr(dev, "result") else dev
         host[...] = val
         self.stats.add(bytes_d2h=host.nbytes)
 
-    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        """A zero-filled tile made on this worker (nothing is sent but the shape)."""
-        return self.client.submit(_zeros, tuple(shape), np.dtype(dtype).str, workers=[self.address],
-                                  allow_other_workers=True, pure=False)
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> RemoteArray:
+        """A zero-filled array for this worker; nothing is sent or made until a kernel writes it."""
+        return RemoteArray(self, None, tuple(shape), dtype)
 
     def kernel(self, name: str) -> Callable[..., None]:
-        raise DeviceError(f"{self.name} runs tile tasks through Dask (tileblas.runtime._cluster); it has no "
-                          f"in-place {name!r} kernel a client thread could call")
+        """Level-3 kernel ``name`` (gemm ... trsm, argument order of :mod:`tileblas._kernels`) on
+        RemoteArray operands: one Dask task on this worker computes the new version of the output (the
+        last array argument); returns when it is done."""
+        if name not in _KERNEL_NAMES:
+            raise DeviceError(f"{self.name} has no kernel {name!r}; known: {', '.join(_KERNEL_NAMES)}")
+
+        def run(*args: Any, **kw: Any) -> None:
+            self._run_call(name, args, kw)
+
+        return run
+
+    def _run_call(self, name: str, args: tuple, kw: dict) -> None:
+        self._check_alive()
+        pos = [p for p, a in enumerate(args) if isinstance(a, RemoteArray)]
+        if not pos:
+            raise DeviceError(f"{self.name}.{name}: no RemoteArray operand (use to_device / empty)")
+        bad = [args[p] for p in pos if args[p].device is not self]
+        if bad:
+            raise DeviceError(f"{self.name}.{name}: operand {bad[0]!r} lives on another device")
+        out = args[pos[-1]]
+        slots = [pos[-1]] + pos[:-1]  # slot 0: the output
+        refs = tuple((p, slots.index(p)) for p in pos)
+        plain = tuple(None if isinstance(a, RemoteArray) else a for a in args)
+        reads_out = not (name in _BETA_KERNELS and args[3] == 0)
+        tiles = [out.future if reads_out else None] + [args[p].future for p in pos[:-1]]
+        steps = ((name, plain, dict(kw), refs),)
+        t0 = time.perf_counter()
+        fut = self.client.submit(run_tile_task, steps, 0, out.shape, out.dtype.str, *tiles,
+                                 workers=[self.address], allow_other_workers=True, pure=False)
+        done = threading.Event()
+        fut.add_done_callback(lambda _f: done.set())
+        done.wait()
+        if fut.status != "finished":
+            exc = fut.exception() if fut.status == "error" else None
+            if exc is not None and not _is_loss(exc):
+                raise exc.with_traceback(fut.traceback())
+            self.alive = False
+            raise DeviceError(f"{self.name}: the {name} call on the Dask worker {self.address} was lost "
+                              f"({fut.status}; the worker or an operand went away)") from exc
+        out.future = fut
+        self.stats.add(tasks=1, busy_s=time.perf_counter() - t0)
+
+    def _check_alive(self) -> None:
+        if not self.alive:
+            raise DeviceError(f"{self.name}: the Dask worker {self.address} has gone")
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
@@ -94,6 +190,15 @@ class DaskWorkerDevice(Device):
 
     def __repr__(self) -> str:
         return f"<DaskWorkerDevice {self.name} {self.address}>"
+
+
+_KERNEL_NAMES = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
+
+
+def _is_loss(exc: BaseException) -> bool:
+    """Is this Dask telling us data or a worker went away (not the task's own error)?"""
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"FutureCancelledError", "CancelledError", "CommClosedError", "FutureLost"})
 
 
 def worker_info(client: Any) -> dict[str, dict[str, Any]]:

@@ -36,6 +36,16 @@ What it must not touch
     scheduler of the host runtime (a cluster runtime has no local worker threads).
 
 Calls on one ClusterRuntime are serialised (each call already spreads over the whole cluster).
+
+The asynchronous API on a cluster
+    ``policy="demand"`` (a ClusterRuntime as the current runtime): every Level-3 call is split into tile
+    tasks over all workers by this module, with residency, peer fetches and recovery as above.
+    ``policy="cost"`` with ``Executor(devices=[d for d in rt.devices if d.alive])``: one backend per
+    worker; each call runs whole, as one Dask task, on the worker where it is estimated to finish first
+    (:meth:`tileblas.devices.dask.DaskWorkerDevice.kernel`).  A handle's copy stays on its worker across
+    calls; a handle needed on another worker moves through the client (the handles' residency model
+    knows the host and devices, not peers), and a call whose worker dies fails with DeviceError instead
+    of being recovered.  Level-1/2 calls need a host backend (add ``host_devices()`` to the list).
 """
 
 from __future__ import annotations
@@ -70,6 +80,16 @@ _POLL_S = 0.5
 _SCHEMES = ("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")
 
 
+def _distributed() -> Any:
+    """The ``distributed`` package, or ImportError saying how to install it."""
+    try:
+        import distributed
+    except ImportError as exc:
+        raise ImportError("running tileblas on a Dask cluster needs dask and distributed: "
+                          "pip install 'tileblas[distributed]'") from exc
+    return distributed
+
+
 def is_cluster_spec(spec: Any) -> bool:
     """True when a Runtime ``devices=`` argument names a Dask cluster: a ``distributed.Client``, a
     cluster object with a ``scheduler_address`` (LocalCluster, ...), a scheduler address such as
@@ -86,8 +106,7 @@ def local_cluster(n_workers: int = 2, threads_per_worker: int = 1, **kwargs: Any
     """A ``distributed.LocalCluster`` of worker *processes* listening on loopback only (127.0.0.1; the
     scheduler's HTTP endpoints too, on a free port).  Extra keyword arguments go to LocalCluster
     (``memory_limit=``, ``security=``...)."""
-    from distributed import LocalCluster
-
+    LocalCluster = _distributed().LocalCluster
     kw: dict[str, Any] = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                               host="127.0.0.1", dashboard_address="127.0.0.1:0")
     kw.update(kwargs)
@@ -403,7 +422,7 @@ class ClusterRuntime(Runtime):
 
     # ----------------------------------------------------------------- connection
     def _connect(self, spec: Any, security: Any, client_kwargs: dict) -> Any:
-        from distributed import Client
+        Client = _distributed().Client
 
         if isinstance(spec, Client):
             return spec
