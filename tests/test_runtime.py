@@ -312,6 +312,34 @@ def test_default_tile_size_gives_enough_tiles():
         assert r.tile_size_for("gemm", 4096, 4096, 4096) == 96
 
 
+def test_default_tiles_of_trmm_trsm_chains_are_finer(monkeypatch):
+    from tileblas import perf
+    from tileblas.runtime import _planner as P
+
+    with Runtime(devices=2) as r:
+        for name in ("trmm", "trsm"):
+            # the chains' last tasks must be small against each device's share: 64 tasks, not 16
+            assert r.tile_size_for(name, 4096, 4096, 4096) == 512
+            assert r.tile_size_for(name, 4096, 300, 4096) <= 512  # few right-hand sides: finer still
+            for n in (1000, 2048, 3000, 8192):
+                t = r.tile_size_for(name, n, n, n)
+                assert 128 <= t <= r.tile_size_for("gemm", n, n, n) and (-(-n // t)) ** 2 >= 16
+        for name in ("gemm", "symm", "syrk", "syr2k"):
+            assert r.tile_size_for(name, 4096, 4096, 4096) == 1024
+        assert P.default_tile_size("trsm", 4096, 4096, 4096, 1) == 1024  # one device: no chain tail
+        # the modelled tail shrinks, the diagonal-kernel share and small-tile penalty grow, with finer tiles
+        tails = [P._chain_balance(*P._chain_works(4096, 4096, 4096, t), 2) for t in (1024, 512, 256)]
+        mixes = [4096.0 ** 3 / P._chain_works(4096, 4096, 4096, t)[0] for t in (1024, 512, 256)]
+        assert tails[0] < tails[1] < tails[2] < 1.0 and mixes[0] < mixes[1] < mixes[2] < 1.0
+        assert P._tile_rate(256) < P._tile_rate(512) < P._tile_rate(1024) < 1.0
+        # a stored model's GEMM-based answer is capped by the chain heuristic, not taken as is
+        monkeypatch.setattr(perf, "suggest", lambda *a, **k: 1024)
+        assert r.tile_size_for("trsm", 4096, 4096, 4096) == 512
+        assert r.tile_size_for("gemm", 4096, 4096, 4096) == 1024
+        monkeypatch.setattr(perf, "suggest", lambda *a, **k: 256)
+        assert r.tile_size_for("trmm", 4096, 4096, 4096) == 256
+
+
 # ---------------------------------------------------------------------------------------------------
 # concurrency, failure, threads
 # ---------------------------------------------------------------------------------------------------

@@ -392,6 +392,18 @@ TILE_CANDIDATES = (1024, 768, 512, 384, 256, 192, 128)
 #: development machine: ~35 GFLOP/s single-threaded from T=128 up, ~25 us per task).
 TASK_OVERHEAD_S = 25e-6
 CORE_FLOPS = 3.0e10
+#: Tile edge at which a tile task's kernel runs at half its large-tile rate in the model
+#: ``1 / (1 + (TILE_RATE_KNEE / t)**2)`` of :func:`_tile_rate` (operands strided in large matrices, not
+#: in cache: measured on the development machine in a 4096 dgemm on 2 workers, tiles of 256 ran at ~88 %
+#: of the rate of tiles of 512 or 1024).  Used for the dependency chains of TRMM/TRSM, whose default
+#: tiles are smaller than other routines'.
+TILE_RATE_KNEE = 96.0
+#: Routines whose tasks form dependency chains (in-place update of B along the triangle).
+CHAIN_ROUTINES = ("trmm", "trsm")
+#: Rate of a single-threaded TRMM/TRSM tile kernel relative to DGEMM's on the same tile (measured on the
+#: development machine: 0.78-0.90 for tiles of 512-1024, lower for smaller ones): the diagonal steps of
+#: a chain cost this much more per flop, so larger tiles put more of the call's flops in slower kernels.
+TRI_KERNEL_REL = 0.8
 
 
 def _balance(works: list, devices: int) -> float:
@@ -416,6 +428,46 @@ def _tile_works(name: str, m: int, n: int, k: int, t: int) -> list:
     return [float(r) * c * k for r in rows for c in cols]
 
 
+def _chain_works(m: int, n: int, k: int, t: int) -> tuple[float, float]:
+    """Total work of the TRMM/TRSM tasks and the largest task's, in GEMM-flop time units (the flops of
+    the call, as :func:`flop_count` counts them, sum to m*n*k; the diagonal steps weigh
+    1 / :data:`TRI_KERNEL_REL` per flop).
+
+    The triangle runs along the dimension of order k (rows when k == m, else columns); the task of
+    triangle block d and cross block x combines the triangle blocks before it (one GEMM step each, 2
+    flops per multiply-add) and the diagonal block (one TRMM/TRSM step).  Whether the chain runs up or
+    down, the works are the same up to where the one partial block falls."""
+    tri, other = (m, n) if k == m else (n, m)
+    total = largest = 0.0
+    before = 0
+    for d in range(0, tri, t):
+        s = min(t, tri - d)
+        w = float(s) * (2.0 * before + s / TRI_KERNEL_REL)  # per column of the other side
+        total += w * other
+        largest = max(largest, w * min(t, other))
+        before += s
+    return total, largest
+
+
+def _chain_balance(total: float, largest: float, devices: int) -> float:
+    """Expected efficiency of demand-driven scheduling of dependency chains on ``devices`` devices.
+
+    Order is imposed by the chains, so the tasks cannot be sorted largest first as in :func:`_balance`;
+    greedy list scheduling ends within ``(1 - 1/devices) * largest`` of the average load
+    ``total / devices`` (Graham's bound), which is what this charges.  In TRSM the largest tasks (most
+    GEMM steps) are the last of each chain, so coarse tiles leave devices idle at the end; measured at
+    n = 4096 on 2 workers, tiles of 1024 (16 tasks) reached 0.92x OpenBLAS, tiles of 512 0.96-0.98x."""
+    if devices <= 1 or total <= 0.0:
+        return 1.0
+    avg = total / devices
+    return avg / (avg + (1.0 - 1.0 / devices) * largest)
+
+
+def _tile_rate(t: int) -> float:
+    """Relative kernel rate of tile tasks of edge ``t`` (1 for large tiles); see :data:`TILE_RATE_KNEE`."""
+    return 1.0 / (1.0 + (TILE_RATE_KNEE / t) ** 2)
+
+
 def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
     """The tile size a call gets when neither the runtime nor the call names one.
 
@@ -424,18 +476,30 @@ def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
     times the share of each task spent in the kernel rather than in fixed per-task costs.  Candidates
     that give fewer than four tiles per device (eight for the dependency chains of in-place TRSM/TRMM)
     are skipped while a smaller candidate exists; ties go to the larger tile.
+
+    For the chains of TRMM/TRSM the balance is :func:`_chain_balance` of the tasks' real (unequal) work,
+    times the share of the work done in the faster GEMM kernel rather than the diagonal TRMM/TRSM kernel
+    (:data:`TRI_KERNEL_REL`); the kernel rate of smaller tiles (:func:`_tile_rate`) weighs against both:
+    at n = 4096 on 2 devices this picks 512 (other routines: 1024).
     """
     devices = max(1, devices)
-    per_device = 8 if name in ("trmm", "trsm") else 4
+    chain = name in CHAIN_ROUTINES
+    per_device = 8 if chain else 4
     best_t, best_score = TILE_CANDIDATES[-1], -1.0
     for t in TILE_CANDIDATES:
-        works = _tile_works(name, m, n, k, t)
-        if len(works) < per_device * devices and t != TILE_CANDIDATES[-1]:
+        works = None if chain else _tile_works(name, m, n, k, t)
+        tiles = _ceil(m, t) * _ceil(n, t) if chain else len(works)
+        if tiles < per_device * devices and t != TILE_CANDIDATES[-1]:
             continue
         task_s = 2.0 * min(t, m) * min(t, n) * min(t, max(k, 1)) / CORE_FLOPS
         steps = max(1, -(-k // t))
         eff = task_s * steps / (task_s * steps + TASK_OVERHEAD_S * (1 + steps))
-        score = _balance(works, devices) * eff
+        if chain:
+            total, largest = _chain_works(m, n, k, t)
+            mix = float(m) * n * k / total if total > 0.0 else 1.0
+            score = _chain_balance(total, largest, devices) * mix * _tile_rate(t) * eff
+        else:
+            score = _balance(works, devices) * eff
         if score > best_score + 0.01:
             best_t, best_score = t, score
     return best_t

@@ -230,16 +230,19 @@ class Runtime:
     def _default_tile(self, name: str, m: int, n: int, k: int, flops: float | None = None) -> int:
         """Tile size of a call that names none: from this machine's performance models (one cached lookup,
         :func:`tileblas.perf.suggest`) for a tiled call on host-memory workers outside deterministic mode when
-        ``tileblas tune`` has built them, else the heuristic :func:`~tileblas.runtime._planner.default_tile_size`."""
+        ``tileblas tune`` has built them, else the heuristic :func:`~tileblas.runtime._planner.default_tile_size`.
+        The models predict GEMM-like calls only, so for the dependency chains of TRMM/TRSM the heuristic's
+        tile (which accounts for the chains' end) caps the models' answer."""
         nd = self._devices_for_partition()
         if not self.deterministic and (flops is None or flops >= self.small_flops) \
                 and all(d.host_memory for d in self._devices):
             from tileblas.perf import suggest
 
+            chain = name in P.CHAIN_ROUTINES
             tile = suggest("tile_size", m=m, n=n, k=k, devices=nd, candidates=P.TILE_CANDIDATES,
-                           overhead=P.TASK_OVERHEAD_S, min_tiles=(8 if name in ("trmm", "trsm") else 4) * nd)
+                           overhead=P.TASK_OVERHEAD_S, min_tiles=(8 if chain else 4) * nd)
             if tile:
-                return tile
+                return min(tile, P.default_tile_size(name, m, n, k, nd)) if chain else tile
         return P.default_tile_size(name, m, n, k, nd)
 
     def _split_target(self) -> int:
