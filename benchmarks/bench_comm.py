@@ -201,7 +201,8 @@ def overlap(args: argparse.Namespace) -> dict:
                 rt.shutdown()
         results[name] = best
         b4, b1 = best[4], best[1]
-        print(f"d{name:<6} n={args.n} tile={b4['tile']} {args.devices} devices ({args.kernels} kernels) link {args.bandwidth / 1e9:.2f} GB/s: "
+        print(f"d{name:<6} n={args.n} tile={b4['tile']} {args.devices} devices ({args.kernels} kernels) "
+              f"link {args.bandwidth / 1e9:.2f} GB/s: "
               f"4 streams wall {b4['wall_s'] * 1e3:7.1f} ms, exposed comm {100 * b4['exposed_mean']:5.1f}% "
               f"(max device {100 * b4['exposed_max']:5.1f}%), compute {100 * b4['compute_mean']:4.1f}% | "
               f"1 stream wall {b1['wall_s'] * 1e3:7.1f} ms, "

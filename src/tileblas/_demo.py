@@ -19,6 +19,7 @@ SECTIONS = (
     "tileblas._demo_blas:section",
     "tileblas._demo_perf:section",
     "tileblas._demo_runtime:section",
+    "tileblas._demo_memory:section",
     "tileblas._demo_async:section",
     "tileblas._demo_linalg:section",
     "tileblas._demo_rblas:section",
