@@ -62,13 +62,14 @@ def bench_dtrsm(args, repo, key, out):
     sm = build_submodel("dtrsm", ("L", "L", "N"), lambda s: sampler.sample("dtrsm", ("L", "L", "N"), s),
                         (8, 8), (args.hi, args.hi), "refine", 0.10, args.min_size,
                         validation_points=args.validation, progress=args.progress,
-                        config={"locality": "in-cache", "reps": args.reps})
+                        config={"locality": "in-cache", "reps": args.reps}, rounds=args.rounds)
     repo.save(key, sm)
     v = sm.validation
     res = {"regions": len(sm.regions), "points": sm.points, "samples": sm.samples,
            "build_seconds": sm.config["build_seconds"], "total_seconds": time.perf_counter() - t0,
            "validation_points": v["points"], "avg_rel_error": v["avg_rel_error"], "max_rel_error": v["max_rel_error"]}
-    out(f"[dtrsm LLN] m,n in [8,{args.hi}], eps=10%, s_min={args.min_size}, reps={args.reps}: {sm.samples} samples "
+    out(f"[dtrsm LLN] m,n in [8,{args.hi}], eps=10%, s_min={args.min_size}, reps={args.reps} x rounds={args.rounds}: "
+        f"{sm.samples} samples "
         f"({sm.points} points, {len(sm.regions)} regions), built in {res['build_seconds']:.0f} s; validation on "
         f"{v['points']} fresh points: avg {v['avg_rel_error']:.2%}, max {v['max_rel_error']:.2%}")
     ok = sm.samples <= 20000 and v["avg_rel_error"] <= 0.05 and res["build_seconds"] <= 600 and v["points"] >= 200
@@ -88,7 +89,8 @@ def bench_trinv(args, repo, key, out):
     sizes = args.sizes
     t0 = time.perf_counter()
     build_models_for("trinv", sizes + [args.nblock], [args.block] + args.blocks, repo, key, reps=args.reps,
-                     min_size=args.min_size, validation_points=50, progress=args.progress, log=out)
+                     min_size=args.min_size, validation_points=50, progress=args.progress, log=out,
+                     rounds=args.rounds)
     out(f"[trinv] models ready after {time.perf_counter() - t0:.0f} s")
     if args.build_only:
         return {"build_seconds": time.perf_counter() - t0}
@@ -160,7 +162,7 @@ def bench_sylvester(args, repo, key, out):
     alg = ALGORITHMS["sylvester"]
     n, b = args.sylv_n, args.sylv_block
     build_models_for("sylvester", [n], [b], repo, key, reps=args.reps, min_size=args.min_size,
-                     validation_points=50, progress=args.progress, log=out)
+                     validation_points=50, progress=args.progress, log=out, rounds=args.rounds)
     pred = Predictor(repo, key)
     ranking = pred.rank("sylvester", n, b)
     p_time = {p.label["variant"]: p.time["median"] for p in ranking}
@@ -184,13 +186,15 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=("dtrsm", "trinv", "sylvester"), default=None)
     ap.add_argument("--json", default=None, help="write results as JSON here")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--reps", type=int, default=5, help="timed repetitions per burst (default 5)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="bursts per sample point, each in its own pass; the least disturbed is kept (default 2)")
     ap.add_argument("--build-only", action="store_true",
                     help="trinv: only build the models into --db (run the comparison later from that file)")
     args = ap.parse_args(argv)
     q = args.quick
     args.hi = 512 if q else 1024
     args.min_size = 64 if q else 32
-    args.reps = 5
     args.validation = 200
     args.sizes = [256, 512] if q else [256, 512, 1024]
     args.block = 96

@@ -28,7 +28,7 @@ from tileblas.perf._suggest import suggest
 _WHERE = {
     "_algorithms": ("ALGORITHMS", "SYLVESTER_VARIANTS", "TRINV_VARIANTS", "sylvester", "sylvester_invariant",
                     "trace_sylvester", "trace_trinv", "trinv"),
-    "_modeler": ("Modeler", "Region", "Submodel", "build_submodel", "validate"),
+    "_modeler": ("Modeler", "Region", "Submodel", "build_submodel", "least_disturbed", "validate"),
     "_predictor": ("MissingModelError", "Prediction", "Predictor", "build_models_for", "measure_peak"),
     "_repository": ("ModelKey", "Repository", "RepositoryError", "current_key"),
     "_paths": ("default_path",),
@@ -75,6 +75,7 @@ __all__ = [
     "build_submodel",
     "current_key",
     "default_path",
+    "least_disturbed",
     "measure_peak",
     "suggest",
     "sylvester",

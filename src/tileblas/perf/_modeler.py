@@ -22,6 +22,13 @@ Design note
     :func:`validate` then measures fresh random points that the model never used and records the average
     and maximum relative error of the predicted median.
 
+    Measuring on a shared, noisy machine: points are measured in batches (all new points of a refinement
+    level, of an expansion step, or all validation points), in ``rounds`` passes over the batch; each pass
+    is one burst of the sampler's repetitions per point, and a point keeps the burst with the smallest
+    median (:func:`least_disturbed`).  Interference from other processes comes in episodes longer than
+    one burst; two bursts of one point lie a whole pass apart, so rarely both in one episode.  Fitting
+    and validation measure alike, and every repetition of every burst counts as a sample.
+
     What is measured is a callable ``measure(sizes) -> Timing``; the sampler provides it, tests pass a
     synthetic one.
 
@@ -51,6 +58,7 @@ __all__ = [
     "build_submodel",
     "STRATEGIES",
     "DIRECTIONS",
+    "least_disturbed",
 ]
 
 STRATEGIES = ("refine", "expand")
@@ -195,6 +203,27 @@ class Submodel:
         return sm
 
 
+def least_disturbed(bursts: Sequence[Timing]) -> Timing:
+    """The burst with the smallest median: the one least slowed by other processes."""
+    return min(bursts, key=lambda t: t.median)
+
+
+def _measure_rounds(measure: Callable[[tuple[int, ...]], Timing], pts: Sequence[tuple[int, ...]], rounds: int,
+                    progress: "_Progress | None" = None) -> tuple[dict[tuple[int, ...], Timing], int]:
+    """``rounds`` passes over ``pts`` (one ``measure`` call per point and pass); per point the
+    :func:`least_disturbed` burst, and the repetitions taken in all."""
+    bursts: dict[tuple[int, ...], list[Timing]] = {p: [] for p in pts}
+    reps = 0
+    for r in range(rounds):
+        for p in pts:
+            t = measure(p)
+            bursts[p].append(t)
+            reps += t.reps
+            if progress is not None and r == rounds - 1:
+                progress.update()
+    return {p: least_disturbed(b) for p, b in bursts.items()}, reps
+
+
 def _check_pos_int(name: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} must be a positive integer; got {v!r}")
@@ -260,12 +289,17 @@ class Modeler:
         Adaptive Refinement also measures held-out points of each region (its grid's cell centres and the
         geometric midpoint of the first cell per axis) and judges the region on them too (the paper notes
         that the error on the fitted points alone can hide structure).
+    rounds : int
+        Bursts per point, taken in separate passes over each batch of new points; a point keeps the
+        :func:`least_disturbed` one.
     """
 
     def __init__(self, measure: Callable[[tuple[int, ...]], Timing], lo: Sequence[int], hi: Sequence[int],
-                 degrees: Sequence[int], granularity: int = 8, progress: bool = False, check: bool = True) -> None:
+                 degrees: Sequence[int], granularity: int = 8, progress: bool = False, check: bool = True,
+                 rounds: int = 1) -> None:
         self.measure = measure
         self.check = bool(check)
+        self.rounds = _check_pos_int("rounds", rounds)
         self.g = _check_pos_int("granularity", granularity)
         if len(lo) != len(hi) or len(lo) != len(degrees) or not lo:
             raise ValueError(f"lo, hi and degrees must have the same positive length; got {lo!r}, {hi!r}, {degrees!r}")
@@ -283,11 +317,20 @@ class Modeler:
     def _get(self, p: tuple[int, ...]) -> Timing:
         t = self.cache.get(p)
         if t is None:
-            t = self.measure(p)
-            self.cache[p] = t
-            self.samples += t.reps
-            self._progress.update()
+            self._measure_batch([p])
+            t = self.cache[p]
         return t
+
+    def _new_points(self, pts: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        return list(dict.fromkeys(p for p in pts if p not in self.cache))
+
+    def _measure_batch(self, pts: Iterable[tuple[int, ...]]) -> None:
+        """Measure the points not cached yet, in :attr:`rounds` passes over the batch."""
+        new = self._new_points(pts)
+        if new:
+            got, reps = _measure_rounds(self.measure, new, self.rounds, self._progress)
+            self.cache.update(got)
+            self.samples += reps
 
     def _axis(self, lo: int, hi: int, count: int) -> list[int]:
         if hi <= lo:
@@ -299,6 +342,7 @@ class Modeler:
     def _fit(self, box: Box, axes: list[list[int]] | None = None, pts: list[tuple[int, ...]] | None = None) -> Region:
         if pts is None:
             pts = [tuple(p) for p in itertools.product(*axes)]
+        self._measure_batch(pts)
         timings = [self._get(p) for p in pts]
         x = np.asarray(pts, dtype=np.float64)
         a = _design(x, self.exps, np.asarray(self.scale))
@@ -345,42 +389,61 @@ class Modeler:
                             max_samples: int | None = None) -> list[Region]:
         """Regions by Adaptive Refinement (paper III-C2), breadth first.
 
-        With ``max_samples``, regions are accepted as they are once that many samples have been taken.
+        Each level's new points (grids and held-out checks of all its regions) are measured as one batch.
+        With ``max_samples``, the whole domain's first fit is always made; after that a region is only
+        refined if measuring its children's new points keeps the total within ``max_samples`` (a part not
+        refined keeps its parent's polynomial).
         """
         if not (error_bound > 0):
             raise ValueError(f"error_bound must be positive; got {error_bound!r}")
         min_size = _check_pos_int("min_size", min_size)
         out: list[Region] = []
-        stack: collections.deque[tuple[Box, Region | None]] = collections.deque([((self.lo, self.hi), None)])
-        while stack:
-            box, parent = stack.popleft()
-            if parent is not None and max_samples is not None and self.samples >= max_samples:
-                # budget spent: this part of the parent keeps the parent's polynomial
-                out.append(Region(box[0], box[1], parent.coef, parent.error, 0))
-                continue
-            axes = self._grid_axes(box)
-            reg = self._fit(box, axes)
-            checks = self._check_points(axes) if self.check else []
-            if checks:  # accuracy judged on held-out points too, then the polynomial is refitted on all
-                err = max(reg.error, self._rel_error(reg, checks))
-                reg = self._fit(box, pts=[tuple(p) for p in itertools.product(*axes)] + checks)
-                reg.error = max(err, reg.error)
-            splittable = [d for d in range(len(box[0])) if box[1][d] - box[0][d] + self.g >= 2 * min_size]
-            budget_left = max_samples is None or self.samples < max_samples
-            if reg.error <= error_bound or not splittable or not budget_left:
-                out.append(reg)
-                continue
-            halves = []
-            for d in range(len(box[0])):
-                l, h = box[0][d], box[1][d]
-                if d in splittable:
-                    mid = l + ((h - l) // 2) // self.g * self.g
-                    halves.append([(l, mid), (mid + self.g, h)])
-                else:
-                    halves.append([(l, h)])
-            for combo in itertools.product(*halves):
-                stack.append(((tuple(c[0] for c in combo), tuple(c[1] for c in combo)), reg))
+        level: list[tuple[Box, Region | None]] = [((self.lo, self.hi), None)]
+        while level:
+            plans = []
+            planned = self.samples
+            batch: list[tuple[int, ...]] = []
+            for box, parent in level:
+                axes = self._grid_axes(box)
+                grid = [tuple(p) for p in itertools.product(*axes)]
+                checks = self._check_points(axes) if self.check else []
+                new = self._new_points(grid + checks)
+                cost = len(new) * self._reps_per_point()
+                if parent is not None and max_samples is not None and planned + cost > max_samples:
+                    # over budget: this part of the parent keeps the parent's polynomial
+                    out.append(Region(box[0], box[1], parent.coef, parent.error, 0))
+                    continue
+                batch.extend(new)
+                planned += cost
+                plans.append((box, grid, checks))
+            self._measure_batch(batch)
+            nxt: list[tuple[Box, Region | None]] = []
+            for box, grid, checks in plans:
+                reg = self._fit(box, pts=grid)
+                if checks:  # accuracy judged on held-out points too, then the polynomial is refitted on all
+                    err = max(reg.error, self._rel_error(reg, checks))
+                    reg = self._fit(box, pts=grid + checks)
+                    reg.error = max(err, reg.error)
+                splittable = [d for d in range(len(box[0])) if box[1][d] - box[0][d] + self.g >= 2 * min_size]
+                if reg.error <= error_bound or not splittable:
+                    out.append(reg)
+                    continue
+                halves = []
+                for d in range(len(box[0])):
+                    l, h = box[0][d], box[1][d]
+                    if d in splittable:
+                        mid = l + ((h - l) // 2) // self.g * self.g
+                        halves.append([(l, mid), (mid + self.g, h)])
+                    else:
+                        halves.append([(l, h)])
+                for combo in itertools.product(*halves):
+                    nxt.append(((tuple(c[0] for c in combo), tuple(c[1] for c in combo)), reg))
+            level = nxt
         return out
+
+    def _reps_per_point(self) -> float:
+        """Samples one new point has cost so far (for planning the sample budget)."""
+        return self.samples / len(self.cache) if self.cache else 1.0
 
     # ------------------------------------------------------------------ Model Expansion
     def model_expansion(self, error_bound: float = 0.1, direction: str = "down",
@@ -474,15 +537,17 @@ def _subtract(outer: Box, inner: Box, g: int) -> list[Box]:
 
 def validate(submodel: Submodel, measure: Callable[[tuple[int, ...]], Timing], points: int = 200,
              exclude: Iterable[tuple[int, ...]] = (), granularity: int = 1, seed: int = 1,
-             progress: bool = False) -> dict[str, Any]:
+             progress: bool = False, rounds: int = 1) -> dict[str, Any]:
     """Average and maximum relative error of the predicted median on fresh random points.
 
     Points are drawn uniformly from the domain (on multiples of ``granularity``; :func:`build_submodel`
     uses the model's lattice, as the paper samples multiples of 8), never one of ``exclude`` (the points
-    the model was fitted to).  The result is also stored in
+    the model was fitted to).  They are measured as the modeler measures: ``rounds`` passes over all of
+    them, each point keeping its :func:`least_disturbed` burst.  The result is also stored in
     ``submodel.validation``.
     """
     points = _check_pos_int("points", points)
+    rounds = _check_pos_int("rounds", rounds)
     rng = np.random.default_rng(seed)
     used = set(map(tuple, exclude))
     chosen: list[tuple[int, ...]] = []
@@ -497,15 +562,13 @@ def validate(submodel: Submodel, measure: Callable[[tuple[int, ...]], Timing], p
         used.add(p)
         chosen.append(p)
     bar = _Progress(progress, "validating")
+    got, samples = _measure_rounds(measure, chosen, rounds, bar)
+    bar.close()
     errs = []
-    samples = 0
     for p in chosen:
-        t = measure(p)
-        samples += t.reps
+        t = got[p]
         pred = submodel.evaluate(p)["median"]
         errs.append(abs(pred - t.median) / t.median if t.median > 0 else 0.0)
-        bar.update()
-    bar.close()
     res: dict[str, Any] = {
         "points": len(chosen),
         "samples": samples,
@@ -521,7 +584,8 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
                    lo: Sequence[int], hi: Sequence[int], strategy: str = "refine", error_bound: float = 0.1,
                    min_size: int = 32, direction: str = "down", initial_size: int = 128,
                    validation_points: int = 200, granularity: int = 8, progress: bool = False,
-                   config: dict[str, Any] | None = None, max_samples: int | None = None) -> Submodel:
+                   config: dict[str, Any] | None = None, max_samples: int | None = None,
+                   rounds: int = 1) -> Submodel:
     """Build, and validate on fresh points, the model of ``routine`` for one flag combination.
 
     Parameters
@@ -554,6 +618,9 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
         Extra settings recorded in the model (sampler locality, repetitions...).
     max_samples : int, optional
         Sample budget of Adaptive Refinement: once spent, remaining regions are accepted unrefined.
+    rounds : int
+        Bursts per point (fitting and validation alike), each in its own pass over a batch of points; a
+        point keeps the :func:`least_disturbed` burst.  2 on a machine shared with other work.
 
     Returns
     -------
@@ -564,7 +631,7 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
         raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
     flags = tuple(flags)
     t0 = time.perf_counter()
-    modeler = Modeler(measure, lo, hi, spec.degrees(flags), granularity, progress)
+    modeler = Modeler(measure, lo, hi, spec.degrees(flags), granularity, progress, rounds=rounds)
     try:
         if strategy == "refine":
             regions = modeler.adaptive_refinement(error_bound, min_size, max_samples)
@@ -579,7 +646,8 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
     build_s = time.perf_counter() - t0
     if validation_points:
         validate(sm, measure, validation_points, exclude=modeler.cache.keys(), granularity=granularity,
-                 progress=progress)
-    sm.config = {"strategy": strategy, **opts, "granularity": granularity, "build_seconds": build_s,
+                 progress=progress, rounds=modeler.rounds)
+    sm.config = {"strategy": strategy, **opts, "granularity": granularity, "rounds": modeler.rounds,
+                 "build_seconds": build_s,
                  "total_seconds": time.perf_counter() - t0, **(config or {})}
     return sm
