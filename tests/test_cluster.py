@@ -456,6 +456,30 @@ def test_worker_killed_during_a_call_still_gives_the_right_result(rt, cluster):
     assert rt.stats()["devices"][new[0].name]["tasks"] > before
 
 
+def test_async_cost_policy_call_on_a_killed_worker_raises_device_error(rt, cluster):
+    from tileblas import asyncapi as aa
+    from tileblas.devices import DeviceError
+
+    client = cluster[1]
+    victim = next(d for d in rt.devices if d.alive)
+    pid = client.run(os.getpid, workers=[victim.address])[victim.address]
+    n = 4000  # ~128 GFLOP: seconds on one core, so the kill lands while the call runs
+    a = np.asfortranarray(np.random.default_rng(9).standard_normal((n, n)))
+    with aa.Executor([victim], policy="cost", calibrate=False) as ex:
+        f = aa.gemm(1.0, ex.handle(a, copy=False), ex.handle(a, copy=False), 0.0, ex.empty((n, n)))
+        deadline = time.monotonic() + 60
+        while not client.processing(workers=[victim.address]).get(victim.address) and not f.done():
+            assert time.monotonic() < deadline, "the call never started on the worker"
+            time.sleep(0.01)
+        assert not f.done()
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(DeviceError, match="was lost"):
+            f.result(timeout=60)
+        with pytest.raises(DeviceError, match="has gone"):  # the device stays dead, calls fail fast
+            aa.gemm(1.0, ex.handle(a[:10, :10]), ex.handle(a[:10, :10]), 0.0, ex.empty((10, 10))).result(30)
+    client.wait_for_workers(2, timeout=60)  # the nanny starts a replacement; later tests use it
+
+
 def test_task_error_reaches_the_caller_and_runtime_survives(rt):
     with pytest.raises(ValueError, match="routine"):
         rt.run("gemv", 1.0, np.ones((9, 9)), np.ones((9, 9)), 0.0, np.ones((9, 9)))
