@@ -93,6 +93,20 @@ def _matrices(*pairs: tuple[str, Any]) -> np.dtype:
     return dt  # type: ignore[return-value]
 
 
+def _three(c: Any, a: Any, b: Any) -> np.dtype:
+    """:func:`_matrices` for ("c", c), ("a", a), ("b", b) (b may be None), with a fast path for good operands."""
+    if type(c) is MatrixHandle and type(a) is MatrixHandle and not (c.deleted or a.deleted):
+        dt = c.dtype
+        if a.dtype == dt and len(c.shape) == 2 and len(a.shape) == 2:
+            if b is None:
+                return dt
+            if type(b) is MatrixHandle and not b.deleted and b.dtype == dt and len(b.shape) == 2:
+                return dt
+    if b is None:
+        return _matrices(("c", c), ("a", a))
+    return _matrices(("c", c), ("a", a), ("b", b))
+
+
 def _distinct(out: tuple[str, MatrixHandle], *ins: tuple[str, MatrixHandle]) -> None:
     for name, h in ins:
         if h is out[1]:
@@ -131,14 +145,19 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
 
     Returns a future whose result is ``c``.
     """
-    dt = _matrices(("c", c), ("a", a), ("b", b))
-    transa, transb = _flag(transa, "transa", _TRANS), _flag(transb, "transb", _TRANS)
-    m, k = _op_shape(a.shape, transa)
-    k2, n = _op_shape(b.shape, transb)
+    dt = _three(c, a, b)
+    if transa != "N":
+        transa = _flag(transa, "transa", _TRANS)
+    if transb != "N":
+        transb = _flag(transb, "transb", _TRANS)
+    m, k = a.shape if transa == "N" else a.shape[::-1]
+    k2, n = b.shape if transb == "N" else b.shape[::-1]
     if k2 != k or c.shape != (m, n):
         raise ValueError(f"shapes do not match: op(a) is {m}x{k}, op(b) is {k2}x{n}, c is {c.shape}")
-    _distinct(("c", c), ("a", a), ("b", b))
-    alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
+    if c is a or c is b:
+        _distinct(("c", c), ("a", a), ("b", b))
+    if type(alpha) is not float or type(beta) is not float or dt.kind == "c":
+        alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
     mode = "w" if beta == 0 else "rw"
 
     def run(dev: Any) -> MatrixHandle:
@@ -147,19 +166,21 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
-    return _submit(_kernels.prefix_of(dt) + "gemm", run, reads, (c,), 2.0 * m * n * k * _cx(dt))
+    return c.executor._submit_call(_kernels.DTYPES[dt] + "gemm", run, reads, (c,), 2.0 * m * n * k * _cx(dt), False)
 
 
 def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
-    dt = _matrices(("c", c), ("a", a), ("b", b))
+    dt = _three(c, a, b)
     side, uplo = _flag(side, "side", ("L", "R")), _flag(uplo, "uplo", ("U", "L"))
     m, n = c.shape
     ka = m if side == "L" else n
     if a.shape != (ka, ka) or b.shape != (m, n):
         raise ValueError(f"shapes do not match: side={side} with c {c.shape} needs a ({ka}, {ka}) and b {c.shape};"
                          f" got a {a.shape}, b {b.shape}")
-    _distinct(("c", c), ("a", a), ("b", b))
-    alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
+    if c is a or c is b:
+        _distinct(("c", c), ("a", a), ("b", b))
+    if type(alpha) is not float or type(beta) is not float or dt.kind == "c":
+        alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
     mode = "w" if beta == 0 else "rw"
 
     def run(dev: Any) -> MatrixHandle:
@@ -168,7 +189,7 @@ def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
-    return _submit(_kernels.prefix_of(dt) + name, run, reads, (c,), 2.0 * ka * m * n * _cx(dt))
+    return c.executor._submit_call(_kernels.DTYPES[dt] + name, run, reads, (c,), 2.0 * ka * m * n * _cx(dt), False)
 
 
 def symm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, side: str = "L",
@@ -184,10 +205,7 @@ def hemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
 
 
 def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFuture:
-    pairs = [("c", c), ("a", a)]
-    if b is not None:
-        pairs.append(("b", b))
-    dt = _matrices(*pairs)
+    dt = _three(c, a, b)
     uplo = _flag(uplo, "uplo", ("U", "L"))
     if dt.kind == "c":
         trans = _flag(trans, "trans", ("N", "C") if herm else ("N", "T"))
@@ -197,9 +215,11 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
     if c.shape != (n, n) or (b is not None and b.shape != a.shape):
         bs = "" if b is None else f", b {b.shape}"
         raise ValueError(f"shapes do not match: op(a) is {n}x{k} so c must be ({n}, {n}); got c {c.shape}{bs}")
-    _distinct(("c", c), *pairs[1:])
-    alpha = _scalar(alpha, "alpha", dt, real=herm and b is None)
-    beta = _scalar(beta, "beta", dt, real=herm)
+    if c is a or c is b:
+        _distinct(("c", c), ("a", a), ("b", b))
+    if type(alpha) is not float or type(beta) is not float or dt.kind == "c":
+        alpha = _scalar(alpha, "alpha", dt, real=herm and b is None)
+        beta = _scalar(beta, "beta", dt, real=herm)
     ins = (a,) if b is None else (a, b)
 
     def run(dev: Any) -> MatrixHandle:
@@ -214,7 +234,7 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
 
     flops = (1.0 if b is None else 2.0) * n * n * k * _cx(dt)
     # c is read too: the other triangle is kept and beta scales the updated one
-    return _submit(_kernels.prefix_of(dt) + name, run, ins + (c,), (c,), flops)
+    return c.executor._submit_call(_kernels.DTYPES[dt] + name, run, ins + (c,), (c,), flops, False)
 
 
 def syrk(alpha: Any, a: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U", trans: str = "N") -> AsyncFuture:

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tileblas.asyncapi._futures import AsyncFuture, DependencyError
+from tileblas import _kernels
+from tileblas.asyncapi._futures import DONE_NONE, AsyncFuture, DependencyError
 from tileblas.asyncapi._graph import CANCELLED, DONE, FAILED, FINISHED, PENDING, READY, RUNNING, Op, forget, link
 from tileblas.asyncapi._handles import HOST, MatrixHandle, check_dtype, take_transfers
 from tileblas.asyncapi._policies import POLICIES, CostPolicy, DemandPolicy
@@ -36,7 +37,10 @@ from tileblas.asyncapi._policies import POLICIES, CostPolicy, DemandPolicy
 __all__ = ["Executor", "Backend", "get_executor", "set_executor"]
 
 _perf = time.perf_counter
+_RUNNING = concurrent.futures._base.RUNNING
 _STOP = object()
+#: dtype of the scalar types that :meth:`Executor.empty` is usually given (np.float64, ...)
+_DTYPE_OF = {t: np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128, float, complex)}
 
 
 class Backend:
@@ -159,23 +163,34 @@ class Executor:
         :class:`MatrixHandle`).  ``upload=False`` declares the content irrelevant (an output): nothing is
         copied or moved before the first write.
         """
-        self._check_open()
-        if not isinstance(data, np.ndarray):
+        if self._closed:
+            self._check_open()
+        if type(data) is not np.ndarray and not isinstance(data, np.ndarray):
             if copy is False:
                 raise TypeError(f"data must be a numpy.ndarray when copy=False; got {type(data).__name__}")
             data = np.asarray(data)
-        if data.ndim not in (1, 2):
-            raise ValueError(f"data must be 1-D or 2-D; got an array of shape {data.shape}")
-        dt = check_dtype(data.dtype, "data")
-        return MatrixHandle(self, data, tuple(int(s) for s in data.shape), dt, bool(copy), bool(upload))
+        shape = data.shape  # a tuple of Python ints
+        if len(shape) not in (1, 2):
+            raise ValueError(f"data must be 1-D or 2-D; got an array of shape {shape}")
+        dt = data.dtype
+        if dt not in _kernels.DTYPES:
+            dt = check_dtype(dt, "data")  # raises
+        return MatrixHandle(self, data, shape, dt, copy is True or bool(copy), upload is True or bool(upload))
 
     def empty(self, shape: int | tuple[int, ...], dtype: Any = np.float64) -> MatrixHandle:
         """A handle for an output: no data until a call writes it (it reads as zeros before)."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
+        dt = _DTYPE_OF.get(dtype) if type(dtype) is type else None
+        if dt is None:
+            dt = check_dtype(dtype, "dtype")
+        if type(shape) is tuple and len(shape) == 2 and type(shape[0]) is int and type(shape[1]) is int \
+                and shape[0] >= 0 and shape[1] >= 0:  # the common case, first
+            return MatrixHandle(self, None, shape, dt, True, False)
         shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         if len(shp) not in (1, 2) or any(int(s) < 0 for s in shp):
             raise ValueError(f"shape must be 1 or 2 non-negative ints; got {shape!r}")
-        return MatrixHandle(self, None, tuple(int(s) for s in shp), check_dtype(dtype, "dtype"), True, False)
+        return MatrixHandle(self, None, tuple(int(s) for s in shp), dt, True, False)
 
     # ------------------------------------------------------------------ submission
     def submit(self, name: str, run: Callable[[Any], Any], reads: Iterable[MatrixHandle] = (),
@@ -203,24 +218,61 @@ class Executor:
 
     def _submit_call(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
                      host_only: bool) -> AsyncFuture:
-        """:meth:`submit` for the BLAS call functions, whose handles are already checked alive."""
-        if host_only and not self._has_host:
-            return self.submit(name, run, reads, writes, flops, host_only=True)  # raises the message
+        """:meth:`submit` for the BLAS call functions, whose handles are already checked alive.
+
+        The common case (a call with every operand on this executor, nothing to wait for) is the hot path
+        of every asynchronous call, written out here; anything else goes through :meth:`_submit`."""
         for h in reads:
             if h.executor is not self:
                 raise ValueError(f"handle {h!r} belongs to another executor")
         for h in writes:
             if h.readonly or h.executor is not self:
                 return self.submit(name, run, reads, writes, flops, host_only=host_only)  # raises the message
-        return self._submit(name, run, reads, writes, flops, host_only, blas=True)
+        if host_only and not self._has_host:
+            return self.submit(name, run, reads, writes, flops, host_only=True)  # raises the message
+        fut = AsyncFuture()
+        fut._op = op = Op(self, name, run, reads, writes, flops, fut, host_only, False, True)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the executor is closed")
+            self._nsubmitted += 1
+            self._nlive += 1
+            doom, cause, culprit = link(op)
+            for h in reads:
+                h.inflight += 1
+                if h.inflight == 1 and h._user is not None:
+                    h._lock_user()
+            for h in writes:
+                h.inflight += 1
+                if h.inflight == 1 and h._user is not None:
+                    h._lock_user()
+            if not doom and op.npending == 0 and not self.synchronous:
+                b, est = self.policy.choose(op, self.backends, _perf())
+                if not b.host_memory or op.flops >= self.inline_below * b.speed:  # not a candidate to run inline
+                    op.state = READY
+                    op.backend = b
+                    op.estimate = est
+                    b.queued_est += est
+                    b.nqueued += 1
+                    b.queue.put(op)
+                    return fut
+            resolve: list = []
+            runnable: list = []
+            if doom:
+                self._doom_locked(op, doom, cause, culprit, resolve)
+                if op.npending == 0:
+                    self._finish_doomed_locked(op, resolve, runnable)
+            elif op.npending == 0:
+                self._make_ready_locked(op, runnable)
+        if resolve or runnable:
+            self._after(resolve, runnable)
+        return fut
 
     def _submit(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
                 host_only: bool = False, inline: bool = False, before_link: Callable[[], None] | None = None,
                 blas: bool = False) -> AsyncFuture:
         fut = AsyncFuture()
-        op = Op(self, name, run, reads, writes, flops, fut, host_only, inline)
-        op.blas = blas
-        fut._op = op
+        fut._op = op = Op(self, name, run, reads, writes, flops, fut, host_only, inline, blas)
         resolve: list = []
         runnable: list = []
         with self._lock:
@@ -245,7 +297,8 @@ class Executor:
                     self._finish_doomed_locked(op, resolve, runnable)
             elif op.npending == 0:
                 self._make_ready_locked(op, runnable)
-        self._after(resolve, runnable)
+        if resolve or runnable:
+            self._after(resolve, runnable)
         return fut
 
     # ------------------------------------------------------------------ graph transitions (under lock)
@@ -396,7 +449,9 @@ class Executor:
                 b.running += 1
                 b.running_start = t0 = _perf()
                 b.running_est = op.estimate
-            op.future.set_running_or_notify_cancel()
+            # PENDING -> RUNNING needs no notification, and once op is RUNNING nothing else changes its
+            # future's state (cancel() goes through the graph): set_running_or_notify_cancel without the lock
+            op.future._state = _RUNNING
             result, error = self._call(op, device)
             dt = _perf() - t0
             moved = take_transfers()
@@ -459,6 +514,8 @@ class Executor:
         return self._submit("read", run, (h,), (), 0.0, host_only=True, inline=True)
 
     def _submit_delete(self, h: MatrixHandle) -> AsyncFuture:
+        """Delete ``h`` once the calls in flight on it finish (:meth:`MatrixHandle.delete` deletes a handle
+        with none at once)."""
         def mark() -> None:
             h.deleted = True
 
@@ -469,6 +526,8 @@ class Executor:
 
     @staticmethod
     def _done_future(value: Any) -> AsyncFuture:
+        if value is None:
+            return DONE_NONE
         f = AsyncFuture()
         f.set_result(value)
         return f

@@ -8,10 +8,13 @@ What it must not touch: scheduling state (it asks its executor through one metho
 
 from __future__ import annotations
 
+import _thread
 import concurrent.futures
+import threading
+from collections import deque
 from typing import Any, Generator
 
-__all__ = ["AsyncFuture", "DependencyError"]
+__all__ = ["AsyncFuture", "DependencyError", "DONE_NONE"]
 
 
 class DependencyError(RuntimeError):
@@ -27,6 +30,30 @@ class DependencyError(RuntimeError):
         self.__cause__ = cause
 
 
+_PENDING = concurrent.futures._base.PENDING
+
+
+class _Condition(threading.Condition):
+    """A :class:`threading.Condition` on a fresh RLock, built without the generic constructor's probing of
+    the lock (one per future: futures are made on every call's hot path)."""
+
+    def __init__(self) -> None:  # noqa: D107 - see class docstring
+        lock = _thread.RLock()
+        self._lock = lock
+        self.acquire = lock.acquire
+        self.release = lock.release
+        self._release_save = lock._release_save
+        self._acquire_restore = lock._acquire_restore
+        self._is_owned = lock._is_owned
+        self._waiters = deque()
+
+
+# The fast constructor below sets exactly the attributes Future.__init__ sets; anything else uses the base.
+_FAST_INIT = sorted(vars(concurrent.futures.Future())) == sorted(
+    ["_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"]) and \
+    sorted(vars(threading.Condition())) == sorted(vars(_Condition()))
+
+
 class AsyncFuture(concurrent.futures.Future):
     """The future of one asynchronous call.
 
@@ -36,7 +63,14 @@ class AsyncFuture(concurrent.futures.Future):
     then cancels every call that depends on it and has not started either.
     """
 
-
+    if _FAST_INIT:
+        def __init__(self) -> None:  # noqa: D107 - concurrent.futures.Future's, with a cheaper condition
+            self._condition = _Condition()
+            self._state = _PENDING
+            self._result = None
+            self._exception = None
+            self._waiters = []
+            self._done_callbacks = []
 
     def ready(self) -> bool:
         """True once the call finished (successfully, with an error, or cancelled); never blocks."""
@@ -60,3 +94,9 @@ class AsyncFuture(concurrent.futures.Future):
         op = getattr(self, "_op", None)
         name = f" {op.name}" if op is not None else ""
         return f"<AsyncFuture{name} state={self._state.lower()}>"
+
+
+#: The future of work that was already done with result None (e.g. deleting a handle with no call in flight):
+#: one shared, finished future; a finished future cannot change, so sharing it is safe.
+DONE_NONE = AsyncFuture()
+DONE_NONE.set_result(None)

@@ -58,7 +58,8 @@ class Op:
                  "state", "npending", "dependents", "backend", "estimate", "error", "started", "doom", "blas")
 
     def __init__(self, executor: Any, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple,
-                 flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False) -> None:
+                 flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False,
+                 blas: bool = False) -> None:
         self.executor = executor
         self.name = name
         self.run = run
@@ -78,7 +79,7 @@ class Op:
         # (final state, error) once the op is known not to run (a data dependency failed or it was
         # cancelled); it stays in the graph until its own dependencies finish so that order edges hold.
         self.doom: tuple[int, BaseException | None] | None = None
-        self.blas = False
+        self.blas = blas
 
     def handles(self) -> tuple:
         return self.reads + self.writes
@@ -88,6 +89,10 @@ class Op:
         self.run = None  # type: ignore[assignment]
         self.dependents = []
         self.reads = self.writes = ()
+        # the op keeps its future, the final future no longer needs its op (cancel() of a final future is
+        # the base class's): no reference cycle, so a finished call is freed by reference counting, without
+        # waiting for the cyclic garbage collector
+        self.future._op = None
 
     def __repr__(self) -> str:
         states = ("pending", "ready", "running", "done", "failed", "cancelled")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tileblas import _kernels
+from tileblas.asyncapi._futures import DONE_NONE
 
 if TYPE_CHECKING:  # pragma: no cover
     from tileblas.asyncapi._executor import Executor
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["MatrixHandle", "HOST", "take_transfers"]
 
 _clock = time.perf_counter
+_allocate_lock = threading.Lock
 _tls = threading.local()  # per worker thread: [seconds, bytes] of the copies made by acquire()
 
 
@@ -90,31 +92,35 @@ class MatrixHandle:
         self.executor = executor
         self.shape = shape
         self.dtype = dtype
-        self.size = math.prod(shape)
-        self.nbytes = self.size * dtype.itemsize
+        self.size = size = shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
+        self.nbytes = size * dtype.itemsize
         self.version = 0
-        self._lock = threading.Lock()
+        self._lock = _allocate_lock()
         self._copies: dict[Any, Any] = {}
-        self._valid: set = set()
-        self._user: np.ndarray | None = None
-        self._user_writeable = True
-        self._host: np.ndarray | None = None
-        self.readonly = False
-        if data is not None and not copy:
-            self._user = data
-            self._user_writeable = bool(data.flags.writeable)
-            self.readonly = not self._user_writeable
-            self._host = data.view()  # our own view keeps its writeable flag while the user's is locked
-        elif data is not None and upload:
-            self._host = np.array(data, order="F" if data.ndim == 2 and not data.flags.c_contiguous else "K",
-                                  copy=True)
-        if data is not None and upload:
-            self._valid.add(HOST)
         # dependency state (read and written under the executor's graph lock)
         self.last_writer: Op | None = None
         self.readers: dict[Op, None] = {}  # calls reading the current value, in flight (ordered set)
         self.inflight = 0
         self.deleted = False
+        if data is None:
+            self._user: np.ndarray | None = None
+            self._user_writeable = True
+            self._host: np.ndarray | None = None
+            self.readonly = False
+            self._valid: set = set()
+            return
+        if not copy:
+            self._user = data
+            self._user_writeable = w = data.flags.writeable
+            self.readonly = not w
+            self._host = data.view()  # our own view keeps its writeable flag while the user's is locked
+        else:
+            self._user = None
+            self._user_writeable = True
+            self.readonly = False
+            self._host = np.array(data, order="F" if data.ndim == 2 and not data.flags.c_contiguous else "K",
+                                  copy=True) if upload else None
+        self._valid = {HOST} if upload else set()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -236,11 +242,23 @@ class MatrixHandle:
         Further use of the handle raises ValueError.  A borrowed array gets its writeable flag back.
         """
         if self.deleted:
-            return self.executor._done_future(None)
-        return self.executor._submit_delete(self)
+            return DONE_NONE
+        ex = self.executor
+        with ex._lock:
+            if self.deleted:
+                return DONE_NONE
+            idle = self.inflight == 0
+            if idle:  # no call in flight on it: released now, without an operation
+                self.deleted = True
+                self.last_writer = None
+        if not idle:
+            return ex._submit_delete(self)
+        self._free()
+        return DONE_NONE
 
     def _free(self) -> None:
-        self._unlock_user()
+        if self._user is not None:
+            self._unlock_user()
         with self._lock:
             self._copies.clear()
             self._valid = set()
