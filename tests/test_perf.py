@@ -195,8 +195,8 @@ def test_refinement_sample_budget():
 
 
 @pytest.mark.parametrize("strategy", ["refine", "expand"])
-def test_rounds_keep_the_least_disturbed_burst(strategy):
-    """One of the two bursts of every point is slowed down 3x (interference); with 2 rounds each point, in
+def test_bursts_keep_the_least_disturbed_one(strategy):
+    """One of the two bursts of every point is slowed down 3x (interference); with 2 bursts each point, in
     fitting and in validation alike, keeps its undisturbed burst, so the known pieces are recovered exactly."""
     calls = []
 
@@ -208,16 +208,16 @@ def test_rounds_keep_the_least_disturbed_burst(strategy):
         return t
 
     sm = build_submodel("dtrsm", "LLN", disturbed, (8, 8), (1024, 1024), strategy=strategy, error_bound=1e-6,
-                        min_size=32, validation_points=40, rounds=2)
-    assert sm.config["rounds"] == 2
+                        min_size=32, validation_points=40, bursts=2)
+    assert sm.config["bursts"] == 2
     assert sm.samples == 2 * 3 * sm.points  # both bursts of every point count
     assert sm.validation["points"] == 40 and sm.validation["samples"] == 2 * 3 * 40
     assert sm.validation["max_rel_error"] < 1e-9
     assert all(r.hi[0] <= 512 or r.lo[0] > 512 for r in sm.regions)
     # each batch is measured in whole passes: the last 80 calls are the validation points, twice in order
     assert calls[-80:-40] == calls[-40:] and len(set(calls[-40:])) == 40
-    with pytest.raises(ValueError, match="rounds"):
-        build_submodel("dtrsm", "LLN", disturbed, (8, 8), (64, 64), rounds=0)
+    with pytest.raises(ValueError, match="bursts"):
+        build_submodel("dtrsm", "LLN", disturbed, (8, 8), (64, 64), bursts=0)
 
 
 def test_least_disturbed_and_single_round_reference():
@@ -226,7 +226,7 @@ def test_least_disturbed_and_single_round_reference():
     calls = []
     f = lambda p: (calls.append(p), _piecewise_trsm(p))[1]  # noqa: E731
     sm = build_submodel("dtrsm", "LLN", f, (8, 8), (256, 256), error_bound=1e-6, validation_points=10)
-    assert sm.config["rounds"] == 1 and len(calls) == sm.points + 10  # one burst per point by default
+    assert sm.config["bursts"] == 1 and len(calls) == sm.points + 10  # one burst per point by default
 
 
 def test_submodel_serialisation_round_trip():

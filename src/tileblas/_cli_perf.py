@@ -81,7 +81,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
                         args.strategy, args.error_bound, args.min_size, args.direction, args.initial_size,
                         args.validation, progress=not args.no_progress,
                         config={"locality": args.locality, "reps": args.reps, "threads": args.threads},
-                        max_samples=args.max_samples, rounds=args.rounds)
+                        max_samples=args.max_samples, bursts=args.bursts)
     repo.save(key, sm)
     v = sm.validation
     print(f"{args.routine} {''.join(flags) or '-'}: {len(sm.regions)} regions, {sm.points} points, "
@@ -134,7 +134,7 @@ def _cmd_rank(args: argparse.Namespace) -> int:
     key = current_key(args.threads, args.locality)
     if args.build:
         build_models_for(args.algorithm, args.n, [args.block], repo, key, variants, reps=args.reps,
-                         progress=not args.no_progress, min_size=args.min_size, rounds=args.rounds)
+                         progress=not args.no_progress, min_size=args.min_size, bursts=args.bursts)
     pred = Predictor(repo, key)
     series: dict[Any, dict[str, list[float]]] = {}
     total_agree = total_counted = 0
@@ -187,7 +187,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     blocks = args.blocks
     build_models_for(args.algorithm, [args.n], blocks, repo, key, [args.variant] if args.variant else None,
                      reps=args.reps, progress=not args.no_progress, min_size=args.min_size,
-                     validation_points=args.validation, max_samples=args.max_samples, rounds=args.rounds)
+                     validation_points=args.validation, max_samples=args.max_samples, bursts=args.bursts)
     # what the runtime asks for: DGEMM tiles and triangular recursion stop sizes
     extra = {("dgemm", ("N", "N")): ([8, 8, 8], [args.max_tile] * 3),
              ("dtrsm", ("L", "L", "N")): ([8, 8], [args.max_tile, args.max_tile]),
@@ -209,7 +209,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                             "refine", 0.1, max(args.min_size, 64), validation_points=args.validation,
                             progress=not args.no_progress,
                             config={"locality": args.locality, "reps": args.reps, "threads": args.threads},
-                            max_samples=args.max_samples, rounds=args.rounds)
+                            max_samples=args.max_samples, bursts=args.bursts)
         repo.save(key, sm)
         print(f"  {sm.samples} samples, {len(sm.regions)} regions, validation avg/max rel. error "
               f"{sm.avg_error:.1%}/{sm.max_error:.1%}")
@@ -238,7 +238,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------
-ROUNDS_HELP = ("bursts per sample point, each in its own pass over a batch of points; a point keeps the least "
+BURSTS_HELP = ("bursts per sample point, each in its own pass over a batch of points; a point keeps the least "
                "disturbed one (its smallest median)")
 
 
@@ -256,7 +256,7 @@ def register(subparsers: Any) -> None:
     b.add_argument("--direction", choices=("down", "up"), default="down", help="expansion direction (expand)")
     b.add_argument("--initial-size", type=int, default=128, help="initial region size (expand)")
     b.add_argument("--reps", type=int, default=5, help="timed repetitions per point (first call excluded)")
-    b.add_argument("--rounds", type=int, default=2, help=ROUNDS_HELP)
+    b.add_argument("--bursts", type=int, default=2, help=BURSTS_HELP)
     b.add_argument("--validation", type=int, default=200, help="fresh validation points")
     b.add_argument("--max-samples", type=int, default=None,
                    help="sample budget (refine): once spent, the remaining regions are accepted as they are")
@@ -281,7 +281,7 @@ def register(subparsers: Any) -> None:
         r.add_argument("--measure", action="store_true", help="also run the variants and compare rankings")
         r.add_argument("--build", action="store_true", help="build missing models first")
         r.add_argument("--reps", type=int, default=3)
-        r.add_argument("--rounds", type=int, default=2, help=ROUNDS_HELP)
+        r.add_argument("--bursts", type=int, default=2, help=BURSTS_HELP)
         r.add_argument("--min-size", type=int, default=32)
         r.add_argument("--tolerance", type=float, default=0.05)
         r.add_argument("--plot", default=None, help="write Fig. IV.1-like PNG (efficiency vs n)")
@@ -297,7 +297,7 @@ def register(subparsers: Any) -> None:
     t.add_argument("--blocks", type=_ints, default=list(range(16, 257, 16)))
     t.add_argument("--max-tile", type=int, default=512, help="largest DGEMM tile / TRSM size modeled for the runtime")
     t.add_argument("--reps", type=int, default=5)
-    t.add_argument("--rounds", type=int, default=2, help=ROUNDS_HELP)
+    t.add_argument("--bursts", type=int, default=2, help=BURSTS_HELP)
     t.add_argument("--min-size", type=int, default=32)
     t.add_argument("--validation", type=int, default=50)
     t.add_argument("--max-samples", type=int, default=20000, help="sample budget per model")

@@ -23,7 +23,7 @@ Design note
     and maximum relative error of the predicted median.
 
     Measuring on a shared, noisy machine: points are measured in batches (all new points of a refinement
-    level, of an expansion step, or all validation points), in ``rounds`` passes over the batch; each pass
+    level, of an expansion step, or all validation points), in ``bursts`` passes over the batch; each pass
     is one burst of the sampler's repetitions per point, and a point keeps the burst with the smallest
     median (:func:`least_disturbed`).  Interference from other processes comes in episodes longer than
     one burst; two bursts of one point lie a whole pass apart, so rarely both in one episode.  Fitting
@@ -208,20 +208,20 @@ def least_disturbed(bursts: Sequence[Timing]) -> Timing:
     return min(bursts, key=lambda t: t.median)
 
 
-def _measure_rounds(measure: Callable[[tuple[int, ...]], Timing], pts: Sequence[tuple[int, ...]], rounds: int,
+def _measure_bursts(measure: Callable[[tuple[int, ...]], Timing], pts: Sequence[tuple[int, ...]], bursts: int,
                     progress: "_Progress | None" = None) -> tuple[dict[tuple[int, ...], Timing], int]:
-    """``rounds`` passes over ``pts`` (one ``measure`` call per point and pass); per point the
+    """``bursts`` passes over ``pts`` (one ``measure`` call per point and pass); per point the
     :func:`least_disturbed` burst, and the repetitions taken in all."""
-    bursts: dict[tuple[int, ...], list[Timing]] = {p: [] for p in pts}
+    got: dict[tuple[int, ...], list[Timing]] = {p: [] for p in pts}
     reps = 0
-    for r in range(rounds):
+    for r in range(bursts):
         for p in pts:
             t = measure(p)
-            bursts[p].append(t)
+            got[p].append(t)
             reps += t.reps
-            if progress is not None and r == rounds - 1:
+            if progress is not None and r == bursts - 1:
                 progress.update()
-    return {p: least_disturbed(b) for p, b in bursts.items()}, reps
+    return {p: least_disturbed(b) for p, b in got.items()}, reps
 
 
 def _check_pos_int(name: str, v: Any) -> int:
@@ -289,17 +289,17 @@ class Modeler:
         Adaptive Refinement also measures held-out points of each region (its grid's cell centres and the
         geometric midpoint of the first cell per axis) and judges the region on them too (the paper notes
         that the error on the fitted points alone can hide structure).
-    rounds : int
+    bursts : int
         Bursts per point, taken in separate passes over each batch of new points; a point keeps the
         :func:`least_disturbed` one.
     """
 
     def __init__(self, measure: Callable[[tuple[int, ...]], Timing], lo: Sequence[int], hi: Sequence[int],
                  degrees: Sequence[int], granularity: int = 8, progress: bool = False, check: bool = True,
-                 rounds: int = 1) -> None:
+                 bursts: int = 1) -> None:
         self.measure = measure
         self.check = bool(check)
-        self.rounds = _check_pos_int("rounds", rounds)
+        self.bursts = _check_pos_int("bursts", bursts)
         self.g = _check_pos_int("granularity", granularity)
         if len(lo) != len(hi) or len(lo) != len(degrees) or not lo:
             raise ValueError(f"lo, hi and degrees must have the same positive length; got {lo!r}, {hi!r}, {degrees!r}")
@@ -325,10 +325,10 @@ class Modeler:
         return list(dict.fromkeys(p for p in pts if p not in self.cache))
 
     def _measure_batch(self, pts: Iterable[tuple[int, ...]]) -> None:
-        """Measure the points not cached yet, in :attr:`rounds` passes over the batch."""
+        """Measure the points not cached yet, in :attr:`bursts` passes over the batch."""
         new = self._new_points(pts)
         if new:
-            got, reps = _measure_rounds(self.measure, new, self.rounds, self._progress)
+            got, reps = _measure_bursts(self.measure, new, self.bursts, self._progress)
             self.cache.update(got)
             self.samples += reps
 
@@ -537,17 +537,17 @@ def _subtract(outer: Box, inner: Box, g: int) -> list[Box]:
 
 def validate(submodel: Submodel, measure: Callable[[tuple[int, ...]], Timing], points: int = 200,
              exclude: Iterable[tuple[int, ...]] = (), granularity: int = 1, seed: int = 1,
-             progress: bool = False, rounds: int = 1) -> dict[str, Any]:
+             progress: bool = False, bursts: int = 1) -> dict[str, Any]:
     """Average and maximum relative error of the predicted median on fresh random points.
 
     Points are drawn uniformly from the domain (on multiples of ``granularity``; :func:`build_submodel`
     uses the model's lattice, as the paper samples multiples of 8), never one of ``exclude`` (the points
-    the model was fitted to).  They are measured as the modeler measures: ``rounds`` passes over all of
+    the model was fitted to).  They are measured as the modeler measures: ``bursts`` passes over all of
     them, each point keeping its :func:`least_disturbed` burst.  The result is also stored in
     ``submodel.validation``.
     """
     points = _check_pos_int("points", points)
-    rounds = _check_pos_int("rounds", rounds)
+    bursts = _check_pos_int("bursts", bursts)
     rng = np.random.default_rng(seed)
     used = set(map(tuple, exclude))
     chosen: list[tuple[int, ...]] = []
@@ -562,7 +562,7 @@ def validate(submodel: Submodel, measure: Callable[[tuple[int, ...]], Timing], p
         used.add(p)
         chosen.append(p)
     bar = _Progress(progress, "validating")
-    got, samples = _measure_rounds(measure, chosen, rounds, bar)
+    got, samples = _measure_bursts(measure, chosen, bursts, bar)
     bar.close()
     errs = []
     for p in chosen:
@@ -585,7 +585,7 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
                    min_size: int = 32, direction: str = "down", initial_size: int = 128,
                    validation_points: int = 200, granularity: int = 8, progress: bool = False,
                    config: dict[str, Any] | None = None, max_samples: int | None = None,
-                   rounds: int = 1) -> Submodel:
+                   bursts: int = 1) -> Submodel:
     """Build, and validate on fresh points, the model of ``routine`` for one flag combination.
 
     Parameters
@@ -618,7 +618,7 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
         Extra settings recorded in the model (sampler locality, repetitions...).
     max_samples : int, optional
         Sample budget of Adaptive Refinement: once spent, remaining regions are accepted unrefined.
-    rounds : int
+    bursts : int
         Bursts per point (fitting and validation alike), each in its own pass over a batch of points; a
         point keeps the :func:`least_disturbed` burst.  2 on a machine shared with other work.
 
@@ -631,7 +631,7 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
         raise ValueError(f"strategy must be one of {STRATEGIES}; got {strategy!r}")
     flags = tuple(flags)
     t0 = time.perf_counter()
-    modeler = Modeler(measure, lo, hi, spec.degrees(flags), granularity, progress, rounds=rounds)
+    modeler = Modeler(measure, lo, hi, spec.degrees(flags), granularity, progress, bursts=bursts)
     try:
         if strategy == "refine":
             regions = modeler.adaptive_refinement(error_bound, min_size, max_samples)
@@ -646,8 +646,8 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
     build_s = time.perf_counter() - t0
     if validation_points:
         validate(sm, measure, validation_points, exclude=modeler.cache.keys(), granularity=granularity,
-                 progress=progress, rounds=modeler.rounds)
-    sm.config = {"strategy": strategy, **opts, "granularity": granularity, "rounds": modeler.rounds,
+                 progress=progress, bursts=modeler.bursts)
+    sm.config = {"strategy": strategy, **opts, "granularity": granularity, "bursts": modeler.bursts,
                  "build_seconds": build_s,
                  "total_seconds": time.perf_counter() - t0, **(config or {})}
     return sm

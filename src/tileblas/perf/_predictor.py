@@ -184,12 +184,12 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
                      key: ModelKey, variants: Sequence[int] | None = None, error_bound: float = 0.1,
                      min_size: int = 32, reps: int = 5, validation_points: int = 50, progress: bool = False,
                      rebuild: bool = False, log=print, max_samples: int | None = 20000,
-                     rounds: int = 2) -> list[Any]:
+                     bursts: int = 2) -> list[Any]:
     """Build and store every submodel the traces of ``algorithm`` over ``sizes`` x ``blocks`` need.
 
     Domains are the boxes the calls span, rounded out to multiples of 8 (a stored model that does not cover
     them is rebuilt over the union of both boxes); each submodel gets at most ``max_samples`` samples
-    (Adaptive Refinement stops refining then).  Every point is measured in ``rounds`` bursts (see
+    (Adaptive Refinement stops refining then).  Every point is measured in ``bursts`` bursts (see
     :func:`~tileblas.perf._modeler.build_submodel`).  Returns the new submodels.
     """
     from tileblas.perf._modeler import build_submodel
@@ -215,7 +215,7 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
         sm = build_submodel(routine, flags, lambda s, r=routine, f=flags: sampler.sample(r, f, s), lo8, hi8,
                             "refine", error_bound, min_size, validation_points=validation_points, progress=progress,
                             config={"locality": key.locality, "reps": reps, "threads": key.threads},
-                            max_samples=max_samples, rounds=rounds)
+                            max_samples=max_samples, bursts=bursts)
         repository.save(key, sm)
         log(f"  {sm.samples} samples, {len(sm.regions)} regions, validation avg/max rel. error "
             f"{sm.avg_error:.1%}/{sm.max_error:.1%}")
