@@ -275,3 +275,47 @@ def test_concurrent_misses_of_one_tile_do_not_wait_on_each_other():
             c = np.zeros((128, 128), order="F")
             rt.gemm(1.0, a, b, 0.0, c, tile_size=16)
             assert np.allclose(c, a @ b)
+
+
+ALL_TRANSITIONS = [("I", "E"), ("E", "S"), ("S", "S"), ("S", "E"), ("E", "I"), ("I", "M"), ("E", "M"), ("S", "M"),
+                   ("M", "I")]
+
+
+@pytest.mark.parametrize("capped", [False, True])
+def test_every_coherence_transition_in_a_running_runtime(capped):
+    # in-place TRMM: old B tiles are read (and cached, E and S) by the tasks of other rows on several devices
+    # before their own task overwrites them (E -> M, S -> M); sync mode makes the placement reproducible
+    # (5 tile columns on 3 devices round-robin: a column's chain visits every device)
+    n, ts = 160, 32
+    a = np.asfortranarray(rnd((n, n), np.float64) / n + 2 * np.eye(n))
+    b0 = rnd((n, n), np.float64)
+    ref = np.tril(a) @ b0
+    cap = 2 * a.nbytes // 4 if capped else 1 << 24
+    with Runtime(sim_devices(3, memory=cap), sync=True) as rt:
+        b = b0.copy(order="F")
+        rt.trmm(1.0, a, b, side="L", uplo="L", transa="N", diag="N", tile_size=ts)
+        assert close(b, ref, np.float64)
+        tr = rt.memory.directory.transitions
+        missing = [t for t in ALL_TRANSITIONS if tr[t] == 0]
+        assert not missing, (missing, dict(tr))
+        assert tr[("I", "M")] + tr[("E", "M")] + tr[("S", "M")] == tr[("M", "I")] == (n // ts) ** 2  # each written once
+        st = rt.stats()["memory"]
+        evictions = sum(c.get("evictions", 0) for c in st.values())
+        failures = sum(c["heap_failures"] for c in st.values())
+        if capped:  # the heap refused allocations, and each refusal was met by evicting a tile, not an error
+            assert evictions > 0 and failures >= evictions
+        else:
+            assert evictions == 0 and failures == 0
+        assert not rt.memory.directory.keys() and all(c["heap_used"] == 0 for c in st.values())
+
+
+def test_demo_section_checks_results_and_reports_volumes():
+    from tileblas._demo_memory import section
+
+    lines = []
+    section(lines.append)
+    text = "\n".join(lines)
+    assert text.count("error vs NumPy") == 3  # the section raises when a result is wrong
+    ratio = float(text.split("on-demand / cache: ")[1].split("x")[0])
+    assert ratio > 1.2, text
+    assert "hit rate 0%" in text and "evictions 0" in text  # on-demand: no cache, nothing to evict
