@@ -23,6 +23,10 @@ from tileblas.asyncapi._calls import (
     axpy, copy, dot, dotc, gemm, gemv, ger, gerc, hemm, her2k, herk, nrm2, scal, symm, syr2k, syrk, trmm,
     trsm, trsv,
 )
+from tileblas.asyncapi._calls12 import (
+    asum, gbmv, geru, hbmv, hemv, her, her2, hpmv, hpr, hpr2, iamax, rot, rotm, sbmv, spmv, spr, spr2, swap, symv,
+    syr, syr2, tbmv, tbsv, tpmv, tpsv, trmv,
+)
 from tileblas.asyncapi._executor import Backend, Executor, get_executor, set_executor
 from tileblas.asyncapi._futures import AsyncFuture, DependencyError
 from tileblas.asyncapi._handles import MatrixHandle
@@ -34,6 +38,9 @@ __all__ = [
     "Executor", "Backend", "CostPolicy", "DemandPolicy", "get_executor", "set_executor", "handle", "empty",
     "gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm",
     "gemv", "ger", "gerc", "trsv", "axpy", "scal", "copy", "dot", "dotc", "nrm2",
+    "swap", "asum", "iamax", "rot", "rotm",
+    "symv", "hemv", "gbmv", "sbmv", "hbmv", "spmv", "hpmv", "trmv", "tbmv", "tbsv", "tpmv", "tpsv",
+    "geru", "syr", "her", "syr2", "her2", "spr", "hpr", "spr2", "hpr2",
 ]
 
 
