@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg.blas as sb
 
 import tileblas.rblas as rb
-from tileblas.rblas import _registry
+from tileblas.rblas import _registry, _tape
 from test_rblas_helpers import BlasNS, arrays, build, snapshot, tol
 
 
@@ -378,6 +378,28 @@ def test_input_modified_between_forward_and_reverse():
     x[0] = 5.0
     with pytest.raises(rb.ModifiedError, match="'x'"):
         rb.rdaxpy(x, y)
+
+
+def test_chained_compute_reversals_on_one_output():
+    """Two compute-mode calls on the same y: reversing the later one restores y only approximately, and
+    the earlier record must accept that restored y (its fingerprint is refreshed), while a real
+    modification is still caught."""
+    rng = np.random.default_rng(4)
+    x, y = rng.random(1000), rng.random(1000)
+    y0 = y.copy()
+    rb.fdaxpy(x, y, a=0.3, mode="compute")
+    assert not _tape.journal().stack[-1].pre_prints  # nothing older to refresh: not fingerprinted before
+    rb.fdscal(1 / 3, y, mode="compute")
+    assert set(_tape.journal().stack[-1].pre_prints) == {"x"}  # scal's output is named x
+    rb.rdscal(1 / 3, y)
+    rb.rdaxpy(x, y, a=0.3)
+    np.testing.assert_allclose(y, y0, rtol=1e-14, atol=1e-15)
+    rb.fdaxpy(x, y, a=0.3, mode="compute")
+    rb.fdscal(1 / 3, y, mode="compute")
+    rb.rdscal(1 / 3, y)
+    y[0] += 1.0
+    with pytest.raises(rb.ModifiedError, match="'y'"):
+        rb.rdaxpy(x, y, a=0.3)
 
 
 def test_bad_arguments():

@@ -16,7 +16,7 @@ from tileblas.rblas import _bench, _examples
 def test_bench_tiny(tmp_path, capsys):
     from tileblas import cli
 
-    rc = cli.main(["rblas", "bench", "--out", str(tmp_path), "--calls", "2", "--trials", "1", "--bar-trials", "1",
+    rc = cli.main(["rblas", "bench", "--out", str(tmp_path), "--calls", "2", "--trials", "1", "--bar-trials", "1", "--bar-max-trials", "1",
                    "--sizes", "1=200", "2=16", "3=16", "--bar-sizes", "1=2000", "2=32", "3=32"])
     assert rc == 0
     err = capsys.readouterr().err
@@ -44,6 +44,7 @@ def test_bench_tiny(tmp_path, capsys):
     for name in ("daxpy", "dgemv", "dgemm"):
         row = data["bars"]["compute_forward_vs_plain"][name]
         assert row["ratio"] == row["compute_forward_s"] / row["plain_s"] and len(row["samples_s"]["plain"]) == 1
+        assert row["trials"] == 1 and row["bookkeeping"]["forward_outside_routine_s"] > 0
     for row in data["bars"]["level1_round_trip"].values():
         assert 0 <= row["rms_after_10_round_trips"] < 1e-9 * 4000
     try:
@@ -78,3 +79,50 @@ def test_cancelling_examples_restore_bitwise_in_exact_mode():
         r(*args, **kw)
         for o, b in zip(outs, before):
             assert np.array_equal(np.ascontiguousarray(o).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)), name
+
+
+def test_best_interleaved_extends_until_each_minimum_repeats():
+    order = []
+
+    def fake(name, values):
+        it = iter(values)
+
+        def run():
+            order.append(name)
+            return next(it)
+        return run
+
+    # a: stable from the start; b: its minimum repeats only in round 4 -> 4 rounds for both
+    samples: dict = {}
+    best = _bench._best_interleaved({"a": fake("a", [9, 9, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
+                                     "b": fake("b", [9, 9, 2.0, 1.5, 1.2, 1.201, 5.0, 5.0])}, 2, samples, 6)
+    assert best == {"a": 1.0, "b": 1.2}
+    assert len(samples["a"]) == len(samples["b"]) == 4
+    assert order[4:] == ["a", "b", "b", "a", "a", "b", "b", "a"]  # two warm-up calls each, then ABBA
+    # never beyond max_trials, never below trials
+    samples = {}
+    _bench._best_interleaved({"a": fake("a", [0, 0, 5, 4, 3, 2, 1]), "b": fake("b", [0, 0, 1, 1, 1, 1, 1])},
+                             2, samples, 3)
+    assert len(samples["a"]) == 3 and samples["a"] == [5, 4, 3]
+    samples = {}
+    _bench._best_interleaved({"a": fake("a", [0, 0, 1, 1, 1, 1]), "b": fake("b", [0, 0, 1, 1, 1, 1])},
+                             3, samples, 10)
+    assert len(samples["a"]) == 3
+    assert _bench._stable([1.0, 1.005, 3.0], 0.01) and not _bench._stable([1.0, 1.02], 0.01)
+    assert not _bench._stable([1.0], 0.01)
+    assert _bench._paired_median_ratio([2.0, 3.0, 4.0], [1.0, 3.0, 1.0]) == 2.0
+
+
+def test_bar_parts_and_bookkeeping():
+    with pytest.raises(ValueError, match="parts"):
+        _bench.bars(_bench._Namespace(False), 1, lambda m: None, parts=("forward", "bogus"))
+    with pytest.raises(ValueError, match="bar_parts"):
+        _bench.run_bench(bar_parts=())
+    out = _bench.bars(_bench._Namespace(False), 1, lambda m: None, {1: 500, 2: 8, 3: 8}, max_trials=1,
+                      parts=("forward",))
+    assert set(out) == {"sizes", "trials", "max_trials", "parts", "compute_forward_vs_plain"}
+    for row in out["compute_forward_vs_plain"].values():
+        b = row["bookkeeping"]
+        assert b["forward_outside_routine_s"] > 0 and b["plain_outside_routine_s"] >= 0
+        assert b["bookkeeping_s"] == b["forward_outside_routine_s"] - b["plain_outside_routine_s"]
+    assert rb.pending() == []

@@ -7,9 +7,13 @@ Design note.  Two parts, both timing only within one run with the baseline measu
   Reported per mode: mean forward and reverse time per call (median over trials), extra bytes held after
   the ``n`` forward calls, RMS difference between the original and the restored output (figure 11), and
   the plain ``tileblas.blas`` call time as baseline.
-* **bars**: compute-mode forward vs the plain call (best of 5, interleaved) for Level 1 at N=10^7, Level 2
-  at N=4096, Level 3 at N=2048; Level-1 round trip compute vs checkpoint; Level-1 RMS at N=10^7; exact mode
-  bit-exactness on every pair (paper data and cancelling inputs) and its memory for axpy.
+* **bars**: compute-mode forward vs the plain call for Level 1 at N=10^7, Level 2 at N=4096, Level 3 at
+  N=2048; Level-1 round trip compute vs checkpoint; Level-1 RMS at N=10^7; exact mode bit-exactness on
+  every pair (paper data and cancelling inputs) and its memory for axpy.  Timings: same buffers on both
+  sides, two untimed warm-up calls each, then interleaved rounds (ABBA); best of at least 5 rounds,
+  extended (up to 15) until each side's minimum repeats within 1% (a rule that never looks at the
+  ratio); the median of the per-round ratios is reported beside it, and so is the fixed cost of the
+  forward call's bookkeeping (its time outside the BLAS call, less the plain call's), measured apart.
 
 Results go to ``<out>/rblas_bench.json`` and PNG plots (matplotlib, imported lazily, optional):
 ``rblas_fig2_level1.png``, ``rblas_fig3_level2.png``, ``rblas_fig4_level3.png`` (forward time, reverse time
@@ -62,6 +66,8 @@ BAR_SIZES = {1: 10**7, 2: 4096, 3: 2048}
 #: Level-1 routines of the round-trip and RMS bars
 RT_ROUTINES = ("daxpy", "zaxpy", "zscal", "zdrot")
 EXACT_AXPY = ("saxpy", "daxpy", "caxpy", "zaxpy")
+#: the bars: compute forward vs plain, Level-1 round trips (with the RMS), exact mode
+BAR_PARTS = ("forward", "roundtrip", "exact")
 
 
 class _Namespace:
@@ -170,21 +176,104 @@ def sweep(routines: dict[int, list[str]], sizes: dict[int, list[int]], n_calls: 
     return rows
 
 
+def _stable(v: list[float], tol: float) -> bool:
+    """Whether the two smallest samples agree within ``tol`` (relative): the minimum is reproducible."""
+    if len(v) < 2:
+        return False
+    lo, nxt = sorted(v)[:2]
+    return nxt <= lo * (1.0 + tol)
+
+
 def _best_interleaved(fns: dict[str, Callable[[], float]], trials: int,
-                      samples: dict[str, list[float]] | None = None) -> dict[str, float]:
-    """Best of ``trials`` per function, after one untimed warm-up call each; the functions take turns
-    within each trial, in reversed order every other trial (ABBA), so that neither always goes first.
-    ``samples`` (optional) receives every timing."""
-    for f in fns.values():
-        f()
+                      samples: dict[str, list[float]] | None = None, max_trials: int | None = None,
+                      tol: float = 0.01) -> dict[str, float]:
+    """Best of at least ``trials`` rounds per function, after two untimed warm-up calls each (caches,
+    page faults, lazily built plans).  Within a round the functions take turns, in reversed order every
+    other round (ABBA), so that neither always goes first.  Past ``trials`` rounds, more rounds run (up
+    to ``max_trials``, default ``trials``: no extension) until every function's minimum is reproducible,
+    i.e. its two best samples agree within ``tol``; the rule looks at each function alone, never at their
+    ratio, and every function runs the same number of rounds.  ``samples`` (optional) receives every
+    timing, in round order (``samples[k][i]`` of all ``k`` come from round ``i``)."""
+    for _ in range(2):
+        for f in fns.values():
+            f()
     got: dict[str, list[float]] = {k: [] for k in fns}
     keys = list(fns)
-    for t in range(trials):
+    limit = max(trials, max_trials or trials)
+    t = 0
+    while t < limit:
         for k in (keys if t % 2 == 0 else keys[::-1]):
             got[k].append(fns[k]())
+        t += 1
+        if t >= trials and all(_stable(v, tol) for v in got.values()):
+            break
     if samples is not None:
         samples.update(got)
     return {k: min(v) for k, v in got.items()}
+
+
+def _paired_median_ratio(num: list[float], den: list[float]) -> float:
+    """Median over rounds of num[i] / den[i] (the two samples of a round ran back to back)."""
+    return float(np.median(np.asarray(num) / np.asarray(den)))
+
+
+class _Stopwatch:
+    """A stand-in for the BLAS namespace: the real routines, each call timed (``last``: its seconds)."""
+
+    def __init__(self, ns: Any) -> None:
+        self._ns = ns
+        self.last = 0.0
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        fn = getattr(self._ns, name)
+
+        def routine(*args: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                self.last = time.perf_counter() - t0
+        return routine
+
+
+def _bookkeeping(name: str, ns: Any, args: tuple, kw: dict, rounds: int = 9) -> dict[str, float]:
+    """What a compute-mode forward call costs besides its BLAS call, on these very operands: per round,
+    the forward call's time minus the time of the routine call inside it, and the same for the plain
+    call (its own argument handling), interleaved; medians over ``rounds``.  Each call is followed,
+    untimed, by its undo.  Measured in place, because a large call leaves the caches cold for the Python
+    code around it, which then costs several times what it costs in a loop of tiny calls."""
+    import tileblas.rblas as rb
+    from tileblas.rblas import _registry
+
+    f, r = rb.PAIRS[name]
+    sw = _Stopwatch(ns)
+    plain = getattr(sw, name)
+    old = _registry._blas_namespace
+    extra: dict[str, list[float]] = {"plain": [], "compute_forward": []}
+
+    def run_plain() -> None:
+        t0 = time.perf_counter()
+        plain(*args, **kw)
+        extra["plain"].append(time.perf_counter() - t0 - sw.last)
+        _undo_plain(name, args, kw)
+
+    def run_forward() -> None:
+        _registry._blas_namespace = lambda: sw
+        try:
+            t0 = time.perf_counter()
+            f(*args, mode="compute", **kw)
+            extra["compute_forward"].append(time.perf_counter() - t0 - sw.last)
+        finally:
+            _registry._blas_namespace = old
+        r(*args, **kw)
+
+    for t in range(rounds):
+        for run in ((run_plain, run_forward) if t % 2 == 0 else (run_forward, run_plain)):
+            run()
+    p_s = float(np.median(extra["plain"]))
+    f_s = float(np.median(extra["compute_forward"]))
+    return {"rounds": rounds, "plain_outside_routine_s": p_s, "forward_outside_routine_s": f_s,
+            "bookkeeping_s": f_s - p_s}
 
 
 def _timed(call: Callable[[], Any], after: Callable[[], Any] | None = None) -> Callable[[], float]:
@@ -199,16 +288,25 @@ def _timed(call: Callable[[], Any], after: Callable[[], Any] | None = None) -> C
 
 
 def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int] | None = None,
-         step: Callable[[str], None] = lambda label: None) -> dict[str, Any]:
-    """The issue's bars (see module docstring); ``step`` is called once per unit of work (progress)."""
+         step: Callable[[str], None] = lambda label: None, max_trials: int | None = None,
+         parts: tuple[str, ...] = BAR_PARTS) -> dict[str, Any]:
+    """The issue's bars (see module docstring); ``step`` is called once per unit of work (progress).
+    ``trials``: at least this many interleaved rounds per timing, extended up to ``max_trials`` (default
+    3 * trials) until each side's minimum is reproducible (see :func:`_best_interleaved`).  ``parts``:
+    which bars to run (:data:`BAR_PARTS`)."""
     import tileblas.rblas as rb
     from tileblas.rblas import _examples
 
+    bad = [p for p in parts if p not in BAR_PARTS]
+    if bad or not parts:
+        raise ValueError(f"parts must be a non-empty subset of {BAR_PARTS}; got {parts!r} instead")
     sizes = {**BAR_SIZES, **(sizes or {})}
-    out: dict[str, Any] = {"sizes": sizes}
+    max_trials = 3 * trials if max_trials is None else max_trials
+    out: dict[str, Any] = {"sizes": sizes, "trials": trials, "max_trials": max(trials, max_trials),
+                           "parts": list(parts)}
     # 1. compute-mode forward vs plain call
     fwd_ratio = {}
-    for level, name in ((1, "daxpy"), (2, "dgemv"), (3, "dgemm")):
+    for level, name in (((1, "daxpy"), (2, "dgemv"), (3, "dgemm")) if "forward" in parts else ()):
         step(f"bar: {name} compute forward vs plain")
         if getattr(ns, name) is None:
             log(f"  skip {name}: not in tileblas.blas yet")
@@ -217,23 +315,33 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         f, r = rb.PAIRS[name]
         args, kw = _examples.build(routine, prefix, sizes[level], np.random.default_rng(level))
         plain = getattr(ns, name)
-        # the plain call is undone by the compute inverse (untimed) so both see the same data
+        # same buffers on both sides: each timed call is followed (untimed) by the compute inverse, so
+        # both sides start every call from the same data; rblas's own cost is measured apart, on the same
+        # operands (time outside the routine call)
+        book = _bookkeeping(name, ns, args, kw, 9 if level < 3 else 3)
         samples: dict[str, list[float]] = {}
         best = _best_interleaved({
             "plain": _timed(lambda: plain(*args, **kw), lambda: _undo_plain(name, args, kw)),
             "compute_forward": _timed(lambda: f(*args, mode="compute", **kw), lambda: r(*args, **kw)),
-        }, trials, samples)
+        }, trials, samples, max_trials)
+        cf, pl = samples["compute_forward"], samples["plain"]
         ratio = best["compute_forward"] / best["plain"]
-        fwd_ratio[name] = {"n": sizes[level], "plain_s": best["plain"], "compute_forward_s": best["compute_forward"],
-                           "ratio": ratio, "bar": 1.05, "pass": ratio <= 1.05, "trials": trials,
-                           "median_ratio": float(np.median(samples["compute_forward"]) / np.median(samples["plain"])),
-                           "samples_s": samples}
+        row = {"n": sizes[level], "plain_s": best["plain"], "compute_forward_s": best["compute_forward"],
+               "ratio": ratio, "bar": 1.05, "pass": ratio <= 1.05, "trials": len(pl),
+               "median_ratio": float(np.median(cf) / np.median(pl)),
+               "paired_median_ratio": _paired_median_ratio(cf, pl),
+               "bookkeeping": book, "bookkeeping_share": book["bookkeeping_s"] / best["plain"],
+               "samples_s": samples}
+        fwd_ratio[name] = row
         log(f"  {name} n={sizes[level]}: plain {best['plain']*1e3:.2f} ms, compute forward "
-            f"{best['compute_forward']*1e3:.2f} ms -> {ratio:.3f}x (bar <= 1.05)")
-    out["compute_forward_vs_plain"] = fwd_ratio
+            f"{best['compute_forward']*1e3:.2f} ms -> {ratio:.3f}x (bar <= 1.05; best of {len(pl)} "
+            f"interleaved; median of paired ratios {row['paired_median_ratio']:.3f}); bookkeeping "
+            f"{book['bookkeeping_s']*1e6:.1f} us = {100 * row['bookkeeping_share']:.2f}% of the call")
+    if "forward" in parts:
+        out["compute_forward_vs_plain"] = fwd_ratio
     # 2. Level-1 round trip compute vs checkpoint, 3. RMS at N=1e7 with the paper's data
     rt = {}
-    for name in RT_ROUTINES:
+    for name in (RT_ROUTINES if "roundtrip" in parts else ()):
         step(f"bar: {name} round trips")
         if getattr(ns, name) is None:
             continue
@@ -246,7 +354,7 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         best = _best_interleaved({
             m: _timed(lambda m=m: (f(*args, mode=m, **kw), r(*args, **kw)))
             for m in ("checkpoint", "compute")
-        }, trials, rt_samples)
+        }, trials, rt_samples, max_trials)
         for o, v in zip(outs, orig):
             o[...] = v
         for _ in range(10):
@@ -256,15 +364,17 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         rms = max(_rms(o, v) for o, v in zip(outs, orig))
         rt[name] = {"n": sizes[1], "checkpoint_round_trip_s": best["checkpoint"],
                     "compute_round_trip_s": best["compute"],
-                    "compute_faster": best["compute"] < best["checkpoint"], "trials": trials,
+                    "compute_faster": best["compute"] < best["checkpoint"], "trials": len(rt_samples["compute"]),
                     "samples_s": rt_samples, "rms_after_10_round_trips": rms,
                     "paper_relative_error": 2 * rms / (1000.0 + 1000.0)}  # section 3.2: 2e/(a+b)
         log(f"  {name} n={sizes[1]}: round trip checkpoint {best['checkpoint']*1e3:.1f} ms, compute "
             f"{best['compute']*1e3:.1f} ms; compute RMS after 10 fwd + 10 rev: {rms:.3g} (relative "
             f"2e/(a+b) = {rms / 1000.0:.2g})")
-    out["level1_round_trip"] = rt
+    if "roundtrip" in parts:
+        out["level1_round_trip"] = rt
     # 4. exact: every pair on the paper's data, cancelling inputs, memory for axpy
-    out["exact"] = exact_coverage(ns, log, sizes[1], step)
+    if "exact" in parts:
+        out["exact"] = exact_coverage(ns, log, sizes[1], step)
     return out
 
 
@@ -452,32 +562,43 @@ def gpu_note() -> str:
             "produced")
 
 
-def _units(sizes: dict[int, list[int]], trials: int, do_sweep: bool, do_bars: bool) -> int:
+def _units(sizes: dict[int, list[int]], trials: int, do_sweep: bool, do_bars: bool,
+           parts: tuple[str, ...] = BAR_PARTS) -> int:
     import tileblas.rblas as rb
 
     n = 0
     if do_sweep:
         n += sum(len(names) * len(sizes.get(level, [])) * trials for level, names in PAPER_ROUTINES.items())
     if do_bars:
-        n += 3 + len(RT_ROUTINES) + len(rb.PAIRS) + len(EXACT_AXPY)
+        n += (3 if "forward" in parts else 0) + (len(RT_ROUTINES) if "roundtrip" in parts else 0)
+        n += len(rb.PAIRS) + len(EXACT_AXPY) if "exact" in parts else 0
     return n
 
 
 def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int = 10, trials: int = 10,
               bar_trials: int = 5, fallback_scipy: bool = False, do_sweep: bool = True, do_bars: bool = True,
               bar_sizes: dict[int, int] | None = None, log: Callable[[str], None] = print,
-              sizes: dict[int, list[int]] | None = None, progress: bool = False) -> dict[str, Any]:
+              sizes: dict[int, list[int]] | None = None, progress: bool = False,
+              bar_max_trials: int | None = None, bar_parts: tuple[str, ...] = BAR_PARTS) -> dict[str, Any]:
     """Run the benchmark and write ``rblas_bench.json`` and the PNG plots into ``outdir``.
 
     ``sizes`` (level -> list of sizes) overrides the preset's sweep sizes level by level; ``bar_sizes``
     (level -> size) the bars' sizes (default :data:`BAR_SIZES`: 10**7, 4096, 2048).  ``progress`` shows a
-    progress bar on stderr.
+    progress bar on stderr.  The bars' timings take the best of at least ``bar_trials`` interleaved
+    rounds, extended up to ``bar_max_trials`` (default 3 * bar_trials) until each side's minimum is
+    reproducible within 1%; ``bar_parts`` selects bars (:data:`BAR_PARTS`).
     """
     if preset not in SIZES:
         raise ValueError(f"preset must be one of {sorted(SIZES)}; got {preset!r} instead")
-    for name, val, allowed in (("n_calls", n_calls, 1), ("trials", trials, 1), ("bar_trials", bar_trials, 1)):
+    if bar_max_trials is None:
+        bar_max_trials = 3 * bar_trials
+    for name, val, allowed in (("n_calls", n_calls, 1), ("trials", trials, 1), ("bar_trials", bar_trials, 1),
+                               ("bar_max_trials", bar_max_trials, 1)):
         if not isinstance(val, int) or val < allowed:
             raise ValueError(f"{name} must be a positive integer; got {val!r} instead")
+    bad = [p for p in bar_parts if p not in BAR_PARTS]
+    if bad or not bar_parts:
+        raise ValueError(f"bar_parts must be a non-empty subset of {BAR_PARTS}; got {bar_parts!r} instead")
     from tileblas.rblas import _registry
 
     sweep_sizes = {**SIZES[preset], **(sizes or {})}
@@ -488,12 +609,14 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
     result: dict[str, Any] = {
         "preset": preset, "sizes": sweep_sizes, "n_calls": n_calls, "trials": trials, "bar_trials": bar_trials,
         "data": "a + R*b, a = b = 1000 (R uniform in [0, 1)); alpha = 1.5, beta = 0.75 (complex: x + x/4 j)",
-        "timing": "sweep: mean per call within a trial, median over trials; bars: best of bar_trials, "
-                  "interleaved with the baseline",
+        "timing": "sweep: mean per call within a trial, median over trials; bars: best of at least "
+                  "bar_trials (up to bar_max_trials, until each side's minimum repeats within 1%) rounds, "
+                  "interleaved ABBA with the baseline, after two untimed warm-up calls each, same buffers",
+        "bar_max_trials": bar_max_trials,
         "figures": {"2-4": "rblas_fig{2,3,4}_level{1,2,3}.png", "11": "rblas_fig11_rms.png",
                     "5-7": gpu_note()},
         "paper_rms_reference": PAPER_RMS}
-    bar = _Progress(_units(sweep_sizes, trials, do_sweep, do_bars), progress, log)
+    bar = _Progress(_units(sweep_sizes, trials, do_sweep, do_bars, bar_parts), progress, log)
     t0 = time.perf_counter()
     try:
         import tileblas.rblas as rb
@@ -504,8 +627,8 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
             result["sweep"] = sweep(PAPER_ROUTINES, sweep_sizes, n_calls, trials, SWEEP_MODES, ns, bar.write,
                                     bar.step)
         if do_bars:
-            bar.write(f"== bars (best of {bar_trials}, interleaved) ==")
-            result["bars"] = bars(ns, bar_trials, bar.write, bar_sizes, bar.step)
+            bar.write(f"== bars (best of {bar_trials} to {max(bar_trials, bar_max_trials)}, interleaved) ==")
+            result["bars"] = bars(ns, bar_trials, bar.write, bar_sizes, bar.step, bar_max_trials, bar_parts)
     finally:
         _registry._blas_namespace = old
         bar.close()
@@ -539,7 +662,8 @@ def parse_sizes(items: list[str] | None, single: bool = False) -> dict[int, Any]
 def _cmd(args: argparse.Namespace) -> int:
     run_bench(args.out, args.preset, args.calls, args.trials, args.bar_trials, args.fallback_scipy,
               not args.bars_only, not args.sweep_only, bar_sizes=parse_sizes(args.bar_sizes, single=True),
-              sizes=parse_sizes(args.sizes), progress=not args.no_progress)
+              sizes=parse_sizes(args.sizes), progress=not args.no_progress, bar_max_trials=args.bar_max_trials,
+              bar_parts=tuple(args.bars))
     return 0
 
 
@@ -567,7 +691,12 @@ def register(subparsers: Any) -> None:
                    help="override a bar size (defaults 1=1e7 2=4096 3=2048)")
     b.add_argument("--calls", type=int, default=10, help="forward (then reverse) calls per trial (paper n)")
     b.add_argument("--trials", type=int, default=10, help="trials (paper r)")
-    b.add_argument("--bar-trials", type=int, default=5, help="best-of trials for the bars")
+    b.add_argument("--bar-trials", type=int, default=5, help="best-of trials for the bars (at least)")
+    b.add_argument("--bar-max-trials", type=int, default=None,
+                   help="extend a bar's timing up to this many trials until each side's minimum repeats "
+                        "within 1%% (default 3 x --bar-trials)")
+    b.add_argument("--bars", nargs="+", choices=BAR_PARTS, default=list(BAR_PARTS),
+                   help="which bars to run (default all)")
     b.add_argument("--fallback-scipy", action="store_true",
                    help="run routines tileblas.blas lacks on scipy.linalg.blas (reported in the JSON)")
     b.add_argument("--sweep-only", action="store_true")

@@ -220,13 +220,17 @@ def _aligned_copy(v: np.ndarray) -> np.ndarray:
     return out
 
 
-def _aliases(ctx: Ctx, outs: list[str]) -> str | None:
+def _aliases(ctx: Ctx, outs: list[str], arrays: list[tuple[str, Any]] | None = None) -> str | None:
+    """Why an output cannot be inverted in place because it shares memory with another argument, or None.
+    ``arrays``: the (name, value) pairs of the array arguments, when the caller has them already."""
+    if arrays is None:
+        arrays = [(n, v) for n, v in ctx.bound.items() if is_array(v)]
     for o in outs:
         ov = ctx.bound[o]
-        for n, v in ctx.bound.items():
-            if n == o or not is_array(v) or not isinstance(v, np.ndarray) or not isinstance(ov, np.ndarray):
-                continue
-            if np.may_share_memory(ov, v):
+        if not isinstance(ov, np.ndarray):
+            continue
+        for n, v in arrays:
+            if n != o and isinstance(v, np.ndarray) and np.may_share_memory(ov, v):
                 return f"output {o!r} shares memory with argument {n!r}"
     return None
 
@@ -254,7 +258,8 @@ def _save_hermdiag(ctx: Ctx, outs: list[str]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------- decide
-def _decide(ctx: Ctx, requested: str, outs: list[str]) -> tuple[str, str, dict[str, float]]:
+def _decide(ctx: Ctx, requested: str, outs: list[str],
+            arrays: list[tuple[str, Any]] | None = None) -> tuple[str, str, dict[str, float]]:
     spec = ctx.spec
     if not outs:
         return "none", "no argument is updated in place (the routine returns a fresh array)", {}
@@ -264,7 +269,7 @@ def _decide(ctx: Ctx, requested: str, outs: list[str]) -> tuple[str, str, dict[s
     elif len(outs) != len(spec.outputs):
         impossible = "only some outputs are updated in place"
     else:
-        impossible = spec.impossible(ctx) or _aliases(ctx, outs)
+        impossible = spec.impossible(ctx) or _aliases(ctx, outs, arrays)
     if requested == "checkpoint":
         return "checkpoint", "requested", {}
     if impossible:
@@ -312,30 +317,76 @@ def _run_inverse(ctx: Ctx, targets: dict[str, Any] | None = None) -> None:
 
 # ------------------------------------------------------------------------------------------- forward
 def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None) -> Any:
+    """The forward call: decide, save what the chosen mode needs, call ``tileblas.blas``, record.
+
+    In compute mode the work besides the call itself is O(1) in the size of the operands: binding the
+    arguments once, the in-place prediction (dtype, rank, contiguity flags), the inverse's conditions
+    (scalars; a triangle's condition estimate where there is one), an address-range overlap test per
+    array pair, and fingerprints of at most ~64 elements per array.  As much of it as possible runs
+    before the call: a large BLAS call streams its operands through the caches and leaves them cold for
+    the Python code that follows it (measured: the same bookkeeping costs several times more after a
+    10^7-element axpy than before it), so after the call come only the check that the outputs were
+    updated in place, the fingerprints of the outputs and the push of the prepared record.
+    """
     fullname = prefix + spec.routine
     fn = lookup(fullname)
     bound = bind(spec, fullname, args, kwargs)
     requested = _check_mode(mode) if mode is not None else (tape_mode() or get_default_mode())
     ctx = Ctx(spec, prefix, DTYPE_OF_PREFIX[prefix], bound)
+    # one pass over the arguments: the arrays (aliasing test, fingerprints) and whether every other
+    # argument is immutable (then the matching key can wait until the reverse call)
+    arrays: list[tuple[str, Any]] = []
+    lazy = True
+    for n, v in bound.items():
+        if is_array(v):
+            arrays.append((n, v))
+        elif lazy and v is not None and not isinstance(v, _IMMUTABLE):
+            lazy = False
     outs = [o.name for o in spec.outputs if _predicts_inplace(bound.get(o.name), o, ctx)]
-    chosen, reason, est = _decide(ctx, requested, outs)
+    predicted = tuple(outs)
+    chosen, reason, est = _decide(ctx, requested, outs, arrays)
     if chosen == "exact" and not all(isinstance(bound[o], np.ndarray) for o in outs):
         chosen, reason = "checkpoint", "exact mode works on host (NumPy) arrays; checkpointed instead"
-    ckpt_bytes = sum(_nbytes(bound[o]) for o in outs)
+    ckpt_bytes = 0
+    for o in outs:
+        ckpt_bytes += _nbytes(bound[o])
     state: dict[str, Any] = {}
     saved = {o: _copy(bound[o]) for o in outs} if chosen in ("checkpoint", "exact") else {}
-    if chosen == "compute" and spec.hermdiag:
-        state["hermdiag"] = _save_hermdiag(ctx, outs)
-    pre = {o: fingerprint(bound[o]) for o in outs} if chosen == "compute" else {}
+    pre: dict[str, bytes] = {}
+    dec: Decision | None = None
+    if chosen == "compute":
+        if spec.hermdiag:
+            state["hermdiag"] = _save_hermdiag(ctx, outs)
+        # the pre-call fingerprints serve only to refresh older live records that hold an output
+        # (_refresh_prints); with no live record on this thread's journal there is none to refresh
+        if journal().stack:
+            pre = {o: fingerprint(bound[o]) for o in outs}
+        extra = sum(im.nbytes for _, im in state["hermdiag"].values()) if spec.hermdiag else 0
+        dec = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
+    # arguments the call does not write are fingerprinted before it
+    prints = {n: fingerprint(v) for n, v in arrays if n not in predicted}
+    # the key is computed at reverse time (arrays keep their identity), except where an argument is a
+    # mutable non-array object (a list param): then now
+    if lazy:
+        key: Any = lambda: make_key(spec, fullname, bound)  # noqa: E731
+        rbound = bound
+    else:  # keep a copy of mutable non-array arguments: the inverse must use what the forward call saw
+        key = make_key(spec, fullname, bound)
+        rbound = {k: (v if v is None or isinstance(v, _IMMUTABLE) or is_array(v) else copy.deepcopy(v))
+                  for k, v in bound.items()}
+    rec = Record(fullname, spec, prefix, rbound, key, dec, state, predicted, prints)
 
     ret = fn(*args, **kwargs)
 
     rets = ret if isinstance(ret, tuple) else (ret,)
     for rname, r in zip(spec.returns, rets):
         v = bound.get(rname)
-        if not is_array(v):
+        if r is v:
+            actual = True
+        elif not is_array(v):
             continue
-        actual = r is v or (is_array(r) and address(r) == address(v) and r.shape == v.shape)
+        else:
+            actual = is_array(r) and address(r) == address(v) and r.shape == v.shape
         if rname in outs and not actual:
             outs.remove(rname)
             saved.pop(rname, None)
@@ -343,42 +394,38 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
             raise RuntimeError(
                 f"{fullname} updated {rname!r} in place although scipy's semantics say it copies; the "
                 "call cannot be reversed (report this as a tileblas.blas bug)")
-    if not outs:
-        chosen, reason, state, saved = "none", "no argument was updated in place (fresh array returned)", {}, {}
-    elif chosen == "exact":
-        work = {o: _aligned_copy(bound[o]) for o in outs}
-        _run_inverse(ctx, work)
-        res = {o: _exact.encode(_exact.real_flat(saved[o]), _exact.real_flat(work[o])) for o in outs}
-        del work
-        rbytes = sum(r.nbytes for r in res.values())
-        if rbytes < ckpt_bytes:
-            state["residual"] = res
-            if spec.level == 3:
-                state["runtime"] = _runtime_key()
-            saved = {}
-            nexc = sum(r.exc_idx.size for r in res.values())
-            reason += f" ({', '.join(r.kind for r in res.values())}, {nexc} raw values)"
-        else:
-            chosen = "checkpoint"
-            reason = f"exact residual ({rbytes} B) would not be smaller than a checkpoint; checkpointed"
-    if saved:
-        state["saved"] = saved
-    extra = sum(v.nbytes for v in saved.values())
-    extra += sum(r.nbytes for r in state.get("residual", {}).values())
-    extra += sum(im.nbytes for _, im in state.get("hermdiag", {}).values())
-    dec = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
-    prints = {n: fingerprint(v) for n, v in bound.items() if is_array(v)}
-    # the key is computed at reverse time (arrays keep their identity), except where an argument is a
-    # mutable non-array object (a list param): then now
-    lazy = all(v is None or isinstance(v, _IMMUTABLE) or is_array(v) for v in bound.values())
-    if lazy:
-        key: Any = lambda: make_key(spec, fullname, bound)  # noqa: E731
-    else:  # keep a copy of mutable non-array arguments: the inverse must use what the forward call saw
-        key = make_key(spec, fullname, bound)
-        bound = {k: (v if v is None or isinstance(v, _IMMUTABLE) or is_array(v) else copy.deepcopy(v))
-                 for k, v in bound.items()}
-    rec = Record(fullname, spec, prefix, bound, key, dec, state, tuple(outs), prints)
-    rec.pre_prints = {o: fp for o, fp in pre.items() if o in outs}
+    for o in predicted:
+        prints[o] = fingerprint(bound[o])
+    if len(outs) != len(predicted) or chosen != "compute":
+        dec = None
+        if not outs:
+            chosen, reason, state, saved = "none", "no argument was updated in place (fresh array returned)", {}, {}
+        elif chosen == "exact":
+            work = {o: _aligned_copy(bound[o]) for o in outs}
+            _run_inverse(ctx, work)
+            res = {o: _exact.encode(_exact.real_flat(saved[o]), _exact.real_flat(work[o])) for o in outs}
+            del work
+            rbytes = sum(r.nbytes for r in res.values())
+            if rbytes < ckpt_bytes:
+                state["residual"] = res
+                if spec.level == 3:
+                    state["runtime"] = _runtime_key()
+                saved = {}
+                nexc = sum(r.exc_idx.size for r in res.values())
+                reason += f" ({', '.join(r.kind for r in res.values())}, {nexc} raw values)"
+            else:
+                chosen = "checkpoint"
+                reason = f"exact residual ({rbytes} B) would not be smaller than a checkpoint; checkpointed"
+        if saved:
+            state["saved"] = saved
+        extra = sum(v.nbytes for v in saved.values())
+        extra += sum(r.nbytes for r in state.get("residual", {}).values())
+        extra += sum(im.nbytes for _, im in state.get("hermdiag", {}).values())
+        rec.decision = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
+        rec.state = state
+        rec.inplace = tuple(outs)
+    if pre:
+        rec.pre_prints = pre if len(outs) == len(pre) else {o: fp for o, fp in pre.items() if o in outs}
     _push(rec)
     return ret
 
