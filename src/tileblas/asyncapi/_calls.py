@@ -121,11 +121,18 @@ def _op_shape(shape: tuple[int, ...], trans: str) -> tuple[int, int]:
     return (shape[1], shape[0]) if trans != "N" else (shape[0], shape[1])
 
 
-def _k3(device: Any, name: str) -> Callable[..., None]:
+def _k3(device: Any, name: str, handles: tuple = ()) -> Callable[..., None]:
+    """The Level-3 kernel ``name`` on ``device``; None: the current tile runtime, whose devices with their own
+    memory keep the tiles of ``handles`` cached across calls (see :meth:`MatrixHandle._keep_in`)."""
     if device is None:
         from tileblas import _dispatch
+        from tileblas.runtime import get_runtime
 
         def run(*args: Any, **kwargs: Any) -> None:
+            mem = getattr(get_runtime(), "memory", None)
+            if mem is not None:
+                for h in handles:
+                    h._keep_in(mem)
             _dispatch.level3(name, *args, **kwargs)
 
         return run
@@ -162,7 +169,7 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
 
     def run(dev: Any) -> MatrixHandle:
         A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
-        _k3(dev, "gemm")(alpha, A, B, beta, C, transa, transb)
+        _k3(dev, "gemm", (a, b, c))(alpha, A, B, beta, C, transa, transb)
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
@@ -185,7 +192,7 @@ def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
 
     def run(dev: Any) -> MatrixHandle:
         A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
-        _k3(dev, name)(alpha, A, B, beta, C, side, uplo)
+        _k3(dev, name, (a, b, c))(alpha, A, B, beta, C, side, uplo)
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
@@ -227,9 +234,9 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
         args = [x.acquire(dev, "r") for x in ins]
         # flags by keyword: devices that model a kernel's cost read the output as the last positional
         if b is None:
-            _k3(dev, name)(alpha, args[0], beta, C, uplo=uplo, trans=trans)
+            _k3(dev, name, ins + (c,))(alpha, args[0], beta, C, uplo=uplo, trans=trans)
         else:
-            _k3(dev, name)(alpha, args[0], args[1], beta, C, uplo=uplo, trans=trans)
+            _k3(dev, name, ins + (c,))(alpha, args[0], args[1], beta, C, uplo=uplo, trans=trans)
         return c
 
     flops = (1.0 if b is None else 2.0) * n * n * k * _cx(dt)
@@ -275,7 +282,7 @@ def _triangular(name: str, alpha, a, b, side, uplo, transa, diag) -> AsyncFuture
 
     def run(dev: Any) -> MatrixHandle:
         A, B = a.acquire(dev, "r"), b.acquire(dev, "rw")
-        _k3(dev, name)(alpha, A, B, side, uplo, transa, diag)
+        _k3(dev, name, (a, b))(alpha, A, B, side, uplo, transa, diag)
         return b
 
     return _submit(_kernels.prefix_of(dt) + name, run, (a, b), (b,), float(ka) * m * n * _cx(dt))

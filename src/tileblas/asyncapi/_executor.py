@@ -501,6 +501,8 @@ class Executor:
                 h._host_buffer()
                 h._valid = {HOST}
                 h.version += 1
+            if h._mems:
+                h._tiles_changed()
             h.last_writer = None
             h.readers = {}
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,6 +98,7 @@ class MatrixHandle:
         self.version = 0
         self._lock = _allocate_lock()
         self._copies: dict[Any, Any] = {}
+        self._mems: list | None = None  # tile memories of runtimes keeping this buffer's tiles (see _keep_in)
         # dependency state (read and written under the executor's graph lock)
         self.last_writer: Op | None = None
         self.readers: dict[Op, None] = {}  # calls reading the current value, in flight (ordered set)
@@ -182,6 +184,8 @@ class MatrixHandle:
                 if len(self._valid) > 1:
                     self._valid = {HOST}
                 self.version += 1
+                if self._mems:
+                    self._tiles_changed()
             return self._host
         with self._lock:
             if device is None or device.host_memory:
@@ -207,7 +211,39 @@ class MatrixHandle:
             else:
                 self._valid = {loc}
                 self.version += 1
+                if self._mems:
+                    self._tiles_changed()
             return arr
+
+    # ------------------------------------------------------------------ tiles cached by a tile runtime
+    def _keep_in(self, mem: Any) -> None:
+        """Have the tile memory ``mem`` of the runtime that computes a Level-3 call on this handle keep the host
+        buffer's tiles on its devices across calls ("demand" policy with devices that have their own memory).
+
+        The handle knows when its data changes, so it tells ``mem``: a write that does not go through the
+        runtime (a Level-1/2 call, a call on another backend) or :meth:`mark_changed` invalidates the tiles;
+        deleting the handle (or losing it to garbage collection) drops them.  Writes through the runtime keep
+        its caches coherent themselves."""
+        mems = self._mems
+        if mems is not None and any(m is mem for m in mems):
+            return
+        with self._lock:
+            mems = self._mems
+            if mems is None:
+                mems = self._mems = []
+            if any(m is mem for m in mems) or self.deleted:
+                return
+            buf = self._host_buffer()
+            mem.keep(buf)
+            mems.append(mem)
+            if len(mems) == 1:
+                self._finalizer = weakref.finalize(self, _unkeep, mems, buf)
+
+    def _tiles_changed(self) -> None:
+        """The host buffer changed outside the runtimes that keep its tiles: they drop them."""
+        buf = self._host
+        for mem in list(self._mems or ()):
+            mem.invalidate(buf)
 
     # ------------------------------------------------------------------ user API
     def _check_alive(self, what: str = "handle") -> None:
@@ -259,6 +295,8 @@ class MatrixHandle:
     def _free(self) -> None:
         if self._user is not None:
             self._unlock_user()
+        if self._mems:
+            self._finalizer()  # the runtimes drop the buffer's tiles before the memory is released
         with self._lock:
             self._copies.clear()
             self._valid = set()
@@ -291,6 +329,12 @@ class MatrixHandle:
         own = "borrowed" if self.borrowed else "owned"
         dead = " deleted" if self.deleted else ""
         return (f"<MatrixHandle {self.shape} {self.dtype} {own} v{self.version} valid on {where}{dead}>")
+
+
+def _unkeep(mems: list, buf: np.ndarray) -> None:
+    for mem in mems:
+        mem.unkeep(buf)
+    mems.clear()
 
 
 def check_dtype(dtype: Any, name: str) -> np.dtype:

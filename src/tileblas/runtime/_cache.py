@@ -27,7 +27,9 @@ What it owns
 
 When a call returns, the tiles of its matrices are dropped from every cache (unless another call in
 flight uses the same matrix): host arrays may change between calls, and a freed array's address may be
-reused by another.
+reused by another.  A host buffer whose owner tracks its changes (the asynchronous API's handles) can be
+*kept* instead (:meth:`TileMemory.keep`): its tiles stay cached across calls and leave only when the owner
+invalidates them (the buffer changed outside the runtime) or stops keeping it.
 
 What it must not touch
     Device kinds (devices are reached only through the DiscreteDevice interface), scheduling order (the
@@ -56,6 +58,20 @@ POLICIES = ("cache", "on-demand")
 
 #: Kernels whose first step overwrites the output when beta == 0 (so the output need not be copied in).
 _BETA_AT = {"gemm": 3, "symm": 3, "hemm": 3}
+
+
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    """(first byte, one past the last byte) of the memory ``a`` spans: the same for every view of a buffer
+    that covers all of it (transposes included)."""
+    lo = hi = a.__array_interface__["data"][0]
+    for n, s in zip(a.shape, a.strides):
+        if n == 0:
+            return lo, lo
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    return lo, hi + a.itemsize
 
 
 class Block:
@@ -246,6 +262,10 @@ class TileMemory:
         self._cv = threading.Condition(threading.Lock())
         self._ctx: dict[tuple[int, int], _StreamCtx] = {}
         self._users: Counter = Counter()  # matrix id -> calls in flight using it
+        # host buffers whose tiles stay cached between calls (see keep): memory bounds -> keep count, and the
+        # matrix ids seen on each (a buffer gets one id per tile size and view)
+        self._kept: dict[tuple[int, int], int] = {}
+        self._kept_mids: dict[tuple[int, int], set] = {}
         self._admitted = [0] * nd  # bytes the running tasks of each device may hold at once
         self.counters = [Counter() for _ in range(nd)]
 
@@ -254,20 +274,64 @@ class TileMemory:
         with self._cv:
             for mid in plan.mats:
                 self._users[mid] += 1
+            if self._kept:
+                for mid, mat in plan.mats.items():
+                    mids = self._kept_mids.get(_byte_bounds(mat.array))
+                    if mids is not None:
+                        mids.add(mid)
 
     def end_call(self, plan: Any) -> None:
-        """Drop the cached tiles of the call's matrices that no other call in flight uses."""
+        """Drop the cached tiles of the call's matrices that no other call in flight uses (except kept ones)."""
         with self._cv:
             gone = set()
+            kept = set().union(*self._kept_mids.values()) if self._kept_mids else ()
             for mid in plan.mats:
                 self._users[mid] -= 1
                 if self._users[mid] <= 0:
                     del self._users[mid]
-                    gone.add(mid)
+                    if mid not in kept:
+                        gone.add(mid)
             if gone:
                 for key in [k for k in self.directory.keys() if k[0] in gone]:
                     self._invalidate(key)
             self._cv.notify_all()
+
+    def keep(self, array: np.ndarray) -> None:
+        """Keep the tiles of host buffer ``array`` (any view of the same memory) cached between calls, until
+        :meth:`unkeep`.  The owner promises to call :meth:`invalidate` whenever it changes the buffer other
+        than through this runtime, and :meth:`unkeep` before the memory is freed or reused."""
+        key = _byte_bounds(array)
+        with self._cv:
+            self._kept[key] = self._kept.get(key, 0) + 1
+            self._kept_mids.setdefault(key, set())
+
+    def invalidate(self, array: np.ndarray) -> None:
+        """Drop the cached tiles of host buffer ``array`` (its host memory changed)."""
+        key = _byte_bounds(array)
+        with self._cv:
+            mids = self._kept_mids.get(key)
+            if mids:
+                self._drop_mids(mids)
+                mids.clear()
+                self._cv.notify_all()
+
+    def unkeep(self, array: np.ndarray) -> None:
+        """Undo one :meth:`keep`; the buffer's tiles are dropped when the last keep is undone."""
+        key = _byte_bounds(array)
+        with self._cv:
+            left = self._kept.get(key, 0) - 1
+            if left > 0:
+                self._kept[key] = left
+                return
+            self._kept.pop(key, None)
+            mids = self._kept_mids.pop(key, None)
+            if mids:
+                self._drop_mids({m for m in mids if self._users.get(m, 0) <= 0})
+                self._cv.notify_all()
+
+    def _drop_mids(self, mids: set) -> None:
+        for key in [k for k in self.directory.keys() if k[0] in mids]:
+            self._invalidate(key)
 
     def flush(self) -> None:
         """Drop every cached tile."""
