@@ -257,3 +257,51 @@ def test_cholesky_bad_input():
     c, low = linalg.cho_factor(np.zeros((0, 0)))
     assert c.shape == (0, 0)
     assert linalg.inv_spd(np.zeros((0, 0))).shape == (0, 0)
+
+
+def test_potrs_kernel_choice(monkeypatch):
+    """recursive=True/False/None give the same solution; None follows the measured rule."""
+    from tileblas import _recursive
+    from tileblas.devices import cpu
+
+    calls = []
+    real = _recursive.recursive_trsm
+
+    def spy(*args, **kwargs):
+        calls.append(args[2].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_recursive, "recursive_trsm", spy)
+    a = spd(90, np.float64)
+    cf = linalg.cho_factor(a, lower=True)
+    b = rand((90, 6), np.float64)
+    want = sl.cho_solve(cf, b)
+    for rec in (True, False, None):
+        np.testing.assert_allclose(linalg.potrs(cf, b, recursive=rec, threads=2), want, atol=1e-10)
+    assert calls == [(90, 6), (90, 6)]  # only recursive=True: the default keeps OpenBLAS at this size
+    monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 64)
+    monkeypatch.setattr(cpu, "RECURSIVE_RHS", (4, 8))
+    calls.clear()
+    np.testing.assert_allclose(linalg.potrs(cf, b, threads=2), want, atol=1e-10)
+    np.testing.assert_allclose(linalg.potrs(cf, b, threads=1), want, atol=1e-10)  # 1 thread: OpenBLAS
+    np.testing.assert_allclose(linalg.potrs(cf, b, threads=2, stop=16), want, atol=1e-10)
+    assert calls == [(90, 6)] * 4
+    with pytest.raises(TypeError, match="recursive must be True, False or None; got 'yes'"):
+        linalg.potrs(cf, b, recursive="yes")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [False, True])
+def test_potri_default_stops_recurse_above_leaf(dtype, lower, monkeypatch):
+    """With the default stops TRTRI recurses above DEFAULT_STOP_TRTRI (small here) and LAUUM above
+    DEFAULT_STOP_LAUUM; the off-diagonal TRMMs take OpenBLAS's routine for square blocks."""
+    from tileblas import _recursive
+
+    monkeypatch.setattr(_recursive, "DEFAULT_STOP_TRTRI", 24)
+    monkeypatch.setattr(_recursive, "DEFAULT_STOP_LAUUM", 40)
+    a = spd(150, dtype)
+    cs, _ = sl.cho_factor(a, lower=lower)
+    want, info = sl.get_lapack_funcs("potri", (cs,))(cs, lower=lower)
+    got = linalg.potri(cs, lower=lower)
+    part = np.tril if lower else np.triu
+    np.testing.assert_allclose(part(got), part(want), atol=tol(dtype) * 100, rtol=tol(dtype) * 10)

@@ -66,6 +66,7 @@ __all__ = [
     "recursive_lauum",
     "DEFAULT_STOP",
     "DEFAULT_STOP_TRTRI",
+    "DEFAULT_STOP_LAUUM",
     "PANEL_RHS_MAX",
     "TriangularSingularError",
 ]
@@ -76,8 +77,16 @@ __all__ = [
 #: each other; 256 was the best or within 2 % of the best in every case (512 is as good from 256 RHS).
 DEFAULT_STOP = 256
 
-#: Stopping size of the recursive TRTRI/LAUUM (below it LAPACK's own routine runs).
-DEFAULT_STOP_TRTRI = 256
+#: Stopping size of the recursive TRTRI (below it LAPACK's own routine runs).  Measured on 2 cores
+#: (OpenBLAS's multi-threaded dtrtri at the leaves, best of 3 interleaved): with the off-diagonal TRMMs
+#: on OpenBLAS's own dtrmm (square blocks, where it is as fast as the recursion), leaves of 512 were
+#: 1.02-1.08x OpenBLAS's dtrtri at n in {1024, 2048, 4096}; 256 and 1024 were 0.98-1.03x.
+DEFAULT_STOP_TRTRI = 512
+
+#: Stopping size of the recursive LAUUM.  OpenBLAS's own multi-threaded dlauum measured 1.02-1.11x
+#: faster than the recursion (leaves 256-2048, SYRK + TRMM updates) at n in {1024, 2048, 4096} on 2
+#: cores, so by default the recursion only starts above 4096.
+DEFAULT_STOP_LAUUM = 4096
 
 #: With at most this many columns on the non-triangular side, the host path splits B into one panel per
 #: core and runs the recursion on each panel with single-threaded BLAS in parallel Python threads (the
@@ -392,6 +401,31 @@ def _lapack_leaf(lib: _kernels.BlasLibrary, name: str, a: np.ndarray, *flags: st
 class _TriConfig:
     lib: _kernels.BlasLibrary
     stop: int
+    #: stopping size of the off-diagonal TRMMs' recursion; None: recursion only where it measured
+    #: faster than OpenBLAS's own dtrmm (:func:`tileblas.devices.cpu.recursion_faster`)
+    trmm_stop: int | None = None
+
+
+def _tri_config(lib: _kernels.BlasLibrary | None, stop: int | None, default: int) -> _TriConfig:
+    lib = lib or _kernels.get_library(2)
+    if stop is None:
+        return _TriConfig(lib, default, None)
+    return _TriConfig(lib, int(stop), max(int(stop), 1))
+
+
+def _offdiag_trmm(cfg: _TriConfig, backend: HostBackend, alpha: float, a: np.ndarray, b: np.ndarray,
+                  side: str, uplo: str, trans: str, diag: str = "N") -> None:
+    """b := alpha op(a) b or alpha b op(a) for TRTRI/LAUUM: the recursion where chosen."""
+    stop = cfg.trmm_stop
+    if stop is None:
+        from tileblas.devices.cpu import recursion_faster
+
+        rhs = b.shape[1] if side == "L" else b.shape[0]
+        if not recursion_faster(a.shape[0], rhs, cfg.lib.threads):
+            _kernels.trmm(alpha, a, b, side, uplo, trans, diag, lib=cfg.lib)
+            return
+        stop = DEFAULT_STOP
+    run_recursive("trmm", backend, alpha, a, b, side, uplo, trans, diag, stop)
 
 
 def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _kernels.BlasLibrary | None = None,
@@ -409,7 +443,7 @@ def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _kerne
         zero = np.flatnonzero(np.diagonal(a) == 0)
         if zero.size:
             raise TriangularSingularError(int(zero[0]) + 1)
-    cfg = _TriConfig(lib or _kernels.get_library(2), DEFAULT_STOP_TRTRI if stop is None else int(stop))
+    cfg = _tri_config(lib, stop, DEFAULT_STOP_TRTRI)
     backend = HostBackend(cfg.lib)
     _trtri(a, uplo, diag, cfg, backend)
 
@@ -425,15 +459,14 @@ def _trtri(a: np.ndarray, uplo: str, diag: str, cfg: _TriConfig, backend: HostBa
     a11, a22 = a[:n1, :n1], a[n1:, n1:]
     _trtri(a11, uplo, diag, cfg, backend)
     _trtri(a22, uplo, diag, cfg, backend)
-    stop = max(cfg.stop, 1)
     if uplo == "U":
         a12 = a[:n1, n1:]
-        run_recursive("trmm", backend, -1.0, a11, a12, "L", "U", "N", diag, stop)   # -V11 U12
-        run_recursive("trmm", backend, 1.0, a22, a12, "R", "U", "N", diag, stop)    # (...) V22
+        _offdiag_trmm(cfg, backend, -1.0, a11, a12, "L", "U", "N", diag)   # -V11 U12
+        _offdiag_trmm(cfg, backend, 1.0, a22, a12, "R", "U", "N", diag)    # (...) V22
     else:
         a21 = a[n1:, :n1]
-        run_recursive("trmm", backend, -1.0, a22, a21, "L", "L", "N", diag, stop)   # -W22 L21
-        run_recursive("trmm", backend, 1.0, a11, a21, "R", "L", "N", diag, stop)    # (...) W11
+        _offdiag_trmm(cfg, backend, -1.0, a22, a21, "L", "L", "N", diag)   # -W22 L21
+        _offdiag_trmm(cfg, backend, 1.0, a11, a21, "R", "L", "N", diag)    # (...) W11
 
 
 def recursive_lauum(a: np.ndarray, uplo: str = "U", lib: _kernels.BlasLibrary | None = None,
@@ -445,7 +478,7 @@ def recursive_lauum(a: np.ndarray, uplo: str = "U", lib: _kernels.BlasLibrary | 
     """
     if not colmajor(a):
         raise ValueError("recursive_lauum needs a column-major array")
-    cfg = _TriConfig(lib or _kernels.get_library(2), DEFAULT_STOP_TRTRI if stop is None else int(stop))
+    cfg = _tri_config(lib, stop, DEFAULT_STOP_LAUUM)
     _lauum(a, uplo, cfg, HostBackend(cfg.lib))
 
 
@@ -460,9 +493,9 @@ def _lauum(a: np.ndarray, uplo: str, cfg: _TriConfig, backend: HostBackend) -> N
     if uplo == "U":
         a12 = a[:n1, n1:]
         _kernels.herk(1.0, a12, 1.0, a11, "U", "N", lib=cfg.lib)
-        run_recursive("trmm", backend, 1.0, a22, a12, "R", "U", "C", "N", cfg.stop)
+        _offdiag_trmm(cfg, backend, 1.0, a22, a12, "R", "U", "C")
     else:
         a21 = a[n1:, :n1]
         _kernels.herk(1.0, a21, 1.0, a11, "L", "C", lib=cfg.lib)
-        run_recursive("trmm", backend, 1.0, a22, a21, "L", "L", "C", "N", cfg.stop)
+        _offdiag_trmm(cfg, backend, 1.0, a22, a21, "L", "L", "C")
     _lauum(a22, uplo, cfg, backend)

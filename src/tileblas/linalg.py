@@ -307,10 +307,12 @@ def _factor_arg(c_and_lower: Any) -> tuple[np.ndarray, bool]:
 
 
 def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: bool = True, *,
-          stop: int | None = None, threads: int | None = None) -> np.ndarray:
+          stop: int | None = None, threads: int | None = None, recursive: bool | None = None) -> np.ndarray:
     """Solve a x = b given the Cholesky factor of a (POTRS), compatible with :func:`scipy.linalg.cho_solve`.
 
-    Two recursive triangular solves: U^H y = b, U x = y (or L y = b, L^H x = y).
+    Two triangular solves: U^H y = b, U x = y (or L y = b, L^H x = y), each by the recursion where it
+    measured faster than OpenBLAS's own dtrsm for that shape and core count (many cores, a large factor
+    and few right-hand sides: :func:`tileblas.devices.cpu.recursion_faster`), else by OpenBLAS's dtrsm.
 
     Parameters
     ----------
@@ -324,6 +326,9 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
         Raise ValueError if ``c`` or ``b`` contain infs or NaNs.
     stop, threads : int, optional
         Recursion stopping size and host cores (see :func:`trsm`).
+    recursive : bool, optional
+        True: always the recursive solves; False: always OpenBLAS's dtrsm; None (default): the measured
+        choice above, or the recursion when ``stop`` is given.
 
     Returns
     -------
@@ -350,14 +355,23 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
     cc = c if c.dtype == dtype else c.astype(dtype)
     x = _private_fortran(b, dtype, overwrite_b)
     x2 = x.reshape(n, -1, order="F") if x.ndim == 1 else x
+    if recursive is not None and not isinstance(recursive, (bool, np.bool_)):
+        raise TypeError(f"recursive must be True, False or None; got {recursive!r}")
     if x2.size:
         lib, st = _lib(threads), _stop(stop)
-        if lower:
-            _rec.recursive_trsm(1.0, cc, x2, "L", "L", "N", "N", lib=lib, stop=st)
-            _rec.recursive_trsm(1.0, cc, x2, "L", "L", "C", "N", lib=lib, stop=st)
+        if recursive is None:
+            from tileblas.devices.cpu import recursion_faster
+
+            recursive = st is not None or recursion_faster(n, x2.shape[1], lib.threads)
+        if recursive:
+            def solve(trans: str) -> None:
+                _rec.recursive_trsm(1.0, cc, x2, "L", uplo, trans, "N", lib=lib, stop=st)
         else:
-            _rec.recursive_trsm(1.0, cc, x2, "L", "U", "C", "N", lib=lib, stop=st)
-            _rec.recursive_trsm(1.0, cc, x2, "L", "U", "N", "N", lib=lib, stop=st)
+            def solve(trans: str) -> None:
+                _kernels.trsm(1.0, cc, x2, "L", uplo, trans, "N", lib=lib)
+        uplo = "L" if lower else "U"
+        for trans in ("NC" if lower else "CN"):
+            solve(trans)
     return x
 
 
@@ -412,6 +426,8 @@ def potri(c: Any, lower: bool = False, overwrite_c: bool = False, check_finite: 
 
     inv(a) = inv(U) inv(U)^H for a = U^H U (or inv(L)^H inv(L) for a = L L^H): a recursive triangular
     inverse (:func:`trtri`) then a recursive triangular product (LAUUM), both cast into TRMM/GEMM/SYRK.
+    Without ``stop``, each recursion starts only above the order where it measured faster than
+    OpenBLAS's own routine (``tileblas._recursive.DEFAULT_STOP_TRTRI`` and ``DEFAULT_STOP_LAUUM``).
 
     Parameters
     ----------

@@ -15,7 +15,7 @@ import numpy as np
 from tileblas import _kernels, _recursive
 from tileblas.devices._base import Device, register_device_kind
 
-__all__ = ["CPUDevice", "host_devices", "cpu_count"]
+__all__ = ["CPUDevice", "host_devices", "cpu_count", "recursion_faster"]
 
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 
@@ -41,6 +41,13 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def recursion_faster(order: int, rhs: int, threads: int) -> bool:
+    """Whether the recursive trmm/trsm measured faster than OpenBLAS's own routine on ``threads`` BLAS
+    threads for a triangle of ``order`` and ``rhs`` right-hand sides (see RECURSIVE_MIN_ORDER)."""
+    return (threads >= RECURSIVE_MIN_THREADS and order >= RECURSIVE_MIN_ORDER
+            and RECURSIVE_RHS[0] <= rhs <= RECURSIVE_RHS[1])
+
+
 def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., None],
                        lib: _kernels.BlasLibrary) -> Callable[..., None]:
     """trmm/trsm on ``lib``: the recursive algorithm where it measured faster (see RECURSIVE_MIN_ORDER)."""
@@ -48,8 +55,7 @@ def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., Non
     def run(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
             diag: str = "N") -> None:
         rhs = b.shape[1] if side == "L" else b.shape[0]
-        use = (lib.threads >= RECURSIVE_MIN_THREADS and a.shape[0] >= RECURSIVE_MIN_ORDER
-               and RECURSIVE_RHS[0] <= rhs <= RECURSIVE_RHS[1])
+        use = recursion_faster(a.shape[0], rhs, lib.threads)
         (recursive if use else native)(alpha, a, b, side, uplo, transa, diag, lib=lib)
 
     return run
