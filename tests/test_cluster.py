@@ -456,6 +456,32 @@ def test_worker_killed_during_a_call_still_gives_the_right_result(rt, cluster):
     assert rt.stats()["devices"][new[0].name]["tasks"] > before
 
 
+def test_async_cost_policy_mixes_host_and_dask_workers_by_estimate(rt):
+    from tileblas import asyncapi as aa
+    from tileblas.devices import host_devices
+
+    devs = [d for d in rt.devices if d.alive]
+    assert all(0 < d.call_latency_s < 1.0 for d in devs)  # a Dask round trip, measured
+    n = 1000
+    a = np.asfortranarray(np.random.default_rng(10).standard_normal((n, n)))
+    with aa.Executor(host_devices(1) + devs, policy="cost") as ex:
+        host_b, dask_b = ex.backends[0], ex.backends[1:]
+        # calibration takes the round trip out: a worker's single-threaded DGEMM rate is of the order of
+        # the host backend's (not the round-trip-bound rate of a tiny product)
+        assert all(b.speed > 0.2 * host_b.speed for b in dask_b), [(b.name, b.speed) for b in ex.backends]
+        ha = ex.handle(a)
+        outs = [ex.empty((n, n)) for _ in range(8)]
+        futs = [aa.gemm(1.0, ha, ha, 0.0, o) for o in outs]
+        for f in futs:
+            f.result(timeout=120)
+        ran = {s["name"]: s["tasks"] for s in ex.stats()["backends"]}
+        want = a @ a
+        for o in outs:
+            np.testing.assert_allclose(o.get(), want, rtol=1e-12, atol=1e-9)
+    # 8 calls queued at once: the host backend's queue grows until a worker finishes earlier
+    assert sum(ran[b.name] for b in dask_b) >= 1 and ran[host_b.name] >= 1, ran
+
+
 def test_async_cost_policy_call_on_a_killed_worker_raises_device_error(rt, cluster):
     from tileblas import asyncapi as aa
     from tileblas.devices import DeviceError

@@ -12,9 +12,11 @@ What it owns: the "cost" policy of the paper's section 4.1 and the "demand" poli
   together (a fast backend that has worked a lot looks "loaded", so work goes to the slow one).  Here
   spent time only calibrates speeds; it is kept as ``rule="paper"`` for comparison.
 * task(op, b): the call's floating-point operations divided by the backend's speed, plus a per-call
-  overhead.  Speeds come from a start-up calibration (a DGEMM on every backend, grown until it takes a
-  millisecond: the paper's pre-compilation benchmark done at run time, a few milliseconds per backend) and
-  are refined after every call by a moving average of the measured rate; the time a call spent moving its
+  overhead (plus the device's ``call_latency_s`` when it states one: a Dask worker's round trip, which
+  calibration and measurements then take out of their times).  Speeds come from a start-up calibration
+  (a DGEMM on every backend, grown until it takes a millisecond, or 20 call latencies: the paper's
+  pre-compilation benchmark done at run time, a few milliseconds per backend) and are refined after
+  every call by a moving average of the measured rate; the time a call spent moving its
   operands is taken out of that measurement and refines the backend's bandwidth instead.
   (:func:`tileblas.perf.suggest` answers tile sizes, not rates, so the performance models are not
   consulted here.)
@@ -56,12 +58,14 @@ def _bandwidth(device: Any) -> float:
     return float(bw) if bw else _DEFAULT_BANDWIDTH
 
 
-def calibrate_speed(device: Any, n: int = 160, repeats: int = 3, target: float = 1e-3, nmax: int = 1024) -> float:
+def calibrate_speed(device: Any, n: int = 160, repeats: int = 3, target: float = 1e-3, nmax: int = 1024,
+                    latency: float = 0.0) -> float:
     """Measured DGEMM rate of ``device`` in flop/s (best of ``repeats``) on n x n matrices.
 
     The size doubles from ``n`` (up to ``nmax``) until one product takes ``target`` seconds, so that a fast
     device is not measured on a problem dominated by its launch and synchronisation latency: a few
-    milliseconds per backend.
+    milliseconds per backend.  ``latency`` (seconds per call that are not computation, e.g. a remote
+    worker's round trip) is taken out of the measured time.
     """
     rng = np.random.default_rng(0)
     kern = device.kernel("gemm")
@@ -77,7 +81,8 @@ def calibrate_speed(device: Any, n: int = 160, repeats: int = 3, target: float =
             device.synchronize()
             best = min(best, time.perf_counter() - t0)
         if best >= target or 2 * n > nmax:
-            return 2.0 * n**3 / max(best, 1e-9)
+            compute = best - latency if best > 2 * latency else 0.5 * best
+            return 2.0 * n**3 / max(compute, 1e-9)
         n *= 2
 
 
@@ -106,8 +111,11 @@ class CostPolicy:
         self.all_host = all(b.host_memory for b in backends)
         for b in backends:
             dev = b.device
+            # a device that states a per-call latency (a Dask worker: a round trip) pays it on every call
+            lat = float(getattr(dev, "call_latency_s", 0.0) or 0.0)
+            b.overhead = _OVERHEAD + lat
             if self.calibrate:
-                speed = calibrate_speed(dev)
+                speed = calibrate_speed(dev, target=max(1e-3, 20 * lat), latency=lat)
             else:
                 speed = 20e9 * getattr(dev, "speed_hint", 1.0)
             b.speed = speed
@@ -115,7 +123,7 @@ class CostPolicy:
 
     @staticmethod
     def task_estimate(op: "Op", b: "Backend") -> float:
-        return _OVERHEAD + op.flops / b.speed
+        return getattr(b, "overhead", _OVERHEAD) + op.flops / b.speed
 
     @staticmethod
     def locality(op: "Op", b: "Backend") -> float:
@@ -141,7 +149,7 @@ class CostPolicy:
         for b in backends:
             if op.host_only and not b.host_memory:
                 continue
-            est = _OVERHEAD + op.flops / b.speed
+            est = getattr(b, "overhead", _OVERHEAD) + op.flops / b.speed
             if paper:
                 avg = b.spent / b.ntasks if b.ntasks >= 3 else est
                 load = b.spent + b.nqueued * avg
@@ -167,8 +175,9 @@ class CostPolicy:
         locality term's business, so they are taken out of the compute time and refine the bandwidth.
         """
         xfer_s, xfer_b = moved
-        compute = seconds - xfer_s
-        if op.flops >= 2e6 and compute > 0:
+        lat = getattr(b, "overhead", _OVERHEAD) - _OVERHEAD
+        compute = seconds - xfer_s - lat
+        if op.flops >= 2e6 and compute > lat:
             b.speed = 0.7 * b.speed + 0.3 * (op.flops / compute)
         if xfer_b >= 1 << 20 and xfer_s > 0:
             b.bandwidth = 0.7 * b.bandwidth + 0.3 * (xfer_b / xfer_s)
