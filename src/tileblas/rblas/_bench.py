@@ -78,14 +78,17 @@ class _Namespace:
         self.fell_back: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
+        # resolved once, then kept as an instance attribute: the forward calls look their routine up on
+        # this namespace at every call, and that lookup must cost what it costs on tileblas.blas itself
         tb = importlib.import_module("tileblas.blas")
         f = getattr(tb, name, None)
-        if f is not None or not self.fallback:
-            return f
-        import scipy.linalg.blas as sb
+        if f is None and self.fallback:
+            import scipy.linalg.blas as sb
 
-        self.fell_back.add(name)
-        return getattr(sb, name, None)
+            self.fell_back.add(name)
+            f = getattr(sb, name, None)
+        self.__dict__[name] = f
+        return f
 
 
 def _split(name: str) -> tuple[str, str]:
@@ -233,6 +236,7 @@ class _Stopwatch:
                 return fn(*args, **kw)
             finally:
                 self.last = time.perf_counter() - t0
+        self.__dict__[name] = routine  # built once: later lookups are plain attribute reads
         return routine
 
 
