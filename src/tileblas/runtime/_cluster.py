@@ -42,7 +42,8 @@ The asynchronous API on a cluster
     tasks over all workers by this module, with residency, peer fetches and recovery as above.
     ``policy="cost"`` with ``Executor(devices=[d for d in rt.devices if d.alive])``: one backend per
     worker; each call runs whole, as one Dask task, on the worker where it is estimated to finish first
-    (:meth:`tileblas.devices.dask.DaskWorkerDevice.kernel`).  A handle's copy stays on its worker across
+    (:meth:`tileblas.devices.dask.DaskWorkerDevice.kernel`; each worker's measured round trip,
+    ``call_latency_s``, is part of its estimates, so host backends and workers mix by estimate).  A handle's copy stays on its worker across
     calls; a handle needed on another worker moves through the client (the handles' residency model
     knows the host and devices, not peers), and a call whose worker dies fails with DeviceError instead
     of being recovered.  Level-1/2 calls need a host backend (add ``host_devices()`` to the list).
