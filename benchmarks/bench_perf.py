@@ -10,7 +10,9 @@
 3. Sylvester: predicted vs measured ranking of the variants at one size (reported, no bar).
 
 Measurements of algorithms are interleaved (one execution of every configuration per round, best-of /
-median over rounds), so machine noise hits all configurations alike.  Models are stored in a temporary
+median over rounds), so machine noise hits all configurations alike.  Model sample points and validation
+points are measured alike, in --bursts bursts of --reps repetitions per point, each burst in its own pass
+over a batch of points; a point keeps its least disturbed burst (smallest median).  Models are stored in a temporary
 repository unless --db is given.
 
     python benchmarks/bench_perf.py --quick      # smaller domains and fewer rounds
