@@ -30,7 +30,10 @@ class DependencyError(RuntimeError):
         self.__cause__ = cause
 
 
-_PENDING = concurrent.futures._base.PENDING
+_base = concurrent.futures._base
+_PENDING, _FINISHED = _base.PENDING, _base.FINISHED
+_DONE_STATES = (_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED, _base.FINISHED)
+_CREATE = _thread.allocate_lock()  # guards the lazy creation of futures' conditions
 
 
 class _Condition(threading.Condition):
@@ -64,13 +67,50 @@ class AsyncFuture(concurrent.futures.Future):
     """
 
     if _FAST_INIT:
-        def __init__(self) -> None:  # noqa: D107 - concurrent.futures.Future's, with a cheaper condition
-            self._condition = _Condition()
+        # Most futures are resolved before anyone waits on them or adds a callback: their condition variable
+        # is made on first use only (under a global lock, so that a waiter making it and a setter finding
+        # none cannot miss each other), and done()/result() of a finished future need no lock.
+        def __init__(self) -> None:  # noqa: D107 - concurrent.futures.Future's, condition made on first use
             self._state = _PENDING
             self._result = None
             self._exception = None
             self._waiters = []
             self._done_callbacks = []
+
+        def __getattr__(self, name: str) -> Any:
+            if name != "_condition":
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            with _CREATE:
+                d = self.__dict__
+                c = d.get("_condition")
+                if c is None:
+                    c = d["_condition"] = _Condition()
+            return c
+
+        def done(self) -> bool:
+            return self._state in _DONE_STATES
+
+        def result(self, timeout: float | None = None) -> Any:
+            if self._state == _FINISHED and self._exception is None:
+                return self._result
+            return super().result(timeout)
+
+        def set_result(self, result: Any) -> None:
+            with _CREATE:
+                if "_condition" not in self.__dict__ and self._state not in _DONE_STATES:
+                    # no condition: nobody waits and no callback was added (both make it first)
+                    self._result = result
+                    self._state = _FINISHED
+                    return
+            super().set_result(result)
+
+        def set_exception(self, exception: BaseException | None) -> None:
+            with _CREATE:
+                if "_condition" not in self.__dict__ and self._state not in _DONE_STATES:
+                    self._exception = exception
+                    self._state = _FINISHED
+                    return
+            super().set_exception(exception)
 
     def ready(self) -> bool:
         """True once the call finished (successfully, with an error, or cancelled); never blocks."""

@@ -307,14 +307,14 @@ class MatrixHandle:
     def _lock_user(self) -> None:
         if self._user is not None and self._user_writeable and not self.deleted:
             try:
-                self._user.flags.writeable = False
+                self._user.setflags(write=False)
             except ValueError:  # pragma: no cover - the user's array cannot be locked
                 pass
 
     def _unlock_user(self) -> None:
         if self._user is not None and self._user_writeable:
             try:
-                self._user.flags.writeable = True
+                self._user.setflags(write=True)
             except ValueError:  # pragma: no cover
                 pass
 
