@@ -304,7 +304,8 @@ class Runtime:
             raise exc
 
     def _run_plan(self, plan: Any) -> Any:
-        """Schedule a plan; tiles of its matrices leave the device caches when it returns."""
+        """Schedule a plan; tiles of its matrices leave the device caches when it returns (except those of
+        host buffers kept with ``self.memory.keep``, whose owner invalidates them when they change)."""
         mem = self._memory
         if mem is None:
             return self._sched.run(plan)
