@@ -117,6 +117,11 @@ def _cx(dt: np.dtype) -> float:
     return 4.0 if dt.kind == "c" else 1.0
 
 
+#: (dtype, routine) -> BLAS name, e.g. (float64, "gemm") -> "dgemm"
+_NAMES3 = {(dt, r): p + r for dt, p in _kernels.DTYPES.items()
+           for r in ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")}
+
+
 def _op_shape(shape: tuple[int, ...], trans: str) -> tuple[int, int]:
     return (shape[1], shape[0]) if trans != "N" else (shape[0], shape[1])
 
@@ -173,7 +178,7 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
-    return c.executor._submit_call(_kernels.DTYPES[dt] + "gemm", run, reads, (c,), 2.0 * m * n * k * _cx(dt), False)
+    return c.executor._submit_call(_NAMES3[dt, "gemm"], run, reads, (c,), 2.0 * m * n * k * _cx(dt), False)
 
 
 def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
@@ -196,7 +201,7 @@ def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
-    return c.executor._submit_call(_kernels.DTYPES[dt] + name, run, reads, (c,), 2.0 * ka * m * n * _cx(dt), False)
+    return c.executor._submit_call(_NAMES3[dt, name], run, reads, (c,), 2.0 * ka * m * n * _cx(dt), False)
 
 
 def symm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, side: str = "L",
@@ -241,7 +246,7 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
 
     flops = (1.0 if b is None else 2.0) * n * n * k * _cx(dt)
     # c is read too: the other triangle is kept and beta scales the updated one
-    return c.executor._submit_call(_kernels.DTYPES[dt] + name, run, ins + (c,), (c,), flops, False)
+    return c.executor._submit_call(_NAMES3[dt, name], run, ins + (c,), (c,), flops, False)
 
 
 def syrk(alpha: Any, a: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U", trans: str = "N") -> AsyncFuture:

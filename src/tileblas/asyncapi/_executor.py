@@ -240,11 +240,11 @@ class Executor:
             doom, cause, culprit = link(op)
             for h in reads:
                 h.inflight += 1
-                if h.inflight == 1 and h._user is not None:
+                if h._user is not None and h.inflight == 1:
                     h._lock_user()
             for h in writes:
                 h.inflight += 1
-                if h.inflight == 1 and h._user is not None:
+                if h._user is not None and h.inflight == 1:
                     h._lock_user()
             if not doom and op.npending == 0 and not self.synchronous:
                 b, est = self.policy.choose(op, self.backends, _perf())
