@@ -4,12 +4,13 @@ Usage::
 
     python benchmarks/bench_rblas.py [--out DIR] [--preset quick|paper] [--sizes LEVEL=N[,N...] ...]
                                      [--bar-sizes LEVEL=N ...] [--calls 10] [--trials 10] [--bar-trials 5]
-                                     [--bar-max-trials 15] [--bars forward roundtrip exact]
+                                     [--bar-max-trials 100] [--bar-seconds 2] [--bar-max-seconds 20]
+                                     [--bars forward roundtrip exact]
                                      [--fallback-scipy] [--sweep-only|--bars-only] [--no-progress]
 
 Same as ``tileblas rblas bench`` (tileblas.rblas._bench); baseline (the plain tileblas.blas call) measured
-in the same run, interleaved, best of at least --bar-trials rounds for the bars (extended up to
---bar-max-trials until each side's minimum repeats within 1%).
+in the same run, interleaved, best of at least --bar-trials rounds and --bar-seconds for the bars
+(extended up to --bar-max-trials rounds or --bar-max-seconds until each side's minimum repeats within 1%).
 """
 
 from __future__ import annotations

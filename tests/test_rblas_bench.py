@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from tileblas.rblas import _bench, _examples
 def test_bench_tiny(tmp_path, capsys):
     from tileblas import cli
 
-    rc = cli.main(["rblas", "bench", "--out", str(tmp_path), "--calls", "2", "--trials", "1", "--bar-trials", "1", "--bar-max-trials", "1",
+    rc = cli.main(["rblas", "bench", "--out", str(tmp_path), "--calls", "2", "--trials", "1", "--bar-trials", "1", "--bar-max-trials", "1", "--bar-seconds", "0",
                    "--sizes", "1=200", "2=16", "3=16", "--bar-sizes", "1=2000", "2=32", "3=32"])
     assert rc == 0
     err = capsys.readouterr().err
@@ -111,6 +112,16 @@ def test_best_interleaved_extends_until_each_minimum_repeats():
     assert _bench._stable([1.0, 1.005, 3.0], 0.01) and not _bench._stable([1.0, 1.02], 0.01)
     assert not _bench._stable([1.0], 0.01)
     assert _bench._paired_median_ratio([2.0, 3.0, 4.0], [1.0, 3.0, 1.0]) == 2.0
+    # a time floor: rounds go on (stable or not) until min_seconds; a time ceiling stops unstable ones
+    samples = {}
+    _bench._best_interleaved({"a": lambda: time.sleep(0.004) or 1.0, "b": lambda: 1.0}, 2, samples, 1000,
+                             min_seconds=0.05)
+    assert 6 <= len(samples["a"]) <= 40
+    samples = {}
+    vals = iter([1000 * 0.9 ** k for k in range(1000)])  # a new minimum every round: never stable
+    _bench._best_interleaved({"a": lambda: time.sleep(0.004) or float(next(vals)), "b": lambda: 1.0}, 2,
+                             samples, 1000, max_seconds=0.05)
+    assert 6 <= len(samples["a"]) <= 40
 
 
 def test_bar_parts_and_bookkeeping():
@@ -118,9 +129,12 @@ def test_bar_parts_and_bookkeeping():
         _bench.bars(_bench._Namespace(False), 1, lambda m: None, parts=("forward", "bogus"))
     with pytest.raises(ValueError, match="bar_parts"):
         _bench.run_bench(bar_parts=())
+    with pytest.raises(ValueError, match="bar_seconds"):
+        _bench.run_bench(bar_seconds=5.0, bar_max_seconds=1.0)
     out = _bench.bars(_bench._Namespace(False), 1, lambda m: None, {1: 500, 2: 8, 3: 8}, max_trials=1,
-                      parts=("forward",))
-    assert set(out) == {"sizes", "trials", "max_trials", "parts", "compute_forward_vs_plain"}
+                      parts=("forward",), min_seconds=0.0)
+    assert set(out) == {"sizes", "trials", "max_trials", "min_seconds", "max_seconds", "parts",
+                        "compute_forward_vs_plain"}
     for row in out["compute_forward_vs_plain"].values():
         b = row["bookkeeping"]
         assert b["forward_outside_routine_s"] > 0 and b["plain_outside_routine_s"] >= 0

@@ -10,10 +10,11 @@ Design note.  Two parts, both timing only within one run with the baseline measu
 * **bars**: compute-mode forward vs the plain call for Level 1 at N=10^7, Level 2 at N=4096, Level 3 at
   N=2048; Level-1 round trip compute vs checkpoint; Level-1 RMS at N=10^7; exact mode bit-exactness on
   every pair (paper data and cancelling inputs) and its memory for axpy.  Timings: same buffers on both
-  sides, two untimed warm-up calls each, then interleaved rounds (ABBA); best of at least 5 rounds,
-  extended (up to 15) until each side's minimum repeats within 1% (a rule that never looks at the
-  ratio); the median of the per-round ratios is reported beside it, and so is the fixed cost of the
-  forward call's bookkeeping (its time outside the BLAS call, less the plain call's), measured apart.
+  sides, two untimed warm-up calls each, then interleaved rounds (ABBA); best of at least 5 rounds and
+  2 s, extended (up to 100 rounds or 20 s) until each side's minimum repeats within 1% (a rule that
+  never looks at the ratio); the median of the per-round ratios is reported beside it, and so is the
+  cost of the forward call's bookkeeping (its time outside the BLAS call, less the plain call's),
+  measured apart.
 
 Results go to ``<out>/rblas_bench.json`` and PNG plots (matplotlib, imported lazily, optional):
 ``rblas_fig2_level1.png``, ``rblas_fig3_level2.png``, ``rblas_fig4_level3.png`` (forward time, reverse time
@@ -189,13 +190,16 @@ def _stable(v: list[float], tol: float) -> bool:
 
 def _best_interleaved(fns: dict[str, Callable[[], float]], trials: int,
                       samples: dict[str, list[float]] | None = None, max_trials: int | None = None,
-                      tol: float = 0.01) -> dict[str, float]:
+                      tol: float = 0.01, min_seconds: float = 0.0, max_seconds: float = float("inf")
+                      ) -> dict[str, float]:
     """Best of at least ``trials`` rounds per function, after two untimed warm-up calls each (caches,
     page faults, lazily built plans).  Within a round the functions take turns, in reversed order every
-    other round (ABBA), so that neither always goes first.  Past ``trials`` rounds, more rounds run (up
-    to ``max_trials``, default ``trials``: no extension) until every function's minimum is reproducible,
-    i.e. its two best samples agree within ``tol``; the rule looks at each function alone, never at their
-    ratio, and every function runs the same number of rounds.  ``samples`` (optional) receives every
+    other round (ABBA), so that neither always goes first.  Past ``trials`` rounds and ``min_seconds``
+    of rounds, more rounds run (up to ``max_trials`` rounds, default ``trials``: no extension, or
+    ``max_seconds``) until every function's minimum is reproducible, i.e. its two best samples agree
+    within ``tol``; the rule looks at each function alone, never at their ratio, and every function runs
+    the same number of rounds.  On a noisy machine a minimum over a few samples is itself noisy; many
+    rounds of a call of a few milliseconds cost little and make it settle.  ``samples`` (optional) receives every
     timing, in round order (``samples[k][i]`` of all ``k`` come from round ``i``)."""
     for _ in range(2):
         for f in fns.values():
@@ -204,11 +208,15 @@ def _best_interleaved(fns: dict[str, Callable[[], float]], trials: int,
     keys = list(fns)
     limit = max(trials, max_trials or trials)
     t = 0
+    t0 = time.perf_counter()
     while t < limit:
         for k in (keys if t % 2 == 0 else keys[::-1]):
             got[k].append(fns[k]())
         t += 1
-        if t >= trials and all(_stable(v, tol) for v in got.values()):
+        if t < trials:
+            continue
+        spent = time.perf_counter() - t0
+        if spent >= max_seconds or (spent >= min_seconds and all(_stable(v, tol) for v in got.values())):
             break
     if samples is not None:
         samples.update(got)
@@ -293,10 +301,12 @@ def _timed(call: Callable[[], Any], after: Callable[[], Any] | None = None) -> C
 
 def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int] | None = None,
          step: Callable[[str], None] = lambda label: None, max_trials: int | None = None,
-         parts: tuple[str, ...] = BAR_PARTS) -> dict[str, Any]:
+         parts: tuple[str, ...] = BAR_PARTS, min_seconds: float = 2.0, max_seconds: float = 20.0
+         ) -> dict[str, Any]:
     """The issue's bars (see module docstring); ``step`` is called once per unit of work (progress).
-    ``trials``: at least this many interleaved rounds per timing, extended up to ``max_trials`` (default
-    3 * trials) until each side's minimum is reproducible (see :func:`_best_interleaved`).  ``parts``:
+    ``trials``: at least this many interleaved rounds per timing (and ``min_seconds``), extended up to
+    ``max_trials`` (default 100) rounds or ``max_seconds`` until each side's minimum is reproducible
+    (see :func:`_best_interleaved`).  ``parts``:
     which bars to run (:data:`BAR_PARTS`)."""
     import tileblas.rblas as rb
     from tileblas.rblas import _examples
@@ -305,9 +315,10 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
     if bad or not parts:
         raise ValueError(f"parts must be a non-empty subset of {BAR_PARTS}; got {parts!r} instead")
     sizes = {**BAR_SIZES, **(sizes or {})}
-    max_trials = 3 * trials if max_trials is None else max_trials
+    max_trials = 100 if max_trials is None else max_trials
     out: dict[str, Any] = {"sizes": sizes, "trials": trials, "max_trials": max(trials, max_trials),
-                           "parts": list(parts)}
+                           "min_seconds": min_seconds, "max_seconds": max_seconds, "parts": list(parts)}
+    budget = {"min_seconds": min_seconds, "max_seconds": max_seconds}
     # 1. compute-mode forward vs plain call
     fwd_ratio = {}
     for level, name in (((1, "daxpy"), (2, "dgemv"), (3, "dgemm")) if "forward" in parts else ()):
@@ -327,7 +338,7 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         best = _best_interleaved({
             "plain": _timed(lambda: plain(*args, **kw), lambda: _undo_plain(name, args, kw)),
             "compute_forward": _timed(lambda: f(*args, mode="compute", **kw), lambda: r(*args, **kw)),
-        }, trials, samples, max_trials)
+        }, trials, samples, max_trials, **budget)
         cf, pl = samples["compute_forward"], samples["plain"]
         ratio = best["compute_forward"] / best["plain"]
         row = {"n": sizes[level], "plain_s": best["plain"], "compute_forward_s": best["compute_forward"],
@@ -358,7 +369,7 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         best = _best_interleaved({
             m: _timed(lambda m=m: (f(*args, mode=m, **kw), r(*args, **kw)))
             for m in ("checkpoint", "compute")
-        }, trials, rt_samples, max_trials)
+        }, trials, rt_samples, max_trials, **budget)
         for o, v in zip(outs, orig):
             o[...] = v
         for _ in range(10):
@@ -583,19 +594,24 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
               bar_trials: int = 5, fallback_scipy: bool = False, do_sweep: bool = True, do_bars: bool = True,
               bar_sizes: dict[int, int] | None = None, log: Callable[[str], None] = print,
               sizes: dict[int, list[int]] | None = None, progress: bool = False,
-              bar_max_trials: int | None = None, bar_parts: tuple[str, ...] = BAR_PARTS) -> dict[str, Any]:
+              bar_max_trials: int | None = None, bar_parts: tuple[str, ...] = BAR_PARTS,
+              bar_seconds: float = 2.0, bar_max_seconds: float = 20.0) -> dict[str, Any]:
     """Run the benchmark and write ``rblas_bench.json`` and the PNG plots into ``outdir``.
 
     ``sizes`` (level -> list of sizes) overrides the preset's sweep sizes level by level; ``bar_sizes``
     (level -> size) the bars' sizes (default :data:`BAR_SIZES`: 10**7, 4096, 2048).  ``progress`` shows a
     progress bar on stderr.  The bars' timings take the best of at least ``bar_trials`` interleaved
-    rounds, extended up to ``bar_max_trials`` (default 3 * bar_trials) until each side's minimum is
-    reproducible within 1%; ``bar_parts`` selects bars (:data:`BAR_PARTS`).
+    rounds and ``bar_seconds``, extended up to ``bar_max_trials`` (default 100) rounds or
+    ``bar_max_seconds`` until each side's minimum is reproducible within 1%; ``bar_parts`` selects bars
+    (:data:`BAR_PARTS`).
     """
     if preset not in SIZES:
         raise ValueError(f"preset must be one of {sorted(SIZES)}; got {preset!r} instead")
     if bar_max_trials is None:
-        bar_max_trials = 3 * bar_trials
+        bar_max_trials = 100
+    if not (0 <= bar_seconds <= bar_max_seconds):
+        raise ValueError(f"bar_seconds and bar_max_seconds must satisfy 0 <= bar_seconds <= bar_max_seconds; "
+                         f"got {bar_seconds!r} and {bar_max_seconds!r} instead")
     for name, val, allowed in (("n_calls", n_calls, 1), ("trials", trials, 1), ("bar_trials", bar_trials, 1),
                                ("bar_max_trials", bar_max_trials, 1)):
         if not isinstance(val, int) or val < allowed:
@@ -614,9 +630,10 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
         "preset": preset, "sizes": sweep_sizes, "n_calls": n_calls, "trials": trials, "bar_trials": bar_trials,
         "data": "a + R*b, a = b = 1000 (R uniform in [0, 1)); alpha = 1.5, beta = 0.75 (complex: x + x/4 j)",
         "timing": "sweep: mean per call within a trial, median over trials; bars: best of at least "
-                  "bar_trials (up to bar_max_trials, until each side's minimum repeats within 1%) rounds, "
+                  "bar_trials rounds and bar_seconds (up to bar_max_trials rounds or bar_max_seconds, until "
+                  "each side's minimum repeats within 1%), "
                   "interleaved ABBA with the baseline, after two untimed warm-up calls each, same buffers",
-        "bar_max_trials": bar_max_trials,
+        "bar_max_trials": bar_max_trials, "bar_seconds": bar_seconds, "bar_max_seconds": bar_max_seconds,
         "figures": {"2-4": "rblas_fig{2,3,4}_level{1,2,3}.png", "11": "rblas_fig11_rms.png",
                     "5-7": gpu_note()},
         "paper_rms_reference": PAPER_RMS}
@@ -631,8 +648,10 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
             result["sweep"] = sweep(PAPER_ROUTINES, sweep_sizes, n_calls, trials, SWEEP_MODES, ns, bar.write,
                                     bar.step)
         if do_bars:
-            bar.write(f"== bars (best of {bar_trials} to {max(bar_trials, bar_max_trials)}, interleaved) ==")
-            result["bars"] = bars(ns, bar_trials, bar.write, bar_sizes, bar.step, bar_max_trials, bar_parts)
+            bar.write(f"== bars (best of {bar_trials} to {max(bar_trials, bar_max_trials)} rounds, at least "
+                      f"{bar_seconds:g} s, at most {bar_max_seconds:g} s, interleaved) ==")
+            result["bars"] = bars(ns, bar_trials, bar.write, bar_sizes, bar.step, bar_max_trials, bar_parts,
+                                  bar_seconds, bar_max_seconds)
     finally:
         _registry._blas_namespace = old
         bar.close()
@@ -667,7 +686,7 @@ def _cmd(args: argparse.Namespace) -> int:
     run_bench(args.out, args.preset, args.calls, args.trials, args.bar_trials, args.fallback_scipy,
               not args.bars_only, not args.sweep_only, bar_sizes=parse_sizes(args.bar_sizes, single=True),
               sizes=parse_sizes(args.sizes), progress=not args.no_progress, bar_max_trials=args.bar_max_trials,
-              bar_parts=tuple(args.bars))
+              bar_parts=tuple(args.bars), bar_seconds=args.bar_seconds, bar_max_seconds=args.bar_max_seconds)
     return 0
 
 
@@ -698,7 +717,11 @@ def register(subparsers: Any) -> None:
     b.add_argument("--bar-trials", type=int, default=5, help="best-of trials for the bars (at least)")
     b.add_argument("--bar-max-trials", type=int, default=None,
                    help="extend a bar's timing up to this many trials until each side's minimum repeats "
-                        "within 1%% (default 3 x --bar-trials)")
+                        "within 1%% (default 100)")
+    b.add_argument("--bar-seconds", type=float, default=2.0,
+                   help="time a bar for at least this long (default 2 s)")
+    b.add_argument("--bar-max-seconds", type=float, default=20.0,
+                   help="stop extending a bar's timing after this long (default 20 s)")
     b.add_argument("--bars", nargs="+", choices=BAR_PARTS, default=list(BAR_PARTS),
                    help="which bars to run (default all)")
     b.add_argument("--fallback-scipy", action="store_true",
