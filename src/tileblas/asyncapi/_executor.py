@@ -246,8 +246,9 @@ class Executor:
                 h.inflight += 1
                 if h._user is not None and h.inflight == 1:
                     h._lock_user()
+            chosen = None
             if not doom and op.npending == 0 and not self.synchronous:
-                b, est = self.policy.choose(op, self.backends, _perf())
+                chosen = b, est = self.policy.choose(op, self.backends, _perf())
                 if not b.host_memory or op.flops >= self.inline_below * b.speed:  # not a candidate to run inline
                     op.state = READY
                     op.backend = b
@@ -263,7 +264,7 @@ class Executor:
                 if op.npending == 0:
                     self._finish_doomed_locked(op, resolve, runnable)
             elif op.npending == 0:
-                self._make_ready_locked(op, runnable)
+                self._make_ready_locked(op, runnable, chosen)
         if resolve or runnable:
             self._after(resolve, runnable)
         return fut
@@ -302,12 +303,12 @@ class Executor:
         return fut
 
     # ------------------------------------------------------------------ graph transitions (under lock)
-    def _make_ready_locked(self, op: Op, runnable: list) -> None:
+    def _make_ready_locked(self, op: Op, runnable: list, chosen: tuple | None = None) -> None:
         if op.inline:
             op.state = READY
             runnable.append(op)
             return
-        b, est = self.policy.choose(op, self.backends, _perf())
+        b, est = chosen or self.policy.choose(op, self.backends, _perf())
         op.state = READY
         op.backend = b
         if self.synchronous:
@@ -419,7 +420,7 @@ class Executor:
                     if op.state != READY:
                         continue
                     op.state = RUNNING
-                op.future.set_running_or_notify_cancel()
+                op.future._state = _RUNNING  # see _worker
                 result, error = self._call(op, op.backend.device if op.backend is not None else None)
                 with self._lock:
                     self._complete_locked(op, result, error, resolve, runnable)
