@@ -305,3 +305,22 @@ def test_potri_default_stops_recurse_above_leaf(dtype, lower, monkeypatch):
     got = linalg.potri(cs, lower=lower)
     part = np.tril if lower else np.triu
     np.testing.assert_allclose(part(got), part(want), atol=tol(dtype) * 100, rtol=tol(dtype) * 10)
+
+
+@pytest.mark.parametrize("recursive", [True, False])
+@pytest.mark.parametrize("lower", [False, True])
+def test_potrs_c_ordered_rhs_kept_in_order(recursive, lower):
+    """A C-ordered b is solved without a transposing copy; overwrite_b solves in its memory."""
+    a = spd(70, np.complex128)
+    cf = linalg.cho_factor(a, lower=lower)
+    b = np.ascontiguousarray(rand((70, 9), np.complex128))
+    b0 = b.copy()
+    want = sl.cho_solve(cf, b)
+    x = linalg.potrs(cf, b, recursive=recursive, stop=8 if recursive else None)
+    assert x.flags.c_contiguous and not np.shares_memory(x, b) and (b == b0).all()
+    np.testing.assert_allclose(x, want, atol=1e-10)
+    x2 = linalg.potrs(cf, b, overwrite_b=True, recursive=recursive)
+    assert np.shares_memory(x2, b)
+    np.testing.assert_allclose(b, want, atol=1e-10)
+    x3 = linalg.potrs(cf, b0.astype(np.complex64), overwrite_b=True)  # other dtype: a private copy
+    np.testing.assert_allclose(x3, want, atol=1e-4)
