@@ -324,3 +324,38 @@ def test_potrs_c_ordered_rhs_kept_in_order(recursive, lower):
     np.testing.assert_allclose(b, want, atol=1e-10)
     x3 = linalg.potrs(cf, b0.astype(np.complex64), overwrite_b=True)  # other dtype: a private copy
     np.testing.assert_allclose(x3, want, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_cholesky_reads_one_triangle_in_either_order(dtype, lower, order):
+    """C-ordered input is factored/inverted in its own layout; only the ``lower``/upper triangle is
+    read (junk in the other one), as scipy.linalg does."""
+    n = 45
+    a = spd(n, dtype)
+    junk = rand((n, n), dtype, seed=7) * 100
+    mixed = np.tril(a) + np.triu(junk, 1) if lower else np.triu(a) + np.tril(junk, -1)
+    m = np.array(mixed, order=order)
+    c, low = linalg.cho_factor(m, lower=lower)
+    cs, _ = sl.cho_factor(np.array(mixed, order=order), lower=lower)
+    assert c.flags[f"{order}_CONTIGUOUS"]
+    np.testing.assert_allclose(c, cs, atol=tol(dtype) * 10, rtol=tol(dtype))  # other triangle: m's
+    want, _ = sl.get_lapack_funcs("potri", (cs,))(cs, lower=lower)
+    part = np.tril if lower else np.triu
+    for overwrite in (False, True):
+        cc = c.copy(order="K")
+        got = linalg.potri(cc, lower=lower, overwrite_c=overwrite)
+        assert np.shares_memory(got, cc) == overwrite and got.flags[f"{order}_CONTIGUOUS"]
+        np.testing.assert_allclose(part(got), part(want), atol=tol(dtype) * 100, rtol=tol(dtype) * 10)
+    inv = linalg.inv_spd(m, lower=lower)
+    np.testing.assert_allclose(inv @ a, np.eye(n), atol=tol(dtype) * 1000)
+    bad = np.array(mixed, order=order)
+    bad[3, 3] = -1.0
+    with pytest.raises(linalg.NotPositiveDefiniteError) as err:
+        linalg.cho_factor(bad, lower=lower)
+    assert err.value.minor == 4
+    keep = np.array(mixed, order=order)
+    got = linalg.cho_factor(keep, lower=lower, overwrite_a=True)[0]
+    assert np.shares_memory(got, keep)
+    np.testing.assert_allclose(keep, cs, atol=tol(dtype) * 10, rtol=tol(dtype))

@@ -135,6 +135,21 @@ def _zero_diagonal(c: np.ndarray) -> int:
     return int(z[0]) + 1 if z.size else 0
 
 
+def _c_ordered(x: np.ndarray) -> bool:
+    """Only C-contiguous (then the column-major routines work on x.T with the other triangle)."""
+    return x.ndim == 2 and x.flags.c_contiguous and not x.flags.f_contiguous
+
+
+def _private_same_order(x: np.ndarray, dtype: np.dtype, reuse: bool) -> np.ndarray:
+    """Like :func:`_private_fortran`, but a C-ordered x stays C-ordered: a straight copy is several
+    times faster than a transposing one for large matrices."""
+    if not _c_ordered(x):
+        return _private_fortran(x, dtype, reuse)
+    if reuse and x.dtype == dtype and x.flags.writeable:
+        return x
+    return np.array(x, dtype=dtype, order="C")
+
+
 def _private_fortran(x: np.ndarray, dtype: np.dtype, reuse: bool) -> np.ndarray:
     """x itself when the caller allowed it and it is usable in place, else a column-major copy."""
     if reuse and x.dtype == dtype and x.flags.f_contiguous and x.flags.writeable:
@@ -254,7 +269,7 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_fin
     lower : bool, default False
         Compute the lower factor L (a = L L^H) instead of the upper U (a = U^H U).
     overwrite_a : bool, default False
-        Let the result reuse ``a``'s memory (when ``a`` is Fortran-contiguous with the working dtype).
+        Let the result reuse ``a``'s memory (when ``a`` is contiguous with the working dtype).
         Even then ``a`` is unchanged if the factorization fails.
     check_finite : bool, default True
         Raise ValueError if ``a`` contains infs or NaNs.
@@ -264,7 +279,8 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_fin
     Returns
     -------
     c : (n, n) ndarray
-        The factor in its triangle; the other triangle holds ``a``'s original entries.
+        The factor in its triangle; the other triangle holds ``a``'s original entries.  C-ordered when
+        ``a`` is (no transposing copy), else Fortran-ordered.
     lower : bool
         As passed.
 
@@ -278,17 +294,22 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_fin
     if check_finite:
         _check_finite(a, "a")
     lower = bool(lower)
-    c = np.array(a, dtype=dtype, order="F")  # always private: potrf can fail part-way
+    # always private: potrf can fail part-way.  A C-ordered a keeps its order: its memory read
+    # column-major is a^T, whose other triangle holds the same entries (transposed), and the factor of
+    # a^T in that triangle, read back in C order, is the factor of a (U = L^T).
+    c = np.array(a, dtype=dtype, order="C" if _c_ordered(a) else "F")
+    flip = _c_ordered(c)
     n = c.shape[0]
     if n:
         info = np.zeros(1, np.int32)
-        _lib(threads).call(_kernels.DTYPES[dtype] + "potrf", "vciaia", "L" if lower else "U", n, c,
-                           max(n, 1), info)
+        _lib(threads).call(_kernels.DTYPES[dtype] + "potrf", "vciaia", "L" if lower != flip else "U", n,
+                           c.T if flip else c, max(n, 1), info)
         if info[0] > 0:
             raise NotPositiveDefiniteError(int(info[0]))
         if info[0] < 0:  # an argument error is a bug here, not a user error
             raise RuntimeError(f"potrf rejected argument {-int(info[0])}")
-    if overwrite_a and a is not c and a.dtype == dtype and a.flags.writeable and a.flags.f_contiguous:
+    if (overwrite_a and a is not c and a.dtype == dtype and a.flags.writeable
+            and (a.flags.f_contiguous or a.flags.c_contiguous)):
         a[...] = c
         return a, lower
     return c, lower
@@ -441,7 +462,7 @@ def potri(c: Any, lower: bool = False, overwrite_c: bool = False, check_finite: 
         The factor from :func:`cho_factor` (its ``lower``/upper triangle is read).
     lower : bool, default False
     overwrite_c : bool, default False
-        Compute in ``c``'s memory when it is Fortran-contiguous with the working dtype.
+        Compute in ``c``'s memory when it is C- or Fortran-contiguous with the working dtype.
     check_finite : bool, default True
     stop, threads : int, optional
 
@@ -463,12 +484,14 @@ def potri(c: Any, lower: bool = False, overwrite_c: bool = False, check_finite: 
     bad = _zero_diagonal(c) if c.shape[0] else 0
     if bad:
         raise SingularTriangularError(bad, "Cholesky factor c")
-    w = _private_fortran(c, dtype, overwrite_c)
+    w = _private_same_order(c, dtype, overwrite_c)
     if w.shape[0]:
-        uplo = "L" if lower else "U"
+        # C-ordered: work on the column-major w.T, whose other triangle holds the factor transposed
+        flip = _c_ordered(w)
+        wf, uplo = (w.T, "U" if lower else "L") if flip else (w, "L" if lower else "U")
         lib, st = _lib(threads), _stop(stop)
-        _rec.recursive_trtri(w, uplo, "N", lib=lib, stop=st)
-        _rec.recursive_lauum(w, uplo, lib=lib, stop=st)
+        _rec.recursive_trtri(wf, uplo, "N", lib=lib, stop=st)
+        _rec.recursive_lauum(wf, uplo, lib=lib, stop=st)
     return w
 
 
