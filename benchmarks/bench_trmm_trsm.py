@@ -126,7 +126,10 @@ def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list
     return rows
 
 
-def bench_apps(sizes, trials) -> list[dict]:
+def bench_apps(sizes, trials, order="C") -> list[dict]:
+    """POTRS and POTRI against scipy.linalg; ``order``: memory order of the matrix and right-hand sides
+    given to both (NumPy's default C order, or Fortran order, which spares SciPy's f2py a transposing
+    copy)."""
     import scipy.linalg as sl
 
     from tileblas import linalg
@@ -135,10 +138,10 @@ def bench_apps(sizes, trials) -> list[dict]:
     rows = []
     for n in sizes:
         g = rng.standard_normal((n, n))
-        spd = g @ g.T / n + np.eye(n)
+        spd = np.array(g @ g.T / n + np.eye(n), order=order)
         cf, low = sl.cho_factor(spd)
         for nr in (64, n):
-            b0 = rng.standard_normal((n, nr))
+            b0 = np.array(rng.standard_normal((n, nr)), order=order)
             t = _best({
                 "tileblas": lambda: (lambda: linalg.potrs((cf, low), b0)),
                 "scipy": lambda: (lambda: sl.cho_solve((cf, low), b0)),
@@ -146,7 +149,7 @@ def bench_apps(sizes, trials) -> list[dict]:
             }, trials)
             sp = t["scipy"] / t["tileblas"]
             rec = t["scipy"] / t["recursive"]
-            rows.append({"kind": "potrs", "n": n, "nrhs": nr, "seconds": t, "speedup_vs_scipy": sp,
+            rows.append({"kind": "potrs", "n": n, "nrhs": nr, "order": order, "seconds": t, "speedup_vs_scipy": sp,
                          "recursive_vs_scipy": rec})
             print(f"potrs n={n:5d} nrhs={nr:5d}  tileblas {t['tileblas']*1e3:8.2f} ms  "
                   f"scipy {t['scipy']*1e3:8.2f} ms  x{sp:.2f}  (always recursive: x{rec:.2f})", flush=True)
@@ -168,7 +171,8 @@ def bench_apps(sizes, trials) -> list[dict]:
         sp = t["scipy"] / t["tileblas"]
         rec = t["scipy"] / t["recursive"]
         flops = n ** 3  # potrf n^3/3 + trtri n^3/3 + lauum n^3/3
-        rows.append({"kind": "potri", "n": n, "seconds": t, "speedup_vs_scipy": sp, "recursive_vs_scipy": rec,
+        rows.append({"kind": "potri", "n": n, "order": order, "seconds": t, "speedup_vs_scipy": sp,
+                     "recursive_vs_scipy": rec,
                      "gflops": {k: flops / v / 1e9 for k, v in t.items()}})
         print(f"potri n={n:5d}  (factor+inverse) tileblas {t['tileblas']*1e3:8.1f} ms  "
               f"scipy {t['scipy']*1e3:8.1f} ms  x{sp:.2f}  (stop 256 everywhere: x{rec:.2f})", flush=True)
@@ -341,6 +345,8 @@ def main(argv=None) -> int:
     p.add_argument("--panels", action="store_true", help="also time the panel-parallel host variant")
     p.add_argument("--no-apps", action="store_true", help="skip POTRS/POTRI")
     p.add_argument("--only-apps", action="store_true", help="only POTRS/POTRI")
+    p.add_argument("--order", choices=("C", "F"), default="C",
+                   help="memory order of the POTRS/POTRI inputs (default C, NumPy's)")
     p.add_argument("--gpu", action="store_true", help="GPU benchmark (n=8192, square and 512 RHS)")
     p.add_argument("--json", default=None, help="write all rows to this JSON file")
     args = p.parse_args(argv)
@@ -386,7 +392,7 @@ def _run(args, trials: int, rows: list[dict], cores: int = 2) -> int:
         if not args.only_apps:
             rows += bench_cpu(sizes, rhs, trials, stop=args.stop, panels=args.panels, cores=cores)
         if not args.no_apps:
-            rows += bench_apps(sizes, trials)
+            rows += bench_apps(sizes, trials, args.order)
         for line in _bars(rows):
             print(line)
     if args.json:
