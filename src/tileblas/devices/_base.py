@@ -98,6 +98,15 @@ class Device(abc.ABC):
         """The device's implementation of a Level-3 tile kernel (gemm, symm, hemm, syrk, herk, syr2k,
         her2k, trmm, trsm) with the argument order of :mod:`tileblas._kernels`, working on device arrays."""
 
+    def shared_kernel(self, name: str, threads: int) -> Callable[..., None] | None:
+        """The kernel ``name`` running on ``threads`` cores of this device's memory space at once, for a call
+        too small to tile across devices that share those cores (host CPU workers); None where the device
+        has no such kernel.  ``threads`` counts the BLAS threads of all the sharing devices together."""
+        return None
+
+    #: BLAS threads one kernel call of this device uses (0: not a thread pool of the host).
+    threads: int = 0
+
     def close(self) -> None:
         """Release the device's resources."""
 

@@ -61,6 +61,21 @@ def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., Non
     return run
 
 
+def _make_kernel(name: str, lib: _kernels.BlasLibrary) -> Callable[..., None]:
+    if name not in _KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; CPU kernels: {', '.join(_KERNELS)}")
+    fn = getattr(_kernels, name)
+    if name in ("trmm", "trsm"):
+        run = _triangular_kernel(fn, getattr(_recursive, "recursive_" + name), lib)
+    else:
+        def run(*args: Any, **kwargs: Any) -> None:
+            kwargs["lib"] = lib
+            fn(*args, **kwargs)
+
+    run.__name__ = name
+    return run
+
+
 class CPUDevice(Device):
     """A host CPU worker.
 
@@ -105,20 +120,23 @@ class CPUDevice(Device):
             return self._kernels[name]
         except KeyError:
             pass
-        if name not in _KERNELS:
-            raise ValueError(f"unknown kernel {name!r}; CPU kernels: {', '.join(_KERNELS)}")
-        fn = getattr(_kernels, name)
-        lib = self.library
-
-        if name in ("trmm", "trsm"):
-            run = _triangular_kernel(fn, getattr(_recursive, "recursive_" + name), lib)
-        else:
-            def run(*args: Any, **kwargs: Any) -> None:
-                kwargs["lib"] = lib
-                fn(*args, **kwargs)
-
-        run.__name__ = name
+        run = _make_kernel(name, self.library)
         self._kernels[name] = run
+        return run
+
+    def shared_kernel(self, name: str, threads: int) -> Callable[..., None] | None:
+        """The kernel on tileblas' OpenBLAS with ``threads`` threads (this worker and the host workers that
+        share its cores, computing one call together)."""
+        threads = int(threads)
+        if threads <= self.threads:
+            return self.kernel(name)
+        key = f"{name}/{threads}"
+        try:
+            return self._kernels[key]
+        except KeyError:
+            pass
+        run = _make_kernel(name, _kernels.get_library(threads))
+        self._kernels[key] = run
         return run
 
     def describe(self) -> dict[str, Any]:

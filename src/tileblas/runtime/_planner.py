@@ -48,6 +48,7 @@ __all__ = [
     "default_tile_size",
     "plan_call",
     "SMALL_FLOPS",
+    "SHARED_FLOPS",
     "TILE_CANDIDATES",
     "MIN_TILE",
     "MAX_TILE",
@@ -71,6 +72,12 @@ ROUTINES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 #: task costs tens of microseconds of scheduling, and below ~2*192**3 flops one core finishes the whole
 #: call in well under a millisecond; measured by benchmarks/bench_runtime.py --crossover).
 SMALL_FLOPS = 2 * 192**3
+#: On host CPU workers only (they share the machine's cores and memory), calls below this many flops run
+#: as one native call on all their BLAS threads together: there each worker's share is a handful of tiles
+#: of <= 256, which single-threaded OpenBLAS runs well below its rate.  Measured on 2 cores (dgemm, best of
+#: 9, interleaved): one 2-thread call was 2.5x faster than 2 tile workers at n = 512, 1.5x at 768, 1.8x at
+#: 1024, and 1.06-1.10x at n = 1536-3072 (where tiles of 384-1024 keep the workers near their rate).
+SHARED_FLOPS = 2 * 1280**3
 #: Tile kernels that every device provides (Device.kernel); "axpy" (split-k reduction) is the runtime's.
 LEVEL3_KERNELS = frozenset(ROUTINES)
 #: Default tile sizes stay within [MIN_TILE, MAX_TILE]: below 128 single-threaded OpenBLAS runs far

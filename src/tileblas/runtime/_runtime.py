@@ -12,6 +12,10 @@ Policy
     * The small-problem path (a single native call in the caller's thread on the first host-memory device)
       is taken when no tile size was named and the call has fewer than ``small_flops`` flops, or when the
       whole problem fits in one tile.
+    * The shared path: when every device is a host worker (they share the machine's cores and memory), no
+      tile size was named and the call has fewer than ``shared_flops`` flops, it runs as one native call
+      on all the workers' BLAS threads together (:meth:`Device.shared_kernel`): at that size each
+      worker's share is a few small tiles, which one core runs well below its rate.
     * ``deterministic=True``: the partitioning (default tile size, split-k factor) is chosen as if there
       were :data:`~tileblas.runtime._planner.DETERMINISTIC_DEVICES` devices, so that the same inputs give
       bitwise the same result whatever the number of devices and wherever tiles land (every tile is
@@ -118,6 +122,10 @@ class Runtime:
     small_flops : float, optional
         Calls below this many flops run as one native call; default
         :data:`~tileblas.runtime._planner.SMALL_FLOPS`.
+    shared_flops : float, optional
+        On host workers only: calls below this many flops run as one native call on all the workers' BLAS
+        threads together (0 turns this off); default :data:`~tileblas.runtime._planner.SHARED_FLOPS`, or 0
+        in deterministic mode.
     memory_policy : {"cache", "on-demand"}
         For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
         MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
@@ -147,7 +155,7 @@ class Runtime:
 
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
-                 memory_policy: str = "cache") -> None:
+                 memory_policy: str = "cache", shared_flops: float | None = None) -> None:
         if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
                                       or tile_size < 1):
             raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
@@ -160,6 +168,15 @@ class Runtime:
         self.sync = bool(sync)
         self.deterministic = bool(deterministic)
         self.small_flops = P.SMALL_FLOPS if small_flops is None else float(small_flops)
+        if shared_flops is None:
+            shared_flops = 0.0 if self.deterministic else P.SHARED_FLOPS
+        if isinstance(shared_flops, bool) or not isinstance(shared_flops, (int, float, np.integer, np.floating)) \
+                or not shared_flops >= 0:
+            raise ValueError(f"shared_flops must be a number >= 0; got {shared_flops!r}")
+        self.shared_flops = float(shared_flops)
+        # The host workers' BLAS threads together, where every device is one (else the shared path is off).
+        threads = [d.threads for d in self._devices if d.host_memory]
+        self._shared_threads = sum(threads) if len(threads) == len(self._devices) > 1 and all(threads) else 0
         if memory_policy not in ("cache", "on-demand"):
             raise ValueError(f"memory_policy must be 'cache' or 'on-demand'; got {memory_policy!r}")
         self._memory = None
@@ -291,6 +308,8 @@ class Runtime:
         tile = int(explicit) if explicit is not None else self._default_tile(name, m, n, k, flops)
         if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
             return self._direct(name, b, shape, flops, "small")
+        if explicit is None and flops < self.shared_flops and self._shared_threads:
+            return self._direct(name, b, shape, flops, "shared")
         plan = P.plan_call(name, b, tile, self._split_target())
         call = self._run_plan(plan)
         path = "split-k" if plan.split > 1 else "tiled"
@@ -332,11 +351,12 @@ class Runtime:
             return
         d = host[0]
         dev = self._devices[d]
+        kernel = dev.shared_kernel(name, self._shared_threads) if path == "shared" else None
         rec = TaskRecord(None, d, f"{name}[all]")
         rec.flops = flops
         t_start = rec.t_found = rec.t0 = time.perf_counter()
         try:
-            dev.kernel(name)(*args, **kw)
+            (kernel or dev.kernel(name))(*args, **kw)
         except BaseException:
             rec.ok = False
             raise
