@@ -17,7 +17,7 @@ def section(out: Callable[[str], None]) -> None:
     from tileblas.perf import Predictor, Repository, build_models_for, current_key, trace_trinv
     from tileblas.perf._predictor import measure_algorithm
 
-    out("[perf] performance models: sampler -> modeler -> repository -> predictor (Peise & Bientinesi)")
+    out("== Performance models: sampler -> modeler -> repository -> predictor (Peise & Bientinesi) ==")
     calls = trace_trinv(250, 1, 100)
     out(f"  trace of trinv variant 1, n=250, b=100 (paper IV-A): {len(calls)} calls")
     for c in calls[:4]:
