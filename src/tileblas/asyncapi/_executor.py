@@ -484,7 +484,7 @@ class Executor:
 
     def _pending_futures(self, h: MatrixHandle) -> list[AsyncFuture]:
         with self._lock:
-            ops = ([h.last_writer] if h.last_writer is not None else []) + list(h.readers)
+            ops = ([h.last_writer] if h.last_writer is not None else []) + list(h.readers or ())
             return [o.future for o in ops if o.state < FINISHED]
 
     def _wait_handle(self, h: MatrixHandle, timeout: float | None) -> None:
@@ -500,12 +500,12 @@ class Executor:
         with self._lock:
             with h._lock:
                 h._host_buffer()
-                h._valid = {HOST}
+                h._valid = frozenset((HOST,))
                 h.version += 1
             if h._mems:
                 h._tiles_changed()
             h.last_writer = None
-            h.readers = {}
+            h.readers = None
 
     def _submit_read(self, h: MatrixHandle) -> AsyncFuture:
         def run(_device: Any) -> np.ndarray:

@@ -70,14 +70,18 @@ class AsyncFuture(concurrent.futures.Future):
         # Most futures are resolved before anyone waits on them or adds a callback: their condition variable
         # is made on first use only (under a global lock, so that a waiter making it and a setter finding
         # none cannot miss each other), and done()/result() of a finished future need no lock.
-        def __init__(self) -> None:  # noqa: D107 - concurrent.futures.Future's, condition made on first use
-            self._state = _PENDING
-            self._result = None
-            self._exception = None
-            self._waiters = []
-            self._done_callbacks = []
+        # A new future is empty: its state and result are the class's defaults until set, and its lists of
+        # waiters and callbacks are made on first use (a call's future is made on every call's hot path).
+        _state = _PENDING
+        _result = None
+        _exception = None
+
+        def __init__(self) -> None:  # noqa: D107 - concurrent.futures.Future's, everything made on first use
+            pass
 
         def __getattr__(self, name: str) -> Any:
+            if name == "_waiters" or name == "_done_callbacks":
+                return self.__dict__.setdefault(name, [])  # atomic: two threads get the same list
             if name != "_condition":
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
             with _CREATE:

@@ -71,7 +71,7 @@ class Op:
         self.future = future
         self.state = PENDING
         self.npending = 0
-        self.dependents: list[tuple[Op, bool]] = []
+        self.dependents: list[tuple[Op, bool]] | tuple = ()  # a list once an operation waits for this one
         self.backend: Any = None
         self.estimate = 0.0
         self.error: BaseException | None = None
@@ -87,7 +87,7 @@ class Op:
     def release(self) -> None:
         """Drop references that keep data alive once the call is final."""
         self.run = None  # type: ignore[assignment]
-        self.dependents = []
+        self.dependents = ()
         self.reads = self.writes = ()
         # the op keeps its future, the final future no longer needs its op (cancel() of a final future is
         # the base class's): no reference cycle, so a finished call is freed by reference counting, without
@@ -107,8 +107,18 @@ def link(op: Op) -> tuple[int, BaseException | None, Op | None]:
     ``op.npending`` counts the unfinished operations it waits for, whether it will run or not, and the
     op becomes the handles' last writer / one of their readers.
     """
-    deps: dict[Op, bool] = {}
     writes = op.writes
+    for h in op.reads:
+        if h.last_writer is not None:
+            break
+    else:
+        for h in writes:
+            if h.last_writer is not None or h.readers:
+                break
+        else:  # the common case of fresh handles: nothing to wait for, no dependency to record
+            _track(op, writes)
+            return _MAY_RUN
+    deps: dict[Op, bool] = {}
     for h in op.reads:
         w = h.last_writer
         if w is not None:
@@ -117,7 +127,7 @@ def link(op: Op) -> tuple[int, BaseException | None, Op | None]:
         w = h.last_writer
         if w is not None and w not in deps:
             deps[w] = False
-        for r in h.readers:
+        for r in h.readers or ():
             if r is not op and r not in deps:
                 deps[r] = False
     doom, cause, culprit = 0, None, None
@@ -130,21 +140,38 @@ def link(op: Op) -> tuple[int, BaseException | None, Op | None]:
                 doom, cause, culprit = FAILED, dep.doom[1], dep
         if st >= FINISHED:
             continue
-        dep.dependents.append((op, data))
+        if dep.dependents:
+            dep.dependents.append((op, data))
+        else:
+            dep.dependents = [(op, data)]
         op.npending += 1
-    # Update per-handle state: readers since the last write, and the last writer.
+    _track(op, writes)
+    return doom, cause, culprit
+
+
+_MAY_RUN = (0, None, None)
+
+
+def _track(op: Op, writes: tuple) -> None:
+    """Update per-handle state: readers since the last write (an ordered set, made on first use), and the
+    last writer."""
     for h in op.reads:
         if h not in writes:
-            h.readers[op] = None  # removed again when op is final (see forget)
+            r = h.readers
+            if r is None:
+                h.readers = {op: None}
+            else:
+                r[op] = None  # removed again when op is final (see forget)
     for h in writes:
         h.last_writer = op
         if h.readers:
-            h.readers = {}
-    return doom, cause, culprit
+            h.readers = None
 
 
 def forget(op: Op) -> None:
     """Remove a final ``op`` from the reader sets of its handles (so finished calls are not kept alive)."""
     for h in op.reads:
-        h.readers.pop(op, None)
+        r = h.readers
+        if r:
+            r.pop(op, None)
 

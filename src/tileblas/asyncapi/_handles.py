@@ -71,6 +71,9 @@ class _Host:
 
 
 HOST = _Host()
+_ON_HOST = frozenset((HOST,))  # residency sets are immutable: shared, replaced on change
+_NOWHERE: frozenset = frozenset()
+_CREATE = threading.Lock()  # guards the lazy creation of handles' locks
 
 
 class MatrixHandle:
@@ -88,6 +91,12 @@ class MatrixHandle:
         Bumped on every write (through tileblas or announced with :meth:`mark_changed`).
     """
 
+    # Handles are made and dropped on every call of a typical loop: slots, and anything that most handles
+    # never need (their lock, device copies, readers) is made on first use.
+    __slots__ = ("executor", "shape", "dtype", "size", "nbytes", "version", "_lock", "_copies", "_mems",
+                 "last_writer", "readers", "inflight", "deleted", "_user", "_user_writeable", "_host",
+                 "readonly", "_valid", "_finalizer", "__weakref__")
+
     def __init__(self, executor: "Executor", data: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype,
                  copy: bool, upload: bool) -> None:
         self.executor = executor
@@ -96,12 +105,11 @@ class MatrixHandle:
         self.size = size = shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
         self.nbytes = size * dtype.itemsize
         self.version = 0
-        self._lock = _allocate_lock()
-        self._copies: dict[Any, Any] = {}
+        self._copies: dict[Any, Any] | None = None  # device -> its copy (devices with their own memory)
         self._mems: list | None = None  # tile memories of runtimes keeping this buffer's tiles (see _keep_in)
         # dependency state (read and written under the executor's graph lock)
         self.last_writer: Op | None = None
-        self.readers: dict[Op, None] = {}  # calls reading the current value, in flight (ordered set)
+        self.readers: dict[Op, None] | None = None  # calls reading the current value, in flight (ordered set)
         self.inflight = 0
         self.deleted = False
         if data is None:
@@ -109,7 +117,7 @@ class MatrixHandle:
             self._user_writeable = True
             self._host: np.ndarray | None = None
             self.readonly = False
-            self._valid: set = set()
+            self._valid: frozenset = _NOWHERE
             return
         if not copy:
             self._user = data
@@ -122,7 +130,19 @@ class MatrixHandle:
             self.readonly = False
             self._host = np.array(data, order="F" if data.ndim == 2 and not data.flags.c_contiguous else "K",
                                   copy=True) if upload else None
-        self._valid = {HOST} if upload else set()
+        self._valid = _ON_HOST if upload else _NOWHERE
+
+    def __getattr__(self, name: str) -> Any:
+        # only for slots not set yet: the lock, made on first use
+        if name != "_lock":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        with _CREATE:
+            try:
+                return _LOCK_SLOT.__get__(self, MatrixHandle)
+            except AttributeError:
+                lock = _allocate_lock()
+                _LOCK_SLOT.__set__(self, lock)
+                return lock
 
     # ------------------------------------------------------------------ properties
     @property
@@ -168,7 +188,7 @@ class MatrixHandle:
             dev.to_host(self._copies[dev], host)
             dev.synchronize()
             _note_transfer(_clock() - t0, self.nbytes)
-            self._valid.add(HOST)
+            self._valid = self._valid | _ON_HOST
         return host
 
     def acquire(self, device: Any, mode: str) -> Any:
@@ -182,7 +202,7 @@ class MatrixHandle:
             # concurrently with anything else on it, and concurrent host readers only read.
             if mode != "r":
                 if len(self._valid) > 1:
-                    self._valid = {HOST}
+                    self._valid = _ON_HOST
                 self.version += 1
                 if self._mems:
                     self._tiles_changed()
@@ -193,6 +213,8 @@ class MatrixHandle:
                 arr = self._host_buffer() if mode == "w" else self._download_locked()
             else:
                 loc = device
+                if self._copies is None:
+                    self._copies = {}
                 if loc in self._valid:
                     arr = self._copies[loc]
                 elif mode != "w" and self._valid:
@@ -207,9 +229,10 @@ class MatrixHandle:
                         arr = device.empty(self.shape, self.dtype)
                         self._copies[loc] = arr
             if mode == "r":
-                self._valid.add(loc)
+                if loc not in self._valid:
+                    self._valid = self._valid | {loc}
             else:
-                self._valid = {loc}
+                self._valid = _ON_HOST if loc is HOST else frozenset((loc,))
                 self.version += 1
                 if self._mems:
                     self._tiles_changed()
@@ -297,11 +320,13 @@ class MatrixHandle:
             self._unlock_user()
         if self._mems:
             self._finalizer()  # the runtimes drop the buffer's tiles before the memory is released
-        with self._lock:
-            self._copies.clear()
-            self._valid = set()
-            self._host = None
-            self._user = None
+        # no call is in flight on a deleted handle: nothing else touches it now
+        if self._copies:
+            with self._lock:
+                self._copies.clear()
+        self._valid = _NOWHERE
+        self._host = None
+        self._user = None
 
     # locking of a borrowed buffer while calls are in flight (called under the graph lock)
     def _lock_user(self) -> None:
@@ -329,6 +354,9 @@ class MatrixHandle:
         own = "borrowed" if self.borrowed else "owned"
         dead = " deleted" if self.deleted else ""
         return (f"<MatrixHandle {self.shape} {self.dtype} {own} v{self.version} valid on {where}{dead}>")
+
+
+_LOCK_SLOT = MatrixHandle._lock  # the slot's descriptor (get raises AttributeError while it is unset)
 
 
 def _unkeep(mems: list, buf: np.ndarray) -> None:
