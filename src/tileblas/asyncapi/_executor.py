@@ -498,7 +498,7 @@ class Executor:
     def _mark_changed(self, h: MatrixHandle) -> None:
         self._wait_handle(h, None)
         with self._lock:
-            with h._lock:
+            with h._mutex():
                 h._host_buffer()
                 h._valid = frozenset((HOST,))
                 h.version += 1

@@ -105,6 +105,7 @@ class MatrixHandle:
         self.size = size = shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
         self.nbytes = size * dtype.itemsize
         self.version = 0
+        self._lock: Any = None  # see _mutex
         self._copies: dict[Any, Any] | None = None  # device -> its copy (devices with their own memory)
         self._mems: list | None = None  # tile memories of runtimes keeping this buffer's tiles (see _keep_in)
         # dependency state (read and written under the executor's graph lock)
@@ -132,17 +133,15 @@ class MatrixHandle:
                                   copy=True) if upload else None
         self._valid = _ON_HOST if upload else _NOWHERE
 
-    def __getattr__(self, name: str) -> Any:
-        # only for slots not set yet: the lock, made on first use
-        if name != "_lock":
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        with _CREATE:
-            try:
-                return _LOCK_SLOT.__get__(self, MatrixHandle)
-            except AttributeError:
-                lock = _allocate_lock()
-                _LOCK_SLOT.__set__(self, lock)
-                return lock
+    def _mutex(self) -> Any:
+        """The handle's lock, made on first use (no ``__getattr__``: it would slow every attribute access)."""
+        lock = self._lock
+        if lock is None:
+            with _CREATE:
+                lock = self._lock
+                if lock is None:
+                    lock = self._lock = _allocate_lock()
+        return lock
 
     # ------------------------------------------------------------------ properties
     @property
@@ -207,7 +206,7 @@ class MatrixHandle:
                 if self._mems:
                     self._tiles_changed()
             return self._host
-        with self._lock:
+        with self._mutex():
             if device is None or device.host_memory:
                 loc = HOST
                 arr = self._host_buffer() if mode == "w" else self._download_locked()
@@ -250,7 +249,7 @@ class MatrixHandle:
         mems = self._mems
         if mems is not None and any(m is mem for m in mems):
             return
-        with self._lock:
+        with self._mutex():
             mems = self._mems
             if mems is None:
                 mems = self._mems = []
@@ -322,7 +321,7 @@ class MatrixHandle:
             self._finalizer()  # the runtimes drop the buffer's tiles before the memory is released
         # no call is in flight on a deleted handle: nothing else touches it now
         if self._copies:
-            with self._lock:
+            with self._mutex():
                 self._copies.clear()
         self._valid = _NOWHERE
         self._host = None
@@ -354,9 +353,6 @@ class MatrixHandle:
         own = "borrowed" if self.borrowed else "owned"
         dead = " deleted" if self.deleted else ""
         return (f"<MatrixHandle {self.shape} {self.dtype} {own} v{self.version} valid on {where}{dead}>")
-
-
-_LOCK_SLOT = MatrixHandle._lock  # the slot's descriptor (get raises AttributeError while it is unset)
 
 
 def _unkeep(mems: list, buf: np.ndarray) -> None:
