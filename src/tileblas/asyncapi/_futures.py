@@ -70,26 +70,34 @@ class AsyncFuture(concurrent.futures.Future):
         # Most futures are resolved before anyone waits on them or adds a callback: their condition variable
         # is made on first use only (under a global lock, so that a waiter making it and a setter finding
         # none cannot miss each other), and done()/result() of a finished future need no lock.
-        # A new future is empty: its state and result are the class's defaults until set, and its lists of
-        # waiters and callbacks are made on first use (a call's future is made on every call's hot path).
+        # A new future is empty: its state and result are the class's defaults until set, and its condition
+        # variable and lists of waiters and callbacks are made on first use (a call's future is made on every
+        # call's hot path).  Properties, not __getattr__: that would slow every attribute access.
         _state = _PENDING
         _result = None
         _exception = None
+        _cond = None
 
         def __init__(self) -> None:  # noqa: D107 - concurrent.futures.Future's, everything made on first use
             pass
 
-        def __getattr__(self, name: str) -> Any:
-            if name == "_waiters" or name == "_done_callbacks":
-                return self.__dict__.setdefault(name, [])  # atomic: two threads get the same list
-            if name != "_condition":
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            with _CREATE:
-                d = self.__dict__
-                c = d.get("_condition")
-                if c is None:
-                    c = d["_condition"] = _Condition()
+        @property
+        def _condition(self) -> "_Condition":
+            c = self._cond
+            if c is None:
+                with _CREATE:
+                    c = self._cond
+                    if c is None:
+                        c = self._cond = _Condition()
             return c
+
+        @property
+        def _waiters(self) -> list:
+            return self.__dict__.setdefault("_waiters_", [])  # atomic: two threads get the same list
+
+        @property
+        def _done_callbacks(self) -> list:
+            return self.__dict__.setdefault("_done_callbacks_", [])
 
         def done(self) -> bool:
             return self._state in _DONE_STATES
@@ -101,7 +109,7 @@ class AsyncFuture(concurrent.futures.Future):
 
         def set_result(self, result: Any) -> None:
             with _CREATE:
-                if "_condition" not in self.__dict__ and self._state not in _DONE_STATES:
+                if self._cond is None and self._state not in _DONE_STATES:
                     # no condition: nobody waits and no callback was added (both make it first)
                     self._result = result
                     self._state = _FINISHED
@@ -110,7 +118,7 @@ class AsyncFuture(concurrent.futures.Future):
 
         def set_exception(self, exception: BaseException | None) -> None:
             with _CREATE:
-                if "_condition" not in self.__dict__ and self._state not in _DONE_STATES:
+                if self._cond is None and self._state not in _DONE_STATES:
                     self._exception = exception
                     self._state = _FINISHED
                     return
