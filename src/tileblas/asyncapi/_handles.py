@@ -93,8 +93,8 @@ class MatrixHandle:
 
     # Handles are made and dropped on every call of a typical loop: slots, and anything that most handles
     # never need (their lock, device copies, readers) is made on first use.
-    __slots__ = ("executor", "shape", "dtype", "size", "nbytes", "version", "_lock", "_copies", "_mems",
-                 "last_writer", "readers", "inflight", "deleted", "_user", "_user_writeable", "_host",
+    __slots__ = ("executor", "shape", "dtype", "version", "_lock", "_copies", "_mems",
+                 "last_writer", "readers", "inflight", "deleted", "_user", "_host",
                  "readonly", "_valid", "_finalizer", "__weakref__")
 
     def __init__(self, executor: "Executor", data: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype,
@@ -102,8 +102,6 @@ class MatrixHandle:
         self.executor = executor
         self.shape = shape
         self.dtype = dtype
-        self.size = size = shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
-        self.nbytes = size * dtype.itemsize
         self.version = 0
         self._lock: Any = None  # see _mutex
         self._copies: dict[Any, Any] | None = None  # device -> its copy (devices with their own memory)
@@ -115,19 +113,16 @@ class MatrixHandle:
         self.deleted = False
         if data is None:
             self._user: np.ndarray | None = None
-            self._user_writeable = True
             self._host: np.ndarray | None = None
             self.readonly = False
             self._valid: frozenset = _NOWHERE
             return
         if not copy:
             self._user = data
-            self._user_writeable = w = data.flags.writeable
-            self.readonly = not w
+            self.readonly = not data.flags.writeable  # the user's flag, restored after calls in flight
             self._host = data.view()  # our own view keeps its writeable flag while the user's is locked
         else:
             self._user = None
-            self._user_writeable = True
             self.readonly = False
             self._host = np.array(data, order="F" if data.ndim == 2 and not data.flags.c_contiguous else "K",
                                   copy=True) if upload else None
@@ -144,6 +139,15 @@ class MatrixHandle:
         return lock
 
     # ------------------------------------------------------------------ properties
+    @property
+    def size(self) -> int:
+        shape = self.shape
+        return shape[0] * shape[1] if len(shape) == 2 else math.prod(shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
@@ -329,14 +333,14 @@ class MatrixHandle:
 
     # locking of a borrowed buffer while calls are in flight (called under the graph lock)
     def _lock_user(self) -> None:
-        if self._user is not None and self._user_writeable and not self.deleted:
+        if self._user is not None and not self.readonly and not self.deleted:
             try:
                 self._user.setflags(write=False)
             except ValueError:  # pragma: no cover - the user's array cannot be locked
                 pass
 
     def _unlock_user(self) -> None:
-        if self._user is not None and self._user_writeable:
+        if self._user is not None and not self.readonly:
             try:
                 self._user.setflags(write=True)
             except ValueError:  # pragma: no cover
