@@ -238,14 +238,15 @@ class Executor:
             self._nsubmitted += 1
             self._nlive += 1
             doom, cause, culprit = link(op)
-            for h in reads:
+            for h in reads + writes:
                 h.inflight += 1
-                if h._user is not None and h.inflight == 1:
-                    h._lock_user()
-            for h in writes:
-                h.inflight += 1
-                if h._user is not None and h.inflight == 1:
-                    h._lock_user()
+                if h.inflight == 1:
+                    u = h._user
+                    if u is not None and not h.readonly and not h.deleted:  # MatrixHandle._lock_user, inlined
+                        try:
+                            u.setflags(write=False)
+                        except ValueError:  # pragma: no cover - the user's array cannot be locked
+                            pass
             chosen = None
             if not doom and op.npending == 0 and not self.synchronous:
                 chosen = b, est = self.policy.choose(op, self.backends, _perf())
