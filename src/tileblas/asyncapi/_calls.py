@@ -97,10 +97,10 @@ def _three(c: Any, a: Any, b: Any) -> np.dtype:
     """:func:`_matrices` for ("c", c), ("a", a), ("b", b) (b may be None), with a fast path for good operands."""
     if type(c) is MatrixHandle and type(a) is MatrixHandle and not (c.deleted or a.deleted):
         dt = c.dtype
-        if a.dtype == dt and len(c.shape) == 2 and len(a.shape) == 2:
+        if (a.dtype is dt or a.dtype == dt) and len(c.shape) == 2 and len(a.shape) == 2:
             if b is None:
                 return dt
-            if type(b) is MatrixHandle and not b.deleted and b.dtype == dt and len(b.shape) == 2:
+            if type(b) is MatrixHandle and not b.deleted and (b.dtype is dt or b.dtype == dt) and len(b.shape) == 2:
                 return dt
     if b is None:
         return _matrices(("c", c), ("a", a))
@@ -120,6 +120,19 @@ def _cx(dt: np.dtype) -> float:
 #: (dtype, routine) -> BLAS name, e.g. (float64, "gemm") -> "dgemm"
 _NAMES3 = {(dt, r): p + r for dt, p in _kernels.DTYPES.items()
            for r in ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")}
+
+
+#: id of each supported dtype (NumPy's built-in dtype objects, which arrays share) -> (complex?, routine ->
+#: BLAS name): the hot path finds them by identity, without running NumPy's dtype hashing and comparison
+_BY_ID = {id(dt): (dt.kind == "c", {r: _NAMES3[dt, r] for dt2, r in _NAMES3 if dt2 is dt})
+          for dt in _kernels.DTYPES}
+
+
+def _info(dt: np.dtype) -> tuple[bool, dict[str, str]]:
+    i = _BY_ID.get(id(dt))
+    if i is None:  # an equal dtype that is another object
+        i = (dt.kind == "c", {r: _NAMES3[dt2, r] for dt2, r in _NAMES3 if dt2 == dt})
+    return i
 
 
 def _op_shape(shape: tuple[int, ...], trans: str) -> tuple[int, int]:
@@ -158,6 +171,7 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
     Returns a future whose result is ``c``.
     """
     dt = _three(c, a, b)
+    cplx, names = _info(dt)
     if transa != "N":
         transa = _flag(transa, "transa", _TRANS)
     if transb != "N":
@@ -168,7 +182,7 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
         raise ValueError(f"shapes do not match: op(a) is {m}x{k}, op(b) is {k2}x{n}, c is {c.shape}")
     if c is a or c is b:
         _distinct(("c", c), ("a", a), ("b", b))
-    if type(alpha) is not float or type(beta) is not float or dt.kind == "c":
+    if type(alpha) is not float or type(beta) is not float or cplx:
         alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
     mode = "w" if beta == 0 else "rw"
 
@@ -178,11 +192,12 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
-    return c.executor._submit_call(_NAMES3[dt, "gemm"], run, reads, (c,), 2.0 * m * n * k * _cx(dt), False)
+    return c.executor._submit_call(names["gemm"], run, reads, (c,), (8.0 if cplx else 2.0) * m * n * k, False)
 
 
 def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
     dt = _three(c, a, b)
+    cplx, names = _info(dt)
     side, uplo = _flag(side, "side", ("L", "R")), _flag(uplo, "uplo", ("U", "L"))
     m, n = c.shape
     ka = m if side == "L" else n
@@ -191,7 +206,7 @@ def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
                          f" got a {a.shape}, b {b.shape}")
     if c is a or c is b:
         _distinct(("c", c), ("a", a), ("b", b))
-    if type(alpha) is not float or type(beta) is not float or dt.kind == "c":
+    if type(alpha) is not float or type(beta) is not float or cplx:
         alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
     mode = "w" if beta == 0 else "rw"
 
@@ -201,7 +216,7 @@ def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
         return c
 
     reads = (a, b, c) if mode == "rw" else (a, b)
-    return c.executor._submit_call(_NAMES3[dt, name], run, reads, (c,), 2.0 * ka * m * n * _cx(dt), False)
+    return c.executor._submit_call(names[name], run, reads, (c,), (8.0 if cplx else 2.0) * ka * m * n, False)
 
 
 def symm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandle, side: str = "L",
@@ -218,8 +233,9 @@ def hemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
 
 def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFuture:
     dt = _three(c, a, b)
+    cplx, names = _info(dt)
     uplo = _flag(uplo, "uplo", ("U", "L"))
-    if dt.kind == "c":
+    if cplx:
         trans = _flag(trans, "trans", ("N", "C") if herm else ("N", "T"))
     else:
         trans = _flag(trans, "trans", _TRANS)
@@ -229,7 +245,7 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
         raise ValueError(f"shapes do not match: op(a) is {n}x{k} so c must be ({n}, {n}); got c {c.shape}{bs}")
     if c is a or c is b:
         _distinct(("c", c), ("a", a), ("b", b))
-    if type(alpha) is not float or type(beta) is not float or dt.kind == "c":
+    if type(alpha) is not float or type(beta) is not float or cplx:
         alpha = _scalar(alpha, "alpha", dt, real=herm and b is None)
         beta = _scalar(beta, "beta", dt, real=herm)
     ins = (a,) if b is None else (a, b)
@@ -244,9 +260,9 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
             _k3(dev, name, ins + (c,))(alpha, args[0], args[1], beta, C, uplo=uplo, trans=trans)
         return c
 
-    flops = (1.0 if b is None else 2.0) * n * n * k * _cx(dt)
+    flops = (1.0 if b is None else 2.0) * n * n * k * (4.0 if cplx else 1.0)
     # c is read too: the other triangle is kept and beta scales the updated one
-    return c.executor._submit_call(_NAMES3[dt, name], run, ins + (c,), (c,), flops, False)
+    return c.executor._submit_call(names[name], run, ins + (c,), (c,), flops, False)
 
 
 def syrk(alpha: Any, a: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U", trans: str = "N") -> AsyncFuture:

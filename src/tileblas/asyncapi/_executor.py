@@ -41,6 +41,8 @@ _RUNNING = concurrent.futures._base.RUNNING
 _STOP = object()
 #: dtype of the scalar types that :meth:`Executor.empty` is usually given (np.float64, ...)
 _DTYPE_OF = {t: np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128, float, complex)}
+#: ids of the supported dtypes' objects (NumPy's built-in ones, shared by arrays): checked without NumPy code
+_DTYPE_IDS = frozenset(id(dt) for dt in _kernels.DTYPES)
 
 
 class Backend:
@@ -173,7 +175,7 @@ class Executor:
         if len(shape) not in (1, 2):
             raise ValueError(f"data must be 1-D or 2-D; got an array of shape {shape}")
         dt = data.dtype
-        if dt not in _kernels.DTYPES:
+        if id(dt) not in _DTYPE_IDS and dt not in _kernels.DTYPES:
             dt = check_dtype(dt, "data")  # raises
         return MatrixHandle(self, data, shape, dt, copy is True or bool(copy), upload is True or bool(upload))
 
