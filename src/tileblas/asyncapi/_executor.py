@@ -240,6 +240,9 @@ class Executor:
             self._nsubmitted += 1
             self._nlive += 1
             doom, cause, culprit = link(op)
+            for h in writes:
+                if h._user is not None and h._host is h._user:
+                    h._own_view()
             for h in reads + writes:
                 h.inflight += 1
                 if h.inflight == 1:
@@ -287,6 +290,9 @@ class Executor:
             if before_link is not None:
                 before_link()
             doom, cause, culprit = link(op)
+            for h in writes:
+                if h._user is not None and h._host is h._user and not inline:
+                    h._own_view()
             for h in reads:
                 h.inflight += 1
                 if h.inflight == 1 and h._user is not None:

@@ -120,7 +120,9 @@ class MatrixHandle:
         if not copy:
             self._user = data
             self.readonly = not data.flags.writeable  # the user's flag, restored after calls in flight
-            self._host = data.view()  # our own view keeps its writeable flag while the user's is locked
+            # computed in through the user's array itself until a call writes it: then through our own view,
+            # which keeps its writeable flag while the user's is locked (see _own_view)
+            self._host = data
         else:
             self._user = None
             self.readonly = False
@@ -330,6 +332,22 @@ class MatrixHandle:
         self._valid = _NOWHERE
         self._host = None
         self._user = None
+
+    def _own_view(self) -> None:
+        """Before the first call that writes a borrowed handle (under the graph lock): compute through a view
+        of our own, made while the user's array is writeable so that the view stays writeable when it is
+        locked."""
+        u = self._user
+        if u is None or self._host is not u or self.readonly:
+            return
+        if self.inflight:  # locked by the calls in flight: unlocked for the moment it takes
+            try:
+                u.setflags(write=True)
+                self._host = u.view()
+            finally:
+                u.setflags(write=False)
+        else:
+            self._host = u.view()
 
     # locking of a borrowed buffer while calls are in flight (called under the graph lock)
     def _lock_user(self) -> None:
