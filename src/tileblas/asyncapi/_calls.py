@@ -14,6 +14,7 @@ What it must not touch: the graph and the policies (it only calls ``Executor.sub
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -185,14 +186,18 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
     if type(alpha) is not float or type(beta) is not float or cplx:
         alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
     mode = "w" if beta == 0 else "rw"
-
-    def run(dev: Any) -> MatrixHandle:
-        A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
-        _k3(dev, "gemm", (a, b, c))(alpha, A, B, beta, C, transa, transb)
-        return c
-
+    run = partial(_run_mm, "gemm", a, b, c, alpha, beta, mode, transa, transb)
     reads = (a, b, c) if mode == "rw" else (a, b)
     return c.executor._submit_call(names["gemm"], run, reads, (c,), (8.0 if cplx else 2.0) * m * n * k, False)
+
+
+def _run_mm(name: str, a: MatrixHandle, b: MatrixHandle, c: MatrixHandle, alpha: Any, beta: Any, mode: str,
+            f1: str, f2: str, dev: Any) -> MatrixHandle:
+    """The run function of gemm (f1, f2: transa, transb) and symm/hemm (side, uplo) on ``dev``; bound with
+    functools.partial (one object per call, where a closure makes a cell per variable)."""
+    A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
+    _k3(dev, name, (a, b, c))(alpha, A, B, beta, C, f1, f2)
+    return c
 
 
 def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
@@ -209,12 +214,7 @@ def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
     if type(alpha) is not float or type(beta) is not float or cplx:
         alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
     mode = "w" if beta == 0 else "rw"
-
-    def run(dev: Any) -> MatrixHandle:
-        A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
-        _k3(dev, name, (a, b, c))(alpha, A, B, beta, C, side, uplo)
-        return c
-
+    run = partial(_run_mm, name, a, b, c, alpha, beta, mode, side, uplo)
     reads = (a, b, c) if mode == "rw" else (a, b)
     return c.executor._submit_call(names[name], run, reads, (c,), (8.0 if cplx else 2.0) * ka * m * n, False)
 
@@ -249,20 +249,24 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
         alpha = _scalar(alpha, "alpha", dt, real=herm and b is None)
         beta = _scalar(beta, "beta", dt, real=herm)
     ins = (a,) if b is None else (a, b)
-
-    def run(dev: Any) -> MatrixHandle:
-        C = c.acquire(dev, "rw")
-        args = [x.acquire(dev, "r") for x in ins]
-        # flags by keyword: devices that model a kernel's cost read the output as the last positional
-        if b is None:
-            _k3(dev, name, ins + (c,))(alpha, args[0], beta, C, uplo=uplo, trans=trans)
-        else:
-            _k3(dev, name, ins + (c,))(alpha, args[0], args[1], beta, C, uplo=uplo, trans=trans)
-        return c
+    run = partial(_run_rank_k, name, a, b, c, alpha, beta, uplo, trans)
 
     flops = (1.0 if b is None else 2.0) * n * n * k * (4.0 if cplx else 1.0)
     # c is read too: the other triangle is kept and beta scales the updated one
     return c.executor._submit_call(names[name], run, ins + (c,), (c,), flops, False)
+
+
+def _run_rank_k(name: str, a: MatrixHandle, b: MatrixHandle | None, c: MatrixHandle, alpha: Any, beta: Any,
+                uplo: str, trans: str, dev: Any) -> MatrixHandle:
+    """The run function of syrk/herk (b None) and syr2k/her2k on ``dev`` (see _run_mm)."""
+    C = c.acquire(dev, "rw")
+    # flags by keyword: devices that model a kernel's cost read the output as the last positional
+    if b is None:
+        _k3(dev, name, (a, c))(alpha, a.acquire(dev, "r"), beta, C, uplo=uplo, trans=trans)
+    else:
+        A, B = a.acquire(dev, "r"), b.acquire(dev, "r")
+        _k3(dev, name, (a, b, c))(alpha, A, B, beta, C, uplo=uplo, trans=trans)
+    return c
 
 
 def syrk(alpha: Any, a: MatrixHandle, beta: Any, c: MatrixHandle, uplo: str = "U", trans: str = "N") -> AsyncFuture:
