@@ -317,11 +317,11 @@ class MatrixHandle:
                 self.last_writer = None
         if not idle:
             return ex._submit_delete(self)
-        self._free()
+        self._free(False)  # a borrowed array was unlocked when the last call on it finished
         return DONE_NONE
 
-    def _free(self) -> None:
-        if self._user is not None:
+    def _free(self, unlock: bool = True) -> None:
+        if unlock and self._user is not None:
             self._unlock_user()
         if self._mems:
             self._finalizer()  # the runtimes drop the buffer's tiles before the memory is released
