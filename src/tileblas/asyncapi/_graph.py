@@ -55,7 +55,7 @@ class Op:
     """
 
     __slots__ = ("executor", "name", "run", "reads", "writes", "flops", "host_only", "inline", "future",
-                 "state", "npending", "dependents", "backend", "estimate", "error", "started", "doom", "blas")
+                 "state", "npending", "dependents", "backend", "estimate", "error", "doom", "blas")
 
     def __init__(self, executor: Any, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple,
                  flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False,
@@ -75,7 +75,6 @@ class Op:
         self.backend: Any = None
         self.estimate = 0.0
         self.error: BaseException | None = None
-        self.started = 0.0
         # (final state, error) once the op is known not to run (a data dependency failed or it was
         # cancelled); it stays in the graph until its own dependencies finish so that order edges hold.
         self.doom: tuple[int, BaseException | None] | None = None
