@@ -30,21 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from tileblas.runtime._cluster import clear_transfer_logs, worker_incoming_bytes
+
 __all__ = ["main", "run"]
 
 
 def _peer_bytes(client: Any) -> int:
-    def incoming(dask_worker: Any) -> int:
-        return int(sum(e.get("total", 0) for e in dask_worker.transfer_incoming_log))
-
-    return int(sum(client.run(incoming).values()))
-
-
-def _clear_logs(client: Any) -> None:
-    def clear(dask_worker: Any) -> None:
-        dask_worker.transfer_incoming_log.clear()
-
-    client.run(clear)
+    """Bytes the workers fetched from each other since the logs were last cleared."""
+    return sum(worker_incoming_bytes(client).values())
 
 
 def _blas_threads() -> Any:
@@ -92,7 +85,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
 
         def tb_client() -> tuple[float, np.ndarray, dict]:
             rt.clear_cache()
-            _clear_logs(client)
+            clear_transfer_logs(client)
             s0 = rt.stats()["cluster"]
             c = np.empty((n, n), order="F")
             t0 = time.perf_counter()
@@ -104,7 +97,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
                            "workers_to_client": s1["bytes_gathered"] - s0["bytes_gathered"]}
 
         def da_client() -> tuple[float, np.ndarray, dict]:
-            _clear_logs(client)
+            clear_transfer_logs(client)
             A = da.from_array(a, chunks=chunk)
             B = da.from_array(b, chunks=chunk)
             t0 = time.perf_counter()
@@ -117,7 +110,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
             if handles is None:
                 handles = (rt.scatter(a), rt.scatter(b))
             C = rt.zeros((n, n), np.float64)
-            _clear_logs(client)
+            clear_transfer_logs(client)
             t0 = time.perf_counter()
             rt.gemm(1.0, handles[0], handles[1], 0.0, C)
             dt = time.perf_counter() - t0
@@ -130,7 +123,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
                 dres["A"] = client.persist(da.from_array(a, chunks=chunk))
                 dres["B"] = client.persist(da.from_array(b, chunks=chunk))
                 wait([dres["A"], dres["B"]])
-            _clear_logs(client)
+            clear_transfer_logs(client)
             t0 = time.perf_counter()
             C = client.persist(dres["A"] @ dres["B"])
             wait(C)

@@ -11,21 +11,6 @@ import numpy as np
 __all__ = ["section"]
 
 
-def _peer_bytes(client: Any) -> int:
-    """Bytes the workers fetched from each other since the logs were last cleared (Dask's own logs)."""
-    def incoming(dask_worker: Any) -> int:
-        return int(sum(e.get("total", 0) for e in dask_worker.transfer_incoming_log))
-
-    return int(sum(client.run(incoming).values()))
-
-
-def _clear_logs(client: Any) -> None:
-    def clear(dask_worker: Any) -> None:
-        dask_worker.transfer_incoming_log.clear()
-
-    client.run(clear)
-
-
 def section(out: Callable[[str], None]) -> None:
     out("== Beyond one machine: the tile runtime on a Dask cluster ==")
     try:
@@ -36,7 +21,11 @@ def section(out: Callable[[str], None]) -> None:
         out(f"skipped: needs dask and distributed (pip install 'tileblas[distributed]'); {exc}")
         return
     import tileblas
-    from tileblas.runtime._cluster import local_cluster
+    from tileblas.runtime._cluster import clear_transfer_logs, local_cluster, worker_incoming_bytes
+
+    def _peer_bytes(client: Any) -> int:
+        return sum(worker_incoming_bytes(client).values())
+
 
     n, chunk, trials = 2048, 1024, 2
     rng = np.random.default_rng(0)
@@ -60,7 +49,7 @@ def section(out: Callable[[str], None]) -> None:
             errs = {}
             for _ in range(trials):  # interleaved, best of `trials`; tileblas sends A and B again each time
                 rt.clear_cache()
-                _clear_logs(client)
+                clear_transfer_logs(client)
                 s0 = rt.stats()["cluster"]
                 c = np.empty((n, n), order="F")
                 t = time.perf_counter()
@@ -73,7 +62,7 @@ def section(out: Callable[[str], None]) -> None:
                                          "sent": s1["bytes_sent"] - s0["bytes_sent"],
                                          "back": s1["bytes_gathered"] - s0["bytes_gathered"]}
                 errs["tileblas"] = float(np.abs(c - ref).max())
-                _clear_logs(client)
+                clear_transfer_logs(client)
                 A, B = da.from_array(a, chunks=chunk), da.from_array(b, chunks=chunk)
                 t = time.perf_counter()
                 d = client.compute(A @ B).result()

@@ -115,17 +115,7 @@ def link(op: Op) -> tuple[int, BaseException | None, Op | None]:
             if h.last_writer is not None or h.readers:
                 break
         else:  # the common case of fresh handles: nothing to wait for, no dependency to record
-            for h in op.reads:
-                if h not in writes:
-                    r = h.readers
-                    if r is None:
-                        h.readers = {op: None}
-                    else:
-                        r[op] = None
-            for h in writes:
-                h.last_writer = op
-                if h.readers:
-                    h.readers = None
+            _track(op, writes)
             return _MAY_RUN
     deps: dict[Op, bool] = {}
     for h in op.reads:

@@ -797,13 +797,28 @@ class ClusterRuntime(Runtime):
         return s
 
     def transfer_stats(self) -> dict[str, int]:
-        """Bytes the workers fetched from each other (Dask's per-worker incoming transfer logs, which keep
-        the most recent ``distributed.admin.low-level-log-length`` transfers), summed over the workers."""
-        def incoming(dask_worker: Any) -> int:
-            return int(sum(e.get("total", 0) for e in dask_worker.transfer_incoming_log))
+        """Bytes the workers fetched from each other (see :func:`worker_incoming_bytes`), summed over the
+        workers and per worker."""
+        res = worker_incoming_bytes(self._client)
+        return {"peer_bytes": sum(res.values()), **{f"peer_bytes[{k}]": v for k, v in res.items()}}
 
-        res = self._client.run(incoming)
-        return {"peer_bytes": int(sum(res.values())), **{f"peer_bytes[{k}]": int(v) for k, v in res.items()}}
+
+def worker_incoming_bytes(client: Any) -> dict[str, int]:
+    """Bytes each worker of ``client``'s cluster fetched from the other workers, from Dask's per-worker
+    incoming transfer logs (which keep the most recent ``distributed.admin.low-level-log-length``
+    transfers); see :func:`clear_transfer_logs`."""
+    def incoming(dask_worker: Any) -> int:
+        return int(sum(e.get("total", 0) for e in dask_worker.transfer_incoming_log))
+
+    return {k: int(v) for k, v in client.run(incoming).items()}
+
+
+def clear_transfer_logs(client: Any) -> None:
+    """Empty every worker's incoming transfer log, so :func:`worker_incoming_bytes` counts from now on."""
+    def clear(dask_worker: Any) -> None:
+        dask_worker.transfer_incoming_log.clear()
+
+    client.run(clear)
 
 
 def _is_loss(exc: BaseException) -> bool:
