@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tileblas import _kernels
 from tileblas._recursive import (
     Gemm,
+    HostBackend,
     Leaf,
     plan,
     recursive_lauum,
@@ -24,6 +25,7 @@ from tileblas._recursive import (
     recursive_trsm,
     recursive_trtri,
     run_panels,
+    run_recursive,
     split_point,
 )
 
@@ -170,6 +172,49 @@ def test_explicit_lib_threads_and_panels(kind):
     want = reference(kind, 1.5, a, b, "R", "L", "T", "U")
     run_panels(kind, 1.5, a, b, "R", "L", "T", "U", 16, 2)
     np.testing.assert_allclose(b, want, atol=1e-10)
+
+
+class _KernelLayerOnly:
+    """A host backend without ``run_plan``: every operation goes through the kernel layer."""
+
+    def __init__(self, lib):
+        self._inner = HostBackend(lib)
+        self.gemm, self.trmm, self.trsm = self._inner.gemm, self._inner.trmm, self._inner.trsm
+        self.asfortran = self._inner.asfortran
+
+
+@pytest.mark.parametrize("kind", ["trmm", "trsm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_direct_native_plan_matches_kernel_layer_bit_for_bit(kind, dtype):
+    """HostBackend.run_plan (one native call per operation, offsets instead of views) computes exactly
+    what the kernel-layer path computes, for every variant, with C- and F-ordered A and B."""
+    rng = np.random.default_rng(11)
+    lib = _kernels.get_library(1)
+    for (side, uplo, trans, diag), a_order, b_order in itertools.product(VARIANTS, "CF", "CF"):
+        k, other = 45, 7
+        a = np.array(tri_matrix(rng, k, dtype), order=a_order)
+        b = np.array(rand(rng, (k, other) if side == "L" else (other, k), dtype), order=b_order)
+        fast, slow = b.copy(order=b_order), b.copy(order=b_order)
+        run_recursive(kind, HostBackend(lib), 0.75, a, fast, side, uplo, trans, diag, 8)
+        run_recursive(kind, _KernelLayerOnly(lib), 0.75, a, slow, side, uplo, trans, diag, 8)
+        assert np.array_equal(fast, slow), (side, uplo, trans, diag, a_order, b_order)
+        np.testing.assert_allclose(fast, reference(kind, 0.75, a, b, side, uplo, trans, diag),
+                                   rtol=tol(dtype), atol=tol(dtype) * 10)
+
+
+def test_direct_native_plan_declines_unusable_arrays():
+    be = HostBackend(_kernels.get_library(1))
+    ops = plan("trsm", 8, "L", "L", "N", 2)
+    a = np.eye(8)
+    reversed_cols = np.asfortranarray(a)[:, ::-1]  # negative column stride: no BLAS leading dimension
+    bf = np.ones((8, 2), order="F")
+    assert not be.run_plan("trsm", ops, 1.0, reversed_cols, bf, "L", "L", "N", "N")
+    assert (bf == 1).all()
+    b = np.ones((8, 2))  # C-ordered: not column-major
+    assert not be.run_plan("trsm", ops, 1.0, a, b, "L", "L", "N", "N")
+    assert (b == 1).all()  # declined before doing anything
+    assert be.run_plan("trsm", ops, 2.0, np.asfortranarray(a), bf, "L", "L", "N", "N")
+    np.testing.assert_array_equal(bf, 2.0)  # identity triangle: alpha * b
 
 
 @pytest.mark.parametrize("n,n1", [(2, 1), (3, 2), (4, 2), (5, 4), (8, 4), (9, 8), (100, 64), (128, 64),
