@@ -4,7 +4,8 @@ Every figure is measured in the same run as its baseline: for each case the impl
 in interleaved order, ``--trials`` times (default 5), and the best time is kept.  Rates are GFLOP/s
 (TRMM/TRSM: m*m*n flops for an m x m triangle and n right-hand sides, real) and the percentage of the
 rate of a DGEMM of the same shape (2*m*m*n flops) on the same 2-thread OpenBLAS, measured in the same
-round.
+round.  Each comparison also times its baseline a second time under another name ("control"); the
+baseline / control ratio is the noise of the comparison in that run (1.00 on a quiet machine).
 
     python benchmarks/bench_trmm_trsm.py                  # the cases, best of 5
     python benchmarks/bench_trmm_trsm.py --quick          # n in {1024, 2048}, best of 3
@@ -99,7 +100,9 @@ def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list
                 def p_gemm():
                     return lambda: _kernels.gemm(1.0, a, b0, 0.0, c, "N", "N", lib=lib2)
 
-                fns = {"recursive": p_rec, "openblas2": p_ob, "scipy": p_sp, "dgemm": p_gemm}
+                # "control": OpenBLAS's routine timed a second time as if it were another implementation;
+                # openblas2 / control is the run-to-run noise of the comparison itself (ideally 1.00)
+                fns = {"recursive": p_rec, "openblas2": p_ob, "scipy": p_sp, "dgemm": p_gemm, "control": p_ob}
                 if panels:
                     def p_pan():
                         b = fresh()
@@ -108,13 +111,14 @@ def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list
                     fns["panels"] = p_pan
                 t = _best(fns, trials)
                 flops = float(n) * n * nr
-                gf = {k: flops / v / 1e9 for k, v in t.items() if k != "dgemm"}
+                gf = {k: flops / v / 1e9 for k, v in t.items() if k not in ("dgemm", "control")}
                 gemm_gf = 2 * flops / t["dgemm"] / 1e9
                 row = {"kind": kind, "n": n, "nrhs": nr, "shape": "square" if nrhs == "square" else "rhs",
                        "seconds": t, "gflops": gf, "dgemm_gflops": gemm_gf,
                        "pct_dgemm": {k: 100 * v / gemm_gf for k, v in gf.items()},
                        "speedup_vs_openblas2": t["openblas2"] / t["recursive"],
-                       "speedup_vs_scipy": t["scipy"] / t["recursive"]}
+                       "speedup_vs_scipy": t["scipy"] / t["recursive"],
+                       "noise_control": t["openblas2"] / t["control"]}
                 if panels:
                     row["panels_vs_openblas2"] = t["openblas2"] / t["panels"]
                 rows.append(row)
@@ -122,7 +126,8 @@ def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list
                 print(f"{kind} n={n:5d} nrhs={nr:5d}  rec {gf['recursive']:6.1f} GF/s "
                       f"({row['pct_dgemm']['recursive']:5.1f}% dgemm)  openblas2 {gf['openblas2']:6.1f}  "
                       f"scipy {gf['scipy']:6.1f}  dgemm {gemm_gf:6.1f}  "
-                      f"x{row['speedup_vs_openblas2']:.2f} vs openblas2{extra}", flush=True)
+                      f"x{row['speedup_vs_openblas2']:.2f} vs openblas2 (control x{row['noise_control']:.2f})"
+                      f"{extra}", flush=True)
     return rows
 
 
@@ -146,13 +151,16 @@ def bench_apps(sizes, trials, order="C") -> list[dict]:
                 "tileblas": lambda: (lambda: linalg.potrs((cf, low), b0)),
                 "scipy": lambda: (lambda: sl.cho_solve((cf, low), b0)),
                 "recursive": lambda: (lambda: linalg.potrs((cf, low), b0, recursive=True)),
+                "control": lambda: (lambda: sl.cho_solve((cf, low), b0)),
             }, trials)
             sp = t["scipy"] / t["tileblas"]
             rec = t["scipy"] / t["recursive"]
+            ctl = t["scipy"] / t["control"]
             rows.append({"kind": "potrs", "n": n, "nrhs": nr, "order": order, "seconds": t, "speedup_vs_scipy": sp,
-                         "recursive_vs_scipy": rec})
+                         "recursive_vs_scipy": rec, "noise_control": ctl})
             print(f"potrs n={n:5d} nrhs={nr:5d}  tileblas {t['tileblas']*1e3:8.2f} ms  "
-                  f"scipy {t['scipy']*1e3:8.2f} ms  x{sp:.2f}  (always recursive: x{rec:.2f})", flush=True)
+                  f"scipy {t['scipy']*1e3:8.2f} ms  x{sp:.2f}  (always recursive: x{rec:.2f}; "
+                  f"control x{ctl:.2f})", flush=True)
 
         def sp_potri():
             c, lw = sl.cho_factor(spd)
@@ -167,15 +175,18 @@ def bench_apps(sizes, trials, order="C") -> list[dict]:
             # every level recursive: TRTRI and LAUUM (and their TRMMs) split down to 256
             "recursive": lambda: (lambda: linalg.potri(linalg.cho_factor(spd)[0], overwrite_c=True, stop=256,
                                                        check_finite=False)),
+            "control": lambda: sp_potri,
         }, trials)
         sp = t["scipy"] / t["tileblas"]
         rec = t["scipy"] / t["recursive"]
         flops = n ** 3  # potrf n^3/3 + trtri n^3/3 + lauum n^3/3
+        ctl = t["scipy"] / t["control"]
         rows.append({"kind": "potri", "n": n, "order": order, "seconds": t, "speedup_vs_scipy": sp,
-                     "recursive_vs_scipy": rec,
+                     "recursive_vs_scipy": rec, "noise_control": ctl,
                      "gflops": {k: flops / v / 1e9 for k, v in t.items()}})
         print(f"potri n={n:5d}  (factor+inverse) tileblas {t['tileblas']*1e3:8.1f} ms  "
-              f"scipy {t['scipy']*1e3:8.1f} ms  x{sp:.2f}  (stop 256 everywhere: x{rec:.2f})", flush=True)
+              f"scipy {t['scipy']*1e3:8.1f} ms  x{sp:.2f}  (stop 256 everywhere: x{rec:.2f}; control x{ctl:.2f})",
+              flush=True)
     return rows
 
 
@@ -324,11 +335,12 @@ def _bars(rows: list[dict]) -> list[str]:
                 continue
             s = r["speedup_vs_openblas2"]
             out.append(f"{'PASS' if s >= bar else 'MISS'} {r['kind']} n={r['n']} nrhs={r['nrhs']}: "
-                       f"x{s:.2f} (bar {bar})")
+                       f"x{s:.2f} (bar {bar}; control x{r['noise_control']:.2f})")
         elif r["kind"] in ("potrs", "potri"):
             s = r["speedup_vs_scipy"]
             out.append(f"{'PASS' if s >= 1.0 else 'MISS'} {r['kind']} n={r['n']}"
-                       f"{' nrhs=' + str(r['nrhs']) if 'nrhs' in r else ''}: x{s:.2f} vs scipy (bar 1.0)")
+                       f"{' nrhs=' + str(r['nrhs']) if 'nrhs' in r else ''}: x{s:.2f} vs scipy (bar 1.0; "
+                       f"control x{r['noise_control']:.2f})")
     return out
 
 

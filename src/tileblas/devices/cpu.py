@@ -22,13 +22,14 @@ _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "t
 #: When the trmm/trsm kernels run the recursive algorithm (:func:`tileblas._recursive.recursive_trmm` /
 #: ``recursive_trsm``) instead of OpenBLAS's own routine: on a device with at least
 #: RECURSIVE_MIN_THREADS BLAS threads, for a triangle of order >= RECURSIVE_MIN_ORDER and a number of
-#: right-hand sides (the other dimension of B) within RECURSIVE_RHS.  Measured on 2 cores
-#: (``benchmarks/bench_trmm_trsm.py --tile-threshold`` and the main benchmark, best of 5 interleaved):
-#: single-threaded, the recursion was 0.90-1.01x OpenBLAS at orders 512-2048; on 2 threads it was
-#: 0.84-1.06x at orders 512-1024 and 0.86-1.00x for square blocks up to 4096, 0.95-1.20x (5 of 6
-#: cases above 1.0) with 64 right-hand sides at orders 2048-4096, and 0.85-0.95x with 16.  The tile
-#: runtime's default tiles (order <= 1024, 1-thread workers) therefore keep OpenBLAS's routine.
-RECURSIVE_MIN_ORDER = 2048
+#: right-hand sides (the other dimension of B) within RECURSIVE_RHS.  Measured on 2 cores with the
+#: recursion issuing its native calls directly (``benchmarks/bench_trmm_trsm.py --tile-threshold`` and
+#: the main benchmark, best of 5-7 interleaved): single-threaded, the recursion was 0.95-1.00x OpenBLAS
+#: at orders 512-2048; on 2 threads, with 64 right-hand sides, 1.00/1.05x (trmm/trsm) at order 512,
+#: 1.03-1.07/1.03-1.11x at 1024 and 1.11-1.18/1.01-1.12x at 2048; 0.95-1.05x with 256 (parity) and
+#: 0.95-0.99x for square blocks up to 2048; 0.85-0.95x with 16.  The tile runtime's default tiles
+#: (1-thread workers) therefore keep OpenBLAS's routine.
+RECURSIVE_MIN_ORDER = 1024
 RECURSIVE_MIN_THREADS = 2
 RECURSIVE_RHS = (32, 128)
 
