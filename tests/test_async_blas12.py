@@ -8,20 +8,11 @@ import pytest
 from tileblas import asyncapi as aa
 from tileblas.devices import host_devices
 
+from _helpers import tol, rand
+
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 REAL = DTYPES[:2]
 CPLX = DTYPES[2:]
-
-
-def tol(dt):
-    return 2e-4 if np.dtype(dt) in (np.dtype(np.float32), np.dtype(np.complex64)) else 1e-11
-
-
-def rand(rng, shape, dt):
-    x = rng.standard_normal(shape)
-    if np.dtype(dt).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dt)
 
 
 def close(x, ref, dt):

@@ -29,19 +29,10 @@ from tileblas._recursive import (
     split_point,
 )
 
+from _helpers import tol, rand
+
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 VARIANTS = list(itertools.product("LR", "UL", "NTC", "NU"))
-
-
-def tol(dtype):
-    return 2e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-11
-
-
-def rand(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def tri_matrix(rng, k, dtype):

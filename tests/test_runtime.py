@@ -15,6 +15,8 @@ from tileblas import _dispatch
 from tileblas.devices import CPUDevice
 from tileblas.runtime import Runtime, Tile, get_runtime, plan_call, set_runtime
 
+from _helpers import tol
+
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 RNG = np.random.default_rng(12345)
 
@@ -33,10 +35,6 @@ def rnd(shape, dt, layout="F"):
     v = big[1::2, ::2][: shape[0], : shape[1]]
     v[...] = x
     return v
-
-
-def tol(dt):
-    return 2e-4 if np.dtype(dt) in (np.float32, np.complex64) else 1e-11
 
 
 def op(x, t):
