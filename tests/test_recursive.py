@@ -165,6 +165,23 @@ def test_explicit_lib_threads_and_panels(kind):
     np.testing.assert_allclose(b, want, atol=1e-10)
 
 
+def test_default_stop_by_width(monkeypatch):
+    from tileblas import _recursive
+
+    assert _recursive.default_stop(1) == _recursive.default_stop(255) == _recursive.DEFAULT_STOP == 256
+    assert _recursive.default_stop(256) == _recursive.default_stop(10**6) == _recursive.DEFAULT_STOP_WIDE == 512
+    seen = []
+    real = _recursive.run_recursive
+    monkeypatch.setattr(_recursive, "run_recursive", lambda *a: seen.append(a[-1]) or real(*a))
+    rng = np.random.default_rng(5)
+    a = tri_matrix(rng, 600, np.float64)
+    for shape, side, want in (((600, 64), "L", 256), ((600, 300), "L", 512), ((300, 600), "R", 512),
+                              ((64, 600), "R", 256)):
+        b = rand(rng, shape, np.float64)
+        check("trsm", 1.0, a, b, side, "L", "N", "N", lib=_kernels.get_library(1))
+        assert seen[-1] == want, (shape, side, seen)
+
+
 class _KernelLayerOnly:
     """A host backend without ``run_plan``: every operation goes through the kernel layer."""
 

@@ -34,16 +34,19 @@ def _best_interleaved(fns: dict[str, Callable[[object], None]], prep: Callable[[
 
 def section(out: Callable[[str], None]) -> None:
     from tileblas import _kernels, linalg
-    from tileblas._recursive import DEFAULT_STOP, plan
+    from tileblas._recursive import default_stop, plan
 
     out("== Recursive TRMM/TRSM and Cholesky solve/inverse (tileblas.linalg) ==")
     n, nrhs = 2048, 256
     rng = np.random.default_rng(0)
     a = np.asfortranarray(np.tril(rng.standard_normal((n, n))) / np.sqrt(n) + 2 * np.eye(n))
     b0 = np.asfortranarray(rng.standard_normal((n, nrhs)))
-    ops = plan("trmm", n, "L", "L", "T", DEFAULT_STOP)
-    out(f"recursion for n={n}, stop={DEFAULT_STOP}: {sum(1 for o in ops if type(o).__name__ == 'Gemm')} GEMMs "
-        f"+ {sum(1 for o in ops if type(o).__name__ == 'Leaf')} native leaves")
+    for nr in (64, nrhs):
+        stop = default_stop(nr)
+        ops = plan("trmm", n, "L", "L", "T", stop)
+        out(f"recursion for n={n}, {nr} right-hand sides: stop {stop}, "
+            f"{sum(1 for o in ops if type(o).__name__ == 'Gemm')} GEMMs + "
+            f"{sum(1 for o in ops if type(o).__name__ == 'Leaf')} native leaves")
     lib2 = _kernels.get_library(2)
     for nr in (64, nrhs):
         bb = b0[:, :nr].copy(order="F")

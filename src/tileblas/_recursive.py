@@ -66,17 +66,31 @@ __all__ = [
     "recursive_trtri",
     "recursive_lauum",
     "DEFAULT_STOP",
+    "DEFAULT_STOP_WIDE",
+    "WIDE_RHS",
+    "default_stop",
     "DEFAULT_STOP_TRTRI",
     "DEFAULT_STOP_LAUUM",
     "PANEL_RHS_MAX",
     "TriangularSingularError",
 ]
 
-#: Default stopping size of the TRMM/TRSM recursion on the host.  Measured on 2 cores (OpenBLAS,
-#: ``benchmarks/bench_trmm_trsm.py --sweep-stop``, best of 5-7 interleaved): over n in {1024, 2048, 4096}
-#: with 64 and 256 right-hand sides and square B, stops 128/256/512/1024 are within a few per cent of
-#: each other; 256 was the best or within 2 % of the best in every case (512 is as good from 256 RHS).
+#: Default stopping size of the TRMM/TRSM recursion on the host when no performance model suggests one:
+#: DEFAULT_STOP for B with fewer than WIDE_RHS columns on its non-triangular side, DEFAULT_STOP_WIDE from
+#: there on (:func:`default_stop`).  Measured on 2 cores (OpenBLAS; tight interleaved loops, median of 9
+#: rounds' minima, and ``benchmarks/bench_trmm_trsm.py --sweep-stop``): over n in {1024, 2048, 4096},
+#: stops 128/256/512/1024 are within a few per cent of each other; with 64 right-hand sides 256 was the
+#: best or within 1 % of it (1.02-1.12x OpenBLAS), with 256 right-hand sides and square B 512 was
+#: 0-2.5 % faster than 256 in every case (e.g. n=1024, 256 RHS: 0.988/0.997 trmm, 0.997/1.006 trsm).
 DEFAULT_STOP = 256
+DEFAULT_STOP_WIDE = 512
+WIDE_RHS = 256
+
+
+def default_stop(free: int) -> int:
+    """The measured default stopping size for ``free`` columns on B's non-triangular side."""
+    return DEFAULT_STOP_WIDE if free >= WIDE_RHS else DEFAULT_STOP
+
 
 #: Stopping size of the recursive TRTRI (below it LAPACK's own routine runs).  Measured on 2 cores
 #: (OpenBLAS's multi-threaded dtrtri at the leaves, best of 3 interleaved): with the off-diagonal TRMMs
@@ -373,12 +387,12 @@ def _pool(workers: int):
 
 def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str, diag: str,
           lib: _kernels.BlasLibrary | None, stop: int | None, threads: int | None) -> None:
+    free = b.shape[1] if side == "L" else b.shape[0]  # the independent (non-triangular) dimension
     if stop is None and b.dtype == np.float64:  # this machine's models when `tileblas tune` built them
         from tileblas.perf import suggest
 
-        stop = suggest("recursion_stop", routine="d" + kind, side=side,
-                       n=b.shape[1] if side == "L" else b.shape[0])
-    stop = DEFAULT_STOP if stop is None else int(stop)
+        stop = suggest("recursion_stop", routine="d" + kind, side=side, n=free)
+    stop = default_stop(free) if stop is None else int(stop)
     if lib is not None:
         return run_recursive(kind, HostBackend(lib), alpha, a, b, side, uplo, transa, diag, stop)
     if threads is None:
@@ -386,7 +400,6 @@ def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: 
 
         threads = cpu_count()
     threads = max(1, int(threads))
-    free = b.shape[1] if side == "L" else b.shape[0]  # the independent (non-triangular) dimension
     if threads > 1 and 0 < free <= PANEL_RHS_MAX and free >= threads:
         return run_panels(kind, alpha, a, b, side, uplo, transa, diag, stop, threads)
     return run_recursive(kind, HostBackend(_kernels.get_library(threads)), alpha, a, b, side, uplo, transa,
@@ -414,7 +427,7 @@ def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", up
     """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
 
     Same arguments as :func:`tileblas._kernels.trmm` plus ``stop`` (recursion stopping size, default
-    from this machine's performance models for float64 when built, else :data:`DEFAULT_STOP`) and
+    from this machine's performance models for float64 when built, else :func:`default_stop`) and
     ``threads`` (host cores to use when ``lib`` is None; default: all).  With ``lib`` given, every kernel
     runs on that OpenBLAS instance.  Inputs are trusted.
     """
@@ -472,7 +485,7 @@ def _offdiag_trmm(cfg: _TriConfig, backend: HostBackend, alpha: float, a: np.nda
         if not recursion_faster(a.shape[0], rhs, cfg.lib.threads):
             _kernels.trmm(alpha, a, b, side, uplo, trans, diag, lib=cfg.lib)
             return
-        stop = DEFAULT_STOP
+        stop = default_stop(rhs)
     run_recursive("trmm", backend, alpha, a, b, side, uplo, trans, diag, stop)
 
 

@@ -182,7 +182,7 @@ _TRI_DOC = """
         'U' takes the diagonal of ``a`` as all ones.
     stop : int, optional
         Stopping size of the recursion: blocks of at most this order go to the native routine.
-        Default: a measured value (``tileblas._recursive.DEFAULT_STOP``).
+        Default: a measured value (``tileblas._recursive.default_stop``: 256, 512 from 256 right-hand sides).
     threads : int, optional
         Host cores to use (default: all).
     check_finite : bool, default False
