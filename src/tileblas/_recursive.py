@@ -124,7 +124,13 @@ class TriangularSingularError(np.linalg.LinAlgError):
 
 
 class ArrayBackend(Protocol):
-    """What the recursion needs from a device: Level-3 kernels on 2-D views, in place."""
+    """What the recursion needs from a device: Level-3 kernels on 2-D views, in place.
+
+    A backend may also offer ``run_plan(kind, ops, alpha, a, b, side, uplo, trans, diag) -> bool``, to
+    run a whole plan its own faster way (:meth:`HostBackend.run_plan` issues the native calls directly,
+    from ``tileblas._native``, without a view or a kernel-layer check per operation); returning False
+    leaves the plan to :func:`execute`'s loop over ``gemm``/``trmm``/``trsm``.
+    """
 
     def gemm(self, alpha: Any, a: Any, b: Any, beta: Any, c: Any, transa: str, transb: str) -> None: ...
 
