@@ -166,7 +166,7 @@ class HostBackend:
                  side: str, uplo: str, trans: str, diag: str) -> bool:
         """Run a whole plan as direct native calls (no per-operation slicing or argument checks).
 
-        ``b`` must be column-major; ``a`` column-major too (the caller flips a row-major triangle).
+        ``b`` must be column-major, ``a`` too (:func:`normalize` flips a row-major triangle).
         Returns False, having done nothing, when the arrays do not qualify; :func:`execute` then runs
         the plan through the kernel layer.  Each native call costs well under a microsecond of Python,
         against several for a kernel-layer call: 1-2 % of a 1024 x 256 solve.
@@ -179,8 +179,7 @@ class HostBackend:
         s = _kernels._SCALAR_CODE[prefix]  # noqa: SLF001 - the kernel layer's own table
         leaf = self.lib.fortran(prefix + kind)
         gemm = self.lib.fortran(prefix + "gemm")
-        one = complex(1.0) if prefix in "cz" else 1.0
-        coefs = {"alpha": alpha, "one": one, "minus_one": -one}
+        coefs = _coefs(alpha)
         leaf_sig = "vccccii" + s + "AiAi"
         gemm_sig = "vcciii" + s + "AiAi" + s + "Ai"
         rows, cols = b.shape
@@ -291,13 +290,19 @@ def plan(kind: str, n: int, side: str, uplo: str, trans: str, stop: int) -> tupl
     return tuple(ops)
 
 
+def _coefs(alpha: Any) -> dict[str, Any]:
+    """The plan's coefficient names as scalars of alpha's type (complex for complex dtypes)."""
+    one = complex(1.0) if isinstance(alpha, complex) else 1.0
+    return {"alpha": alpha, "one": one, "minus_one": -one}
+
+
 def execute(kind: str, backend: ArrayBackend, ops: Sequence[Leaf | Gemm], alpha: Any, a: Any, b: Any,
             side: str, uplo: str, trans: str, diag: str) -> None:
     """Run a :func:`plan` on arrays ``a`` (triangular) and ``b`` (updated in place) with ``backend``."""
     run_plan = getattr(backend, "run_plan", None)
     if run_plan is not None and run_plan(kind, ops, alpha, a, b, side, uplo, trans, diag):
         return
-    coefs = {"alpha": alpha, "one": 1.0, "minus_one": -1.0}
+    coefs = _coefs(alpha)
     leaf = backend.trmm if kind == "trmm" else backend.trsm
     left = side == "L"
     for op in ops:
@@ -327,13 +332,16 @@ def _norm_trans(trans: str, dtype: Any) -> str:
 
 
 def normalize(a: Any, b: Any, side: str, uplo: str, trans: str,
-              asfortran: Callable[[Any], Any]) -> tuple[Any, Any, str, str, Any]:
-    """Describe the problem so that B is column-major (ld usable by BLAS) without copying B if possible.
+              asfortran: Callable[[Any], Any]) -> tuple[Any, Any, str, str, str, Any]:
+    """Describe the problem so that B and A are column-major (ld usable by BLAS) without copying either
+    if possible.
 
-    Returns (a, b_work, side, uplo, writeback) where ``writeback`` is the array to copy ``b_work`` back
-    into afterwards (None when ``b_work`` is a view of the caller's B).  A row-major B is handled by the
-    transposed problem: B^T := alpha B^T op(A)^T, i.e. side flips and A.T is triangular in the other half
-    with the same operator letter.
+    Returns (a, b_work, side, uplo, trans, writeback) where ``writeback`` is the array to copy ``b_work``
+    back into afterwards (None when ``b_work`` is a view of the caller's B).  A row-major B is handled by
+    the transposed problem: B^T := alpha B^T op(A)^T, i.e. side flips and A.T is triangular in the other
+    half with the same operator letter.  A row-major triangle is its column-major transpose in the other
+    half with the other operator letter (op(A) = op'(A.T)); only a conjugate transpose stays as it is
+    (no BLAS letter conjugates without transposing).
     """
     writeback = None
     if not colmajor(b):
@@ -345,9 +353,12 @@ def normalize(a: Any, b: Any, side: str, uplo: str, trans: str,
         else:
             writeback = b
             b = asfortran(b)
-    if not colmajor(a) and not colmajor(a.T):
-        a = asfortran(a)
-    return a, b, side, uplo, writeback
+    if not colmajor(a):
+        if not colmajor(a.T):
+            a = asfortran(a)
+        elif trans != "C":
+            a, uplo, trans = a.T, _flip(uplo), "T" if trans == "N" else "N"
+    return a, b, side, uplo, trans, writeback
 
 
 def _scalar(alpha: Any, dtype: Any) -> Any:
@@ -366,10 +377,7 @@ def run_recursive(kind: str, backend: ArrayBackend, alpha: Any, a: Any, b: Any, 
     if alpha == 0:
         b[...] = 0  # BLAS semantics: A is not referenced
         return
-    a, bw, side, uplo, writeback = normalize(a, b, side, uplo, transa, backend.asfortran)
-    if hasattr(backend, "run_plan") and transa != "C" and not colmajor(a):
-        # a row-major triangle is the column-major transpose: op(A) = op'(A.T) with the other half
-        a, uplo, transa = a.T, _flip(uplo), "T" if transa == "N" else "N"
+    a, bw, side, uplo, transa, writeback = normalize(a, b, side, uplo, transa, backend.asfortran)
     n = bw.shape[0] if side == "L" else bw.shape[1]
     ops = plan(kind, n, side, uplo, transa, int(stop))
     execute(kind, backend, ops, alpha, a, bw, side, uplo, transa, diag)
