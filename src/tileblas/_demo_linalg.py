@@ -10,31 +10,21 @@ import numpy as np
 __all__ = ["section"]
 
 
-def _best_interleaved(fns: dict[str, Callable[[object], None]], prep: Callable[[], object],
-                      trials: int = 5, calls: int = 4) -> dict[str, float]:
-    """Best time of each function over ``trials`` interleaved rounds of ``calls`` back-to-back calls, each
-    on a fresh input, after one untimed warm-up call.
+def _on_fresh_input(fn: Callable[[object], None], prep: Callable[[], object]) -> Callable[[], float]:
+    """A call of ``fn`` on a fresh input from ``prep``, returning the seconds of the call alone."""
+    def one() -> float:
+        x = prep()
+        t0 = time.perf_counter()
+        fn(x)
+        return time.perf_counter() - t0
 
-    Starts with a pause: after a call, NumPy's own OpenBLAS keeps its worker threads spinning for about
-    0.1 s, and they would share the two cores with whatever is timed next (the reference checks below
-    run on NumPy).
-    """
-    time.sleep(0.25)
-    for fn in fns.values():
-        fn(prep())
-    best = {k: float("inf") for k in fns}
-    for _ in range(trials):
-        for name, fn in fns.items():
-            for x in [prep() for _ in range(calls)]:
-                t0 = time.perf_counter()
-                fn(x)
-                best[name] = min(best[name], time.perf_counter() - t0)
-    return best
+    return one
 
 
 def section(out: Callable[[str], None]) -> None:
     from tileblas import _kernels, linalg
     from tileblas._recursive import default_stop, plan
+    from tileblas.rblas._bench import _best_interleaved
 
     out("== Recursive TRMM/TRSM and Cholesky solve/inverse (tileblas.linalg) ==")
     n, nrhs = 2048, 256
@@ -53,9 +43,13 @@ def section(out: Callable[[str], None]) -> None:
         for kind in ("trmm", "trsm"):
             rec = getattr(linalg, kind)
             nat = getattr(_kernels, kind)
-            best = _best_interleaved({"rec": lambda b: rec(1.0, a, b, "L", "L", "T"),
-                                      "nat": lambda b: nat(1.0, a, b, "L", "L", "T", "N", lib=lib2)},
-                                     lambda: bb.copy(order="F"))
+            fresh = lambda: bb.copy(order="F")  # noqa: E731
+            # NumPy's OpenBLAS (the reference checks) keeps its threads spinning for ~0.1 s after a call:
+            # let them sleep before timing, or they share the two cores with what is timed
+            time.sleep(0.25)
+            best = _best_interleaved({
+                "rec": _on_fresh_input(lambda b: rec(1.0, a, b, "L", "L", "T"), fresh),
+                "nat": _on_fresh_input(lambda b: nat(1.0, a, b, "L", "L", "T", "N", lib=lib2), fresh)}, 20)
             b = bb.copy(order="F")
             rec(1.0, a, b, "L", "L", "T")
             t = np.tril(a).T
@@ -63,7 +57,7 @@ def section(out: Callable[[str], None]) -> None:
             gf = {k: n * n * nr / v / 1e9 for k, v in best.items()}
             out(f"d{kind} L/L/T n={n} nrhs={nr:3d}: recursive {gf['rec']:5.1f} GFLOP/s, OpenBLAS (2 threads) "
                 f"{gf['nat']:5.1f} GFLOP/s = x{best['nat'] / best['rec']:.2f}, max error vs NumPy {err:.1e}")
-    out("  (best of 5 interleaved rounds of 4 calls; `python benchmarks/bench_trmm_trsm.py` measures n = 1024-4096 and the noise)")
+    out("  (best of 20 interleaved calls; `python benchmarks/bench_trmm_trsm.py` measures n = 1024-4096 and the noise)")
     g = rng.standard_normal((n, n))
     spd = g @ g.T / n + np.eye(n)
     c = linalg.cho_factor(spd)
