@@ -30,14 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from tileblas.runtime._cluster import clear_transfer_logs, worker_incoming_bytes
+from tileblas.runtime._cluster import clear_transfer_logs
 
 __all__ = ["main", "run"]
-
-
-def _peer_bytes(client: Any) -> int:
-    """Bytes the workers fetched from each other since the logs were last cleared."""
-    return sum(worker_incoming_bytes(client).values())
 
 
 def _blas_threads() -> Any:
@@ -92,7 +87,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
             rt.gemm(1.0, a, b, 0.0, c)
             dt = time.perf_counter() - t0
             s1 = rt.stats()["cluster"]
-            return dt, c, {"peer_bytes": _peer_bytes(client),
+            return dt, c, {"peer_bytes": rt.transfer_stats()["peer_bytes"],
                            "client_to_workers": s1["bytes_sent"] - s0["bytes_sent"],
                            "workers_to_client": s1["bytes_gathered"] - s0["bytes_gathered"]}
 
@@ -103,7 +98,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
             t0 = time.perf_counter()
             c = client.compute(A @ B).result()
             dt = time.perf_counter() - t0
-            return dt, c, {"peer_bytes": _peer_bytes(client)}
+            return dt, c, {"peer_bytes": rt.transfer_stats()["peer_bytes"]}
 
         def tb_resident() -> tuple[float, Any, dict]:
             nonlocal handles
@@ -114,7 +109,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
             t0 = time.perf_counter()
             rt.gemm(1.0, handles[0], handles[1], 0.0, C)
             dt = time.perf_counter() - t0
-            return dt, C, {"peer_bytes": _peer_bytes(client)}
+            return dt, C, {"peer_bytes": rt.transfer_stats()["peer_bytes"]}
 
         dres: dict[str, Any] = {}
 
@@ -128,7 +123,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
             C = client.persist(dres["A"] @ dres["B"])
             wait(C)
             dt = time.perf_counter() - t0
-            return dt, C, {"peer_bytes": _peer_bytes(client)}
+            return dt, C, {"peer_bytes": rt.transfer_stats()["peer_bytes"]}
 
         cases = []
         if "client" in modes:

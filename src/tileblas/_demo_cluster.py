@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -21,11 +21,7 @@ def section(out: Callable[[str], None]) -> None:
         out(f"skipped: needs dask and distributed (pip install 'tileblas[distributed]'); {exc}")
         return
     import tileblas
-    from tileblas.runtime._cluster import clear_transfer_logs, local_cluster, worker_incoming_bytes
-
-    def _peer_bytes(client: Any) -> int:
-        return sum(worker_incoming_bytes(client).values())
-
+    from tileblas.runtime._cluster import clear_transfer_logs, local_cluster
 
     n, chunk, trials = 2048, 1024, 2
     rng = np.random.default_rng(0)
@@ -58,7 +54,7 @@ def section(out: Callable[[str], None]) -> None:
                 s1 = rt.stats()["cluster"]
                 if dt < best["tileblas"]:
                     best["tileblas"] = dt
-                    moved["tileblas"] = {"peer": _peer_bytes(client),
+                    moved["tileblas"] = {"peer": rt.transfer_stats()["peer_bytes"],
                                          "sent": s1["bytes_sent"] - s0["bytes_sent"],
                                          "back": s1["bytes_gathered"] - s0["bytes_gathered"]}
                 errs["tileblas"] = float(np.abs(c - ref).max())
@@ -69,7 +65,7 @@ def section(out: Callable[[str], None]) -> None:
                 dt = time.perf_counter() - t
                 if dt < best["dask.array"]:
                     best["dask.array"] = dt
-                    moved["dask.array"] = {"peer": _peer_bytes(client)}
+                    moved["dask.array"] = {"peer": rt.transfer_stats()["peer_bytes"]}
                 errs["dask.array"] = float(np.abs(d - ref).max())
                 del c, d
             mib = 2.0 ** 20
