@@ -14,6 +14,7 @@ import numpy as np
 
 from tileblas import _kernels, _recursive
 from tileblas.devices._base import Device, register_device_kind
+from tileblas.perf import _paths
 
 __all__ = ["CPUDevice", "host_devices", "cpu_count", "recursion_faster"]
 
@@ -42,21 +43,27 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def recursion_faster(order: int, rhs: int, threads: int) -> bool:
-    """Whether the recursive trmm/trsm measured faster than OpenBLAS's own routine on ``threads`` BLAS
-    threads for a triangle of ``order`` and ``rhs`` right-hand sides (see RECURSIVE_MIN_ORDER)."""
-    return (threads >= RECURSIVE_MIN_THREADS and order >= RECURSIVE_MIN_ORDER
-            and RECURSIVE_RHS[0] <= rhs <= RECURSIVE_RHS[1])
+def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d") -> bool:
+    """Whether the recursive ``kind`` (trmm/trsm) measured faster than OpenBLAS's own routine on ``threads``
+    BLAS threads for a triangle of ``order`` and ``rhs`` right-hand sides: by the rule ``tileblas tune``
+    measured on this machine for the routine and precision class (:func:`tileblas.perf._paths.policy`),
+    else by the shipped constants (see RECURSIVE_MIN_ORDER)."""
+    if threads < RECURSIVE_MIN_THREADS:
+        return False
+    rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
+    if rule is None:
+        return order >= RECURSIVE_MIN_ORDER and RECURSIVE_RHS[0] <= rhs <= RECURSIVE_RHS[1]
+    return order >= rule[0] and rule[1] <= rhs <= rule[2]
 
 
 def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., None],
-                       lib: _kernels.BlasLibrary) -> Callable[..., None]:
+                       lib: _kernels.BlasLibrary, kind: str) -> Callable[..., None]:
     """trmm/trsm on ``lib``: the recursive algorithm where it measured faster (see RECURSIVE_MIN_ORDER)."""
 
     def run(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
             diag: str = "N") -> None:
         rhs = b.shape[1] if side == "L" else b.shape[0]
-        use = recursion_faster(a.shape[0], rhs, lib.threads)
+        use = recursion_faster(a.shape[0], rhs, lib.threads, kind, b.dtype.char)
         (recursive if use else native)(alpha, a, b, side, uplo, transa, diag, lib=lib)
 
     return run
@@ -67,7 +74,7 @@ def _make_kernel(name: str, lib: _kernels.BlasLibrary) -> Callable[..., None]:
         raise ValueError(f"unknown kernel {name!r}; CPU kernels: {', '.join(_KERNELS)}")
     fn = getattr(_kernels, name)
     if name in ("trmm", "trsm"):
-        run = _triangular_kernel(fn, getattr(_recursive, "recursive_" + name), lib)
+        run = _triangular_kernel(fn, getattr(_recursive, "recursive_" + name), lib, name)
     else:
         def run(*args: Any, **kwargs: Any) -> None:
             kwargs["lib"] = lib

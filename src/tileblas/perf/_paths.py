@@ -1,11 +1,63 @@
-"""Where the model repository lives (standard library only, so the runtime's lookups import nothing else)."""
+"""Where tuning data lives, and the path policy: which way a Level-3 call is computed on a host runtime.
+
+Standard library only, so that the runtime's lookups (and ``import tileblas``) import nothing else and
+never touch SQLite.
+
+Files
+    :func:`default_path`: the model repository (SQLite; :mod:`tileblas.perf._repository`).
+    :func:`policy_path`: the path policy, a small JSON file next to it (``paths.json``), written by
+    ``tileblas tune`` and read once per process by :func:`policy` (:func:`reload` re-reads it).
+
+The policy
+    A Level-3 call on a runtime whose devices are all host CPU workers (and that names no tile size)
+    is computed one of three ways:
+
+    * ``native``: one OpenBLAS call on all the workers' BLAS threads together (what SciPy does);
+    * ``recursive`` (trmm/trsm only): the recursive algorithm of :mod:`tileblas._recursive`, whose
+      triangular leaves and GEMMs are native calls on all threads;
+    * ``tiled``: tile tasks scheduled over the workers (the BLASX runtime).
+
+    Per routine family (gemm; symm = symm/hemm; syrk = syrk/herk; syr2k = syr2k/her2k; trmm; trsm) and
+    precision class (``real``: s/d, ``complex``: c/z) the policy holds
+
+    * ``tile_flops``: calls with at least this many flops (complex counted 4x, as the runtime counts
+      them) are tiled; ``inf``: never.
+    * for trmm/trsm ``recursion``: ``[min_order, rhs_lo, rhs_hi]``: the recursion is used for a triangle
+      of order >= min_order with rhs_lo <= right-hand sides <= rhs_hi, on 2 or more BLAS threads;
+      ``None`` in the shipped default, meaning the measured constants of :mod:`tileblas.devices.cpu`.
+
+    Shipped default (a machine never tuned): never tile on host-only runtimes. Measured on the 2-core
+    development machines, one native call on both cores beat the tiles at every size of the Level-3
+    grid (``benchmarks/bench_grid.py``, ``tileblas tune``): the tiles run single-threaded OpenBLAS,
+    whose rate on one core times the core count is at best the 2-thread rate, and they add per-task
+    and edge-tile costs.  Runtimes with devices that have their own memory, an explicit tile size or
+    ``shared_flops``, or deterministic mode keep the tiled path (see :mod:`tileblas.runtime._runtime`).
+
+What it must not touch
+    It measures nothing (``tileblas tune`` does, in :mod:`tileblas._cli_perf`) and never raises for a
+    missing or damaged policy file: the shipped default applies, and :func:`policy` says why.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
-__all__ = ["default_path"]
+__all__ = ["default_path", "policy_path", "PathPolicy", "policy", "reload", "save_policy", "FAMILY",
+           "FAMILIES", "CLASSES", "precision_class", "SCHEMA"]
+
+#: Routine -> routine family of the policy.
+FAMILY = {"gemm": "gemm", "symm": "symm", "hemm": "symm", "syrk": "syrk", "herk": "syrk",
+          "syr2k": "syr2k", "her2k": "syr2k", "trmm": "trmm", "trsm": "trsm"}
+FAMILIES = ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm")
+CLASSES = ("real", "complex")
+#: Version of the policy file's layout.
+SCHEMA = 1
 
 
 def default_path() -> Path:
@@ -15,3 +67,159 @@ def default_path() -> Path:
         return Path(env)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "tileblas" / "models.sqlite"
+
+
+def policy_path() -> Path:
+    """``$TILEBLAS_PATHS``, else ``paths.json`` next to the model repository (:func:`default_path`)."""
+    env = os.environ.get("TILEBLAS_PATHS")
+    if env:
+        return Path(env)
+    return default_path().with_name("paths.json")
+
+
+def precision_class(dtype_char: str) -> str:
+    """'real' for s/d (float32/float64), 'complex' for c/z."""
+    return "complex" if dtype_char in ("c", "z", "F", "D") else "real"
+
+
+class PathPolicy:
+    """The crossovers in force (see the module notes).
+
+    Attributes
+    ----------
+    tile_flops : dict
+        ``{(family, class): flops}``: tile at or above, ``math.inf`` never.
+    recursion : dict
+        ``{(family, class): (min_order, rhs_lo, rhs_hi) or None}`` for trmm/trsm (None: the constants of
+        :mod:`tileblas.devices.cpu`).
+    source : str
+        ``"shipped default"`` or ``"tuned on <date>"``.
+    file : str or None
+        The file it was read from.
+    note : str
+        Why a file was not used (missing, damaged, other schema), else "".
+    measured : dict
+        What tune measured (kept for ``tileblas info``), possibly empty.
+    """
+
+    def __init__(self, tile_flops: dict | None = None, recursion: dict | None = None, source: str = "shipped default",
+                 file: str | None = None, note: str = "", measured: dict | None = None, threads: int = 0) -> None:
+        self.tile_flops = {(f, c): math.inf for f in FAMILIES for c in CLASSES}
+        self.tile_flops.update(tile_flops or {})
+        self.recursion: dict = {(f, c): None for f in ("trmm", "trsm") for c in CLASSES}
+        self.recursion.update(recursion or {})
+        self.source = source
+        self.file = file
+        self.note = note
+        self.measured = measured or {}
+        self.threads = threads
+        self._limits: dict[str, float] | None = None
+
+    def tile_limit(self, name: str, dtype_char: str) -> float:
+        """Flops from which a call of routine ``name`` in precision ``dtype_char`` is tiled."""
+        return self.tile_flops[(FAMILY[name], precision_class(dtype_char))]
+
+    def level3_limits(self, recursion_flops: float) -> dict[str, float]:
+        """Per routine, the flops below which one native call is the chosen path in every precision class:
+        the smaller tile crossover of the two classes, and for trmm/trsm also ``recursion_flops`` (the
+        fewest flops at which the recursion can be chosen).  ``inf``: always native."""
+        out = {}
+        for name, fam in FAMILY.items():
+            lim = min(self.tile_flops[(fam, c)] for c in CLASSES)
+            if fam in ("trmm", "trsm"):
+                lim = min(lim, recursion_flops)
+            out[name] = lim
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        def num(x: float) -> Any:
+            return None if math.isinf(x) else x
+
+        return {
+            "schema": SCHEMA,
+            "created": time.time(),
+            "threads": self.threads,
+            "tile_flops": {f"{f}/{c}": num(v) for (f, c), v in self.tile_flops.items()},
+            "recursion": {f"{f}/{c}": (None if v is None else [num(x) for x in v])
+                          for (f, c), v in self.recursion.items()},
+            "measured": self.measured,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-friendly summary (what ``tileblas info`` prints)."""
+        return {"source": self.source, "file": self.file, "note": self.note, "threads": self.threads,
+                "tile_flops": {f"{f}/{c}": (None if math.isinf(v) else v) for (f, c), v in self.tile_flops.items()},
+                "recursion": {f"{f}/{c}": (None if v is None else [None if math.isinf(x) else x for x in v])
+                              for (f, c), v in self.recursion.items()}}
+
+
+def _parse(data: Any, file: str) -> PathPolicy:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ValueError(f"schema {data.get('schema') if isinstance(data, dict) else None!r}, expected {SCHEMA}")
+    tiles: dict = {}
+    for key, v in data["tile_flops"].items():
+        fam, cls = key.split("/")
+        if fam not in FAMILIES or cls not in CLASSES:
+            raise ValueError(f"unknown family/class {key!r}")
+        tiles[(fam, cls)] = math.inf if v is None else float(v)
+    rec: dict = {}
+    for key, v in data.get("recursion", {}).items():
+        fam, cls = key.split("/")
+        if fam not in ("trmm", "trsm") or cls not in CLASSES:
+            raise ValueError(f"unknown family/class {key!r}")
+        if v is not None:
+            v = tuple(math.inf if x is None else float(x) for x in v)
+            if len(v) != 3:
+                raise ValueError(f"recursion rule {key!r} must be [min_order, rhs_lo, rhs_hi]")
+        rec[(fam, cls)] = v
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(data.get("created", 0))))
+    return PathPolicy(tiles, rec, f"tuned on {when}", file, "", data.get("measured") or {},
+                      int(data.get("threads", 0)))
+
+
+_lock = threading.Lock()
+_POLICY: list = [None]
+
+
+def _load() -> PathPolicy:
+    path = policy_path()
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return PathPolicy(note=f"no tuned policy at {path} (run `tileblas tune`)")
+    except (OSError, ValueError) as exc:
+        return PathPolicy(note=f"{path} unreadable ({type(exc).__name__}: {exc}); shipped default used")
+    try:
+        return _parse(data, os.fspath(path))
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        return PathPolicy(note=f"{path} not a path policy of this version ({exc}); shipped default used")
+
+
+def policy() -> PathPolicy:
+    """The policy in force: read on first use (a file from ``tileblas tune``, else the shipped default)."""
+    p = _POLICY[0]
+    if p is None:
+        with _lock:
+            p = _POLICY[0]
+            if p is None:
+                p = _POLICY[0] = _load()
+    return p
+
+
+def reload() -> PathPolicy:
+    """Forget the policy read so far; the next :func:`policy` re-reads the file."""
+    with _lock:
+        _POLICY[0] = None
+    return policy()
+
+
+def save_policy(p: PathPolicy, path: str | os.PathLike | None = None) -> Path:
+    """Write ``p`` (atomically) to ``path`` (default :func:`policy_path`) and return the path."""
+    path = Path(path) if path is not None else policy_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(p.to_json(), f, indent=1)
+    os.replace(tmp, path)
+    return path

@@ -12,7 +12,16 @@ Policy
     * The small-problem path (a single native call in the caller's thread on the first host-memory device)
       is taken when no tile size was named and the call has fewer than ``small_flops`` flops, or when the
       whole problem fits in one tile.
-    * The shared path: when every device is a host worker (they share the machine's cores and memory), no
+    * The path policy (:mod:`tileblas.perf._paths`): on a runtime whose devices are all host workers, that
+      names no tile size and no ``shared_flops`` and is not deterministic (the process default is one),
+      every call above ``small_flops`` takes the path measured fastest on this machine for its routine
+      family and precision class: one native call on all the workers' BLAS threads together (path
+      "shared"; for trmm/trsm the CPU kernel runs the recursion instead where it measured faster: path
+      "recursive"), or tiles when the call has at least the policy's ``tile_flops``.  The shipped default
+      never tiles there; ``tileblas tune`` measures the crossovers and ``tileblas info`` shows them.  This
+      path does no tile-size search and no planning; it keeps a call log (for :meth:`last_profile`) and
+      counts the call, without per-device totals.
+    * The shared path with an explicit ``shared_flops``: when every device is a host worker (they share the machine's cores and memory), no
       tile size was named and the call has fewer than ``shared_flops`` flops, it runs as one native call
       on all the workers' BLAS threads together (:meth:`Device.shared_kernel`): at that size each
       worker's share is a few small tiles, which one core runs well below its rate.
@@ -43,6 +52,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tileblas.perf import _paths
 from tileblas.runtime import _planner as P
 from tileblas.runtime._scheduler import Scheduler, TaskRecord
 from tileblas.runtime._trace import CallProfile, build_profile, chrome_trace, plot_timeline, write_trace
@@ -124,8 +134,8 @@ class Runtime:
         :data:`~tileblas.runtime._planner.SMALL_FLOPS`.
     shared_flops : float, optional
         On host workers only: calls below this many flops run as one native call on all the workers' BLAS
-        threads together (0 turns this off); default :data:`~tileblas.runtime._planner.SHARED_FLOPS`, or 0
-        in deterministic mode.
+        threads together, larger ones are tiled (0 turns this off).  Default: None, the path policy decides
+        per call (see the module notes; the attribute then reads None); 0 in deterministic mode.
     memory_policy : {"cache", "on-demand"}
         For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
         MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
@@ -168,15 +178,20 @@ class Runtime:
         self.sync = bool(sync)
         self.deterministic = bool(deterministic)
         self.small_flops = P.SMALL_FLOPS if small_flops is None else float(small_flops)
+        by_policy = shared_flops is None and not self.deterministic and self.tile_size is None
         if shared_flops is None:
             shared_flops = 0.0 if self.deterministic else P.SHARED_FLOPS
         if isinstance(shared_flops, bool) or not isinstance(shared_flops, (int, float, np.integer, np.floating)) \
                 or not shared_flops >= 0:
             raise ValueError(f"shared_flops must be a number >= 0; got {shared_flops!r}")
-        self.shared_flops = float(shared_flops)
         # The host workers' BLAS threads together, where every device is one (else the shared path is off).
         threads = [d.threads for d in self._devices if d.host_memory]
-        self._shared_threads = sum(threads) if len(threads) == len(self._devices) > 1 and all(threads) else 0
+        host_only = len(threads) == len(self._devices) and all(threads)
+        self._shared_threads = sum(threads) if host_only and len(threads) > 1 else 0
+        # Threads of the path policy's native call (0: the policy does not apply to this runtime).
+        self._policy_threads = sum(threads) if by_policy and host_only else 0
+        self.shared_flops = None if self._policy_threads else float(shared_flops)
+        self._names = [d.name for d in self._devices]
         if memory_policy not in ("cache", "on-demand"):
             raise ValueError(f"memory_policy must be 'cache' or 'on-demand'; got {memory_policy!r}")
         self._memory = None
@@ -304,11 +319,14 @@ class Runtime:
             return
         if P.is_trivial(name, b):
             return self._direct(name, b, shape, flops, "trivial")
+        if self._policy_threads and tile_size is None and flops >= self.small_flops \
+                and flops < _paths.policy().tile_limit(name, out.dtype.char):
+            return self._native(name, b, shape, flops, out)
         explicit = tile_size if tile_size is not None else self.tile_size
         tile = int(explicit) if explicit is not None else self._default_tile(name, m, n, k, flops)
         if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
             return self._direct(name, b, shape, flops, "small")
-        if explicit is None and flops < self.shared_flops and self._shared_threads:
+        if explicit is None and not self._policy_threads and flops < self.shared_flops and self._shared_threads:
             return self._direct(name, b, shape, flops, "shared")
         plan = P.plan_call(name, b, tile, self._split_target())
         call = self._run_plan(plan)
@@ -333,6 +351,35 @@ class Runtime:
             return self._sched.run(plan)
         finally:
             mem.end_call(plan)
+
+    def _native(self, name: str, b: dict[str, Any], shape: tuple, flops: float, out: np.ndarray) -> None:
+        """The path policy's native path: one call on all the host workers' BLAS threads together (the CPU
+        trmm/trsm kernel runs the recursion where it measured faster); a call log and a count, no tasks."""
+        dev = self._devices[0]
+        threads = self._policy_threads
+        params, flags = P.ROUTINES[name]
+        path = "shared"
+        if name in ("trmm", "trsm"):
+            from tileblas.devices.cpu import recursion_faster
+
+            rhs = shape[1] if b["side"] == "L" else shape[0]
+            if recursion_faster(shape[2], rhs, threads, name, out.dtype.char):
+                path = "recursive"
+        kernel = dev.shared_kernel(name, threads)
+        t0 = time.perf_counter()
+        failed = True
+        try:
+            kernel(*[b[p] for p in params], **{f: b[f] for f in flags})
+            failed = False
+        finally:
+            t1 = time.perf_counter()
+            log = _CallLog((name, shape, out.dtype.name, max(shape), path, flops, self._names, [], t0, t1), failed)
+            self._local.last = log
+            with self._lock:
+                self._last = log
+                self._history.append(log)
+                self._calls += 1
+                self._failed += failed
 
     def _direct(self, name: str, b: dict[str, Any], shape: tuple, flops: float, path: str) -> None:
         """One native call on one device (trivial and small problems)."""

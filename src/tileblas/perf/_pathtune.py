@@ -1,0 +1,204 @@
+"""Measuring the path policy's crossovers on this machine (what ``tileblas tune`` stores in ``paths.json``).
+
+Design note
+    For each routine family and precision class (real: float64, complex: complex128) this times, in
+    interleaved rounds with a pause before each timed block (the other OpenBLAS instance's threads go
+    idle) and keeps the best of ``reps``:
+
+    * native vs tiled at square sizes: one OpenBLAS call on all the host cores' threads, and the default
+      tile runtime forced to tile (``shared_flops=0``, ``small_flops=0``).  ``tile_flops`` is the flop
+      count of the smallest size from which the tiles won (by more than ``margin``) at that size and every
+      larger one measured; never (``inf``) otherwise.
+    * native vs recursion for trmm/trsm, both on all threads, over triangle orders x right-hand sides
+      (side L, lower, no transpose): per right-hand-side count the smallest order from which the recursion
+      won at every larger order; the rule ``[min_order, rhs_lo, rhs_hi]`` covers the longest run of
+      consecutive right-hand-side counts that won somewhere, min_order the largest of their orders.
+
+    Calls shorter than ``block_s`` are timed as a block of back-to-back calls on fresh outputs (the same
+    rule for both sides), as in ``benchmarks/bench_trmm_trsm.py``.
+
+What it must not touch
+    The runtime's decision code: it only produces a :class:`~tileblas.perf._paths.PathPolicy`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from tileblas.perf._paths import CLASSES, FAMILIES, PathPolicy
+
+__all__ = ["measure_policy", "best_of"]
+
+_DTYPE = {"real": np.float64, "complex": np.complex128}
+
+
+def best_of(fns: dict[str, Callable[[], Callable[[], None]]], reps: int, settle: float = 0.2,
+            block_s: float = 0.05, max_block: int = 20) -> dict[str, float]:
+    """Best time of each function over ``reps`` interleaved rounds; ``fns[k]()`` prepares a fresh input and
+    returns the call to time (one untimed warm-up call after the pause, then the timed block)."""
+    best = {k: math.inf for k in fns}
+    block = {k: 1 for k in fns}
+    for _ in range(reps):
+        for k, prep in fns.items():
+            warm = prep()
+            runs = [prep() for _ in range(block[k])]
+            if settle:
+                time.sleep(settle)
+            warm()
+            t0 = time.perf_counter()
+            for r in runs:
+                r()
+            best[k] = min(best[k], (time.perf_counter() - t0) / len(runs))
+            block[k] = max(1, min(max_block, int(block_s / max(best[k], 1e-9))))
+    return best
+
+
+def _operands(family: str, n: int, rhs: int, dtype: Any, rng: np.random.Generator) -> tuple[list, dict, int]:
+    """Kernel-layer arguments (output last in the positional list's writable slot) and the output index."""
+    def r(*shape: int) -> np.ndarray:
+        x = rng.standard_normal(shape)
+        if np.dtype(dtype).kind == "c":
+            x = x + 1j * rng.standard_normal(shape)
+        return np.asfortranarray(x.astype(dtype))
+
+    if family == "gemm":
+        return [1.0, r(n, n), r(n, n), 0.5, r(n, n)], {}, 4
+    if family == "symm":
+        a = r(n, n)
+        return [1.0, a + a.T, r(n, n), 0.5, r(n, n)], {"side": "L", "uplo": "L"}, 4
+    if family == "syrk":
+        return [1.0, r(n, n), 0.5, r(n, n)], {"uplo": "L", "trans": "N"}, 3
+    if family == "syr2k":
+        return [1.0, r(n, n), r(n, n), 0.5, r(n, n)], {"uplo": "L", "trans": "N"}, 4
+    a = np.asfortranarray(np.tril(r(n, n)) / np.sqrt(n) + 2.0 * np.eye(n, dtype=dtype))
+    return [1.0, a, r(n, rhs)], {"side": "L", "uplo": "L", "transa": "N", "diag": "N"}, 2
+
+
+def _flops(family: str, n: int, rhs: int, complex_: bool) -> float:
+    from tileblas.runtime._planner import flop_count
+
+    if family in ("trmm", "trsm"):
+        f = flop_count(family, n, rhs, n)
+    else:
+        f = flop_count(family, n, n, n)
+    return f * (4.0 if complex_ else 1.0)
+
+
+def _timer(call: Callable[..., None], args: list, kw: dict, out: int) -> Callable[[], Callable[[], None]]:
+    def prep() -> Callable[[], None]:
+        a = list(args)
+        a[out] = args[out].copy(order="F")
+        return lambda: call(*a, **kw)
+
+    return prep
+
+
+def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[int] = (512, 1024, 2048),
+                   rhs: Sequence[int] = (16, 32, 64, 128, 256), families: Sequence[str] = FAMILIES,
+                   classes: Sequence[str] = CLASSES, reps: int = 3, settle: float = 0.2, margin: float = 0.03,
+                   threads: int | None = None, progress: Callable[[str], None] | None = None) -> PathPolicy:
+    """Measure the crossovers (see the module notes) and return them as a PathPolicy (not saved)."""
+    from tileblas import _kernels, _recursive
+    from tileblas.devices import cpu_count
+    from tileblas.runtime._runtime import Runtime
+
+    for f in families:
+        if f not in FAMILIES:
+            raise ValueError(f"families must be among {FAMILIES}; got {f!r}")
+    for c in classes:
+        if c not in CLASSES:
+            raise ValueError(f"classes must be among {CLASSES}; got {c!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1; got {reps}")
+    threads = cpu_count() if threads is None else int(threads)
+    lib = _kernels.get_library(threads)
+    rng = np.random.default_rng(0)
+    tiles: dict = {}
+    recursion: dict = {}
+    measured: dict[str, Any] = {"native_vs_tiled": {}, "native_vs_recursive": {}, "reps": reps,
+                                "threads": threads, "margin": margin}
+    say = progress or (lambda s: None)
+    tiled_rt = Runtime(shared_flops=0, small_flops=0)
+    try:
+        for cls in classes:
+            dt = _DTYPE[cls]
+            for fam in families:
+                native = getattr(_kernels, fam)
+                wins = []
+                rows = []
+                for n in sorted(sizes):
+                    args, kw, out = _operands(fam, n, n, dt, rng)
+                    best = best_of({
+                        "native": _timer(lambda *a, **k: native(*a, lib=lib, **k), args, kw, out),
+                        "tiled": _timer(lambda *a, _f=fam, **k: tiled_rt.run(_f, *a, **k), args, kw, out),
+                    }, reps, settle)
+                    ratio = best["native"] / best["tiled"]
+                    rows.append([n, best["native"], best["tiled"], ratio])
+                    wins.append((n, ratio > 1.0 + margin))
+                    say(f"{fam}/{cls} n={n}: native {best['native'] * 1e3:.3f} ms, tiled {best['tiled'] * 1e3:.3f} ms"
+                        f" (tiled {ratio:.2f}x)")
+                cross = math.inf
+                for n, won in reversed(wins):  # the smallest size from which tiles won at every larger size
+                    if not won:
+                        break
+                    cross = _flops(fam, n, n, cls == "complex")
+                tiles[(fam, cls)] = cross
+                measured["native_vs_tiled"][f"{fam}/{cls}"] = rows
+                if fam in ("trmm", "trsm") and threads >= 2:
+                    recursion[(fam, cls)] = _measure_recursion(fam, cls, dt, orders, rhs, reps, settle, margin,
+                                                               lib, getattr(_recursive, "recursive_" + fam),
+                                                               native, rng, measured, say)
+                elif fam in ("trmm", "trsm"):
+                    recursion[(fam, cls)] = (math.inf, 0.0, 0.0)  # the recursion needs 2+ threads
+    finally:
+        tiled_rt.shutdown()
+    when = time.strftime("%Y-%m-%d %H:%M")
+    return PathPolicy(tiles, recursion, f"tuned on {when}", None, "", measured, threads)
+
+
+def _measure_recursion(fam: str, cls: str, dt: Any, orders: Sequence[int], rhs: Sequence[int], reps: int,
+                       settle: float, margin: float, lib: Any, recursive: Callable, native: Callable,
+                       rng: np.random.Generator, measured: dict, say: Callable[[str], None]) -> tuple:
+    first: dict[int, float] = {}
+    rows = []
+    for r in sorted(rhs):
+        wins = []
+        for n in sorted(orders):
+            args, kw, out = _operands(fam, n, r, dt, rng)
+            best = best_of({
+                "native": _timer(lambda *a, **k: native(*a, lib=lib, **k), args, kw, out),
+                "recursive": _timer(lambda *a, **k: recursive(*a, lib=lib, **k), args, kw, out),
+            }, reps, settle)
+            ratio = best["native"] / best["recursive"]
+            rows.append([n, r, best["native"], best["recursive"], ratio])
+            wins.append((n, ratio > 1.0 + margin))
+            say(f"{fam}/{cls} order={n} rhs={r}: native {best['native'] * 1e3:.3f} ms, recursive "
+                f"{best['recursive'] * 1e3:.3f} ms (recursive {ratio:.2f}x)")
+        o = math.inf
+        for n, won in reversed(wins):
+            if not won:
+                break
+            o = float(n)
+        first[r] = o
+    measured["native_vs_recursive"][f"{fam}/{cls}"] = rows
+    runs: list[list[int]] = []
+    for r in sorted(rhs):
+        if math.isfinite(first[r]):
+            if runs and runs[-1][-1] == _prev(rhs, r):
+                runs[-1].append(r)
+            else:
+                runs.append([r])
+    if not runs:
+        return (math.inf, 0.0, 0.0)
+    best_run = max(runs, key=len)
+    return (max(first[r] for r in best_run), float(best_run[0]), float(best_run[-1]))
+
+
+def _prev(values: Sequence[int], v: int) -> int | None:
+    s = sorted(values)
+    i = s.index(v)
+    return s[i - 1] if i else None
