@@ -55,7 +55,31 @@ def info() -> dict[str, Any]:
         },
         "devices": [d.describe() for d in __import__("tileblas.devices", fromlist=["host_devices"]).host_devices()],
         "gpu": {"available": bool(gpus), "devices": gpus, "note": gpu_note},
+        "paths": paths_info(),
     }
+
+
+def paths_info() -> dict[str, Any]:
+    """The Level-3 paths and crossovers in force for the process-default runtime, and where they came from
+    (:mod:`tileblas.perf._paths`)."""
+    from tileblas import _dispatch
+    from tileblas.devices import cpu
+    from tileblas.perf import _paths
+
+    pol = _paths.policy()
+    d = pol.describe()
+    d["path_file"] = str(_paths.policy_path())
+    d["shipped_recursion"] = {"min_order": cpu.RECURSIVE_MIN_ORDER, "rhs": list(cpu.RECURSIVE_RHS),
+                              "min_threads": cpu.RECURSIVE_MIN_THREADS}
+    d["native_threads"] = cpu.cpu_count()
+    d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
+    try:
+        from tileblas import _fastpath  # type: ignore[attr-defined]
+
+        d["fastpath"] = hasattr(_fastpath, "set_level3_limits")
+    except ImportError:
+        d["fastpath"] = False
+    return d
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -73,7 +97,34 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print("devices      " + ", ".join(f"{d['name']} ({d['kind']})" for d in data["devices"]))
     g = data["gpu"]
     print("GPU          " + (", ".join(g["devices"]) if g["available"] else f"none ({g['note']})"))
+    _print_paths(data["paths"])
     return 0
+
+
+def _print_paths(p: dict[str, Any]) -> None:
+    src = p["source"] + (f", file {p['file']}" if p["file"] else "")
+    print(f"Level-3 paths (default runtime, host workers): {src}")
+    if p["note"]:
+        print(f"             {p['note']}")
+    sr = p["shipped_recursion"]
+    print(f"             native: one OpenBLAS call on {p['native_threads']} thread(s); tiles only at or above "
+          "the crossover; trmm/trsm recursion by the rule shown")
+    print(f"             {'family':7s} {'class':8s} {'tiles from (flops)':20s} recursion (order >=, right-hand sides)")
+    for key, v in p["tile_flops"].items():
+        fam, cls = key.split("/")
+        line = f"             {fam:7s} {cls:8s} {'never' if v is None else f'{v:.4g}':20s}"
+        if key in p["recursion"]:
+            rule = p["recursion"][key]
+            if rule is None:
+                line += (f" >= {sr['min_order']}, {sr['rhs'][0]}-{sr['rhs'][1]}"
+                         f" (shipped default, {sr['min_threads']}+ threads)")
+            elif rule[0] is None:
+                line += " never (tuned)"
+            else:
+                line += f" >= {rule[0]:.0f}, {rule[1]:.0f}-{rule[2]:.0f} (tuned)"
+        print(line)
+    lim = ", ".join(f"{k} {'all' if v is None else f'{v:.3g}'}" for k, v in p["fastpath_limits"].items())
+    print(f"             C fast path {'limits' if p['fastpath'] else 'limits (no fast path module here)'}: {lim}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

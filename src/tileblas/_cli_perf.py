@@ -1,5 +1,8 @@
 """Performance-model subcommands: ``tileblas model build|show``, ``tileblas rank trinv|sylvester``, ``tileblas tune``.
 
+``tileblas tune`` also measures the Level-3 path crossovers (:mod:`tileblas.perf._pathtune`) and stores
+them in ``paths.json`` (:mod:`tileblas.perf._paths`); ``--paths-only`` does only that.
+
 Design note
     Thin argument parsing over :mod:`tileblas.perf`; every command takes ``--db`` (default
     ``$TILEBLAS_MODEL_DB`` or the user cache directory).  ``rank --measure`` also runs the variants and
@@ -178,7 +181,45 @@ def _cmd_rank(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune_paths(args: argparse.Namespace) -> int:
+    """Measure the path policy's crossovers (:mod:`tileblas.perf._pathtune`), store them, print them."""
+    import math
+    from pathlib import Path
+
+    from tileblas import _dispatch
+    from tileblas.perf import _paths
+    from tileblas.perf._pathtune import measure_policy
+
+    if args.paths_file:
+        target = Path(args.paths_file)
+    elif args.db:
+        target = Path(args.db).with_name("paths.json")
+    else:
+        target = _paths.policy_path()
+    say = None if args.no_progress else (lambda line: print("  " + line, flush=True))
+    print(f"measuring path crossovers: sizes {args.path_sizes}, trmm/trsm orders {args.path_orders} x "
+          f"right-hand sides {args.path_rhs}, best of {args.path_reps}")
+    pol = measure_policy(args.path_sizes, args.path_orders, args.path_rhs, args.families, args.classes,
+                         args.path_reps, args.settle, args.margin, progress=say)
+    path = _paths.save_policy(pol, target)
+    print(f"path policy stored in {path}")
+    for (fam, cls), v in sorted(pol.tile_flops.items()):
+        line = f"  {fam:6s} {cls:8s} tiles from {'never' if math.isinf(v) else f'{v:.3g} flops'}"
+        rule = pol.recursion.get((fam, cls))
+        if rule is not None:
+            line += ("; recursion never" if math.isinf(rule[0]) else
+                     f"; recursion from order {rule[0]:.0f} with {rule[1]:.0f}-{rule[2]:.0f} right-hand sides")
+        print(line)
+    if path == _paths.policy_path():
+        _dispatch.apply_policy(reload=True)
+    else:
+        print(f"  (not the file this process reads, {_paths.policy_path()}: set TILEBLAS_PATHS={path} to use it)")
+    return 0
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
+    if args.paths_only:
+        return _tune_paths(args)
     from tileblas.perf import Predictor, build_models_for, current_key, suggest
     from tileblas.perf._predictor import measure_algorithm
 
@@ -234,7 +275,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     print("runtime suggestions:")
     print(f"  tile_size(dgemm, n=4096, devices=2) = {suggest('tile_size', n=4096, devices=2, path=db)}")
     print(f"  recursion_stop(dtrsm, n=512) = {suggest('recursion_stop', routine='dtrsm', n=512, path=db)}")
-    return 0
+    if args.no_paths:
+        return 0
+    return _tune_paths(args)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -303,5 +346,24 @@ def register(subparsers: Any) -> None:
     t.add_argument("--max-samples", type=int, default=20000, help="sample budget per model")
     t.add_argument("--measure", action="store_true", help="run the chosen configuration once")
     t.add_argument("--no-progress", action="store_true")
+    g = t.add_argument_group("Level-3 paths", "crossovers between one native call on all threads, tiles and "
+                             "the trmm/trsm recursion, stored in paths.json (see `tileblas info`)")
+    g.add_argument("--paths-only", action="store_true", help="measure only the path crossovers (no models)")
+    g.add_argument("--no-paths", action="store_true", help="build only the models")
+    g.add_argument("--paths-file", default=None,
+                   help="where to store them (default: $TILEBLAS_PATHS, or paths.json next to the repository)")
+    g.add_argument("--path-sizes", type=_ints, default=[512, 1024, 2048, 3072],
+                   help="square sizes for native vs tiled (default 512,1024,2048,3072)")
+    g.add_argument("--path-orders", type=_ints, default=[512, 1024, 2048],
+                   help="trmm/trsm triangle orders for native vs recursion")
+    g.add_argument("--path-rhs", type=_ints, default=[16, 32, 64, 128, 256],
+                   help="trmm/trsm right-hand-side counts for native vs recursion")
+    g.add_argument("--path-reps", type=int, default=3, help="interleaved rounds per point (best kept)")
+    g.add_argument("--families", type=lambda s: [x for x in s.split(",") if x],
+                   default=["gemm", "symm", "syrk", "syr2k", "trmm", "trsm"], help="routine families to measure")
+    g.add_argument("--classes", type=lambda s: [x for x in s.split(",") if x], default=["real", "complex"],
+                   help="precision classes to measure (real: float64, complex: complex128)")
+    g.add_argument("--settle", type=float, default=0.2, help="pause in seconds before each timed block")
+    g.add_argument("--margin", type=float, default=0.03, help="a path must win by more than this to be chosen")
     _add_common(t)
     t.set_defaults(func=_cmd_tune)
