@@ -1,0 +1,301 @@
+"""The Level-3 path policy: every path (one native call on all threads, the trmm/trsm recursion, tiles)
+gives SciPy's result for every routine, flag and layout on both sides of each crossover; ``tileblas tune``
+stores crossovers that the runtime then follows; ``tileblas info`` shows them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.linalg.blas as sb
+
+import tileblas
+from tileblas import _dispatch, blas
+from tileblas.perf import _paths
+from tileblas.runtime import _runtime
+
+from _helpers import rand
+
+PREFIXES = "sdcz"
+SMALL, LARGE = 96, 300  # on either side of the forced crossover below
+CROSS = 2.0 * 200**3
+
+
+def _policy(tile: float = CROSS, recursion: tuple | None = (math.inf, 0.0, 0.0)) -> _paths.PathPolicy:
+    tiles = {(f, c): tile for f in _paths.FAMILIES for c in _paths.CLASSES}
+    rec = {(f, c): recursion for f in ("trmm", "trsm") for c in _paths.CLASSES}
+    return _paths.PathPolicy(tiles, rec, "test", None)
+
+
+@pytest.fixture
+def runtime(monkeypatch):
+    """A host-only default runtime with two workers and no single-thread small path, so that the policy
+    decides every call."""
+    rt = tileblas.Runtime(devices=2, small_flops=0)
+    prev = _runtime.set_runtime(rt)
+    yield rt
+    _runtime.set_runtime(prev)
+    rt.shutdown()
+
+
+def _use(monkeypatch, pol):
+    monkeypatch.setattr(_paths, "_POLICY", [pol])
+
+
+def _bound(dt, k, *terms):
+    """Error bound of a sum of products of length k: a small multiple of k * eps * sum of |factors|."""
+    eps = np.finfo(dt).eps
+    return 8.0 * (k + 2) * eps * sum(float(np.prod([np.abs(t).max() for t in term])) for term in terms)
+
+
+def _layout(x, order):
+    return np.ascontiguousarray(x) if order == "C" else np.asfortranarray(x)
+
+
+def _cases(n):
+    """(routine, args, kwargs, bound terms, k) for every routine and flag combination at size n."""
+    rng = np.random.default_rng(n)
+    for p in PREFIXES:
+        dt = np.dtype({"s": "f4", "d": "f8", "c": "c8", "z": "c16"}[p])
+        a, b, c = (rand(rng, (n, n), dt) for _ in range(3))
+        trans = (0, 1, 2) if dt.kind == "c" else (0, 1)
+        for ta, tb in itertools.product(trans, trans):
+            yield p + "gemm", (1.5, a, b), dict(beta=0.5, c=c, trans_a=ta, trans_b=tb), [(a, b), (c,)], n
+        names = ["symm"] + (["hemm"] if dt.kind == "c" else [])
+        for name, side, lower in itertools.product(names, (0, 1), (0, 1)):
+            yield p + name, (1.5, a, b), dict(beta=0.5, c=c, side=side, lower=lower), [(a, b), (c,)], n
+        for lower, tr in itertools.product((0, 1), (0, 1)):
+            yield p + "syrk", (1.5, a), dict(beta=0.5, c=c, trans=tr, lower=lower), [(a, a), (c,)], n
+            yield p + "syr2k", (1.5, a, b), dict(beta=0.5, c=c, trans=tr, lower=lower), [(a, b), (c,)], 2 * n
+            if dt.kind == "c":
+                h = c + c.conj().T
+                yield p + "herk", (1.5, a), dict(beta=0.5, c=h, trans=2 * tr, lower=lower), [(a, a), (h,)], n
+                yield p + "her2k", (1.5, a, b), dict(beta=0.5, c=h, trans=2 * tr, lower=lower), [(a, b), (h,)], \
+                    2 * n
+        t = (rand(rng, (n, n), dt) / n + 2.0 * np.eye(n)).astype(dt)  # both triangles well-conditioned
+        for side, lower, ta, diag in itertools.product((0, 1), (0, 1), trans, (0, 1)):
+            kw = dict(side=side, lower=lower, trans_a=ta, diag=diag)
+            yield p + "trmm", (1.5, t, b), kw, [(t, b)], n
+            yield p + "trsm", (1.5, t, b), kw, None, n
+
+
+def _check(name, args, kw, terms, k, order):
+    args = tuple(_layout(x, order) if isinstance(x, np.ndarray) else x for x in args)
+    kw = {key: (_layout(v, order) if isinstance(v, np.ndarray) else v) for key, v in kw.items()}
+    got = getattr(blas, name)(*args, **kw)
+    want = getattr(sb, name)(*args, **kw)
+    dt = want.dtype
+    if terms is None:  # trsm: compare through the residual op(T) X = alpha B (well-conditioned T)
+        tol = _bound(dt, k, (args[1], want)) * 20
+    else:
+        tol = _bound(dt, k, *terms) * 1.5
+    err = np.abs(got - want).max()
+    assert err <= tol, (name, kw, order, err, tol)
+
+
+def _run_all(rt, n, want_paths):
+    seen = set()
+    for name, args, kw, terms, k in _cases(n):
+        for order in "CF":
+            _check(name, args, kw, terms, k, order)
+            path = rt.last_profile().path
+            assert path in want_paths[name[1:]], (name, kw, order, path)
+            seen.add(path)
+    return seen
+
+
+_NATIVE = dict.fromkeys(["gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm"], ("shared",))
+_TILED = dict.fromkeys(_NATIVE, ("tiled", "split-k"))
+
+
+def test_native_below_the_tile_crossover(runtime, monkeypatch):
+    _use(monkeypatch, _policy())
+    assert _run_all(runtime, SMALL, _NATIVE) == {"shared"}
+
+
+def test_tiled_at_and_above_the_tile_crossover(runtime, monkeypatch):
+    _use(monkeypatch, _policy())
+    assert _run_all(runtime, LARGE, _TILED) >= {"tiled"}
+
+
+def test_recursion_where_the_rule_says_so(runtime, monkeypatch):
+    _use(monkeypatch, _policy(recursion=(64.0, 1.0, 1e9)))
+    want = dict(_NATIVE, trmm=("recursive",), trsm=("recursive",))
+    assert _run_all(runtime, SMALL, want) == {"shared", "recursive"}
+
+
+def test_recursion_rule_bounds_are_inclusive_and_per_class(runtime, monkeypatch):
+    pol = _policy(tile=math.inf)
+    pol.recursion[("trsm", "real")] = (SMALL, SMALL, SMALL)
+    _use(monkeypatch, pol)
+    rng = np.random.default_rng(0)
+    t = np.tril(rand(rng, (SMALL, SMALL), np.float64)) + 4 * np.eye(SMALL)
+    for p, cols, want in [("d", SMALL, "recursive"), ("d", SMALL + 1, "shared"), ("z", SMALL, "shared")]:
+        dt = np.float64 if p == "d" else np.complex128
+        b = rand(rng, (SMALL, cols), np.float64)
+        getattr(blas, p + "trsm")(1.0, t.astype(dt), b.astype(dt))
+        assert runtime.last_profile().path == want, (dt, cols)
+    # never tiled when the crossover is inf, however large
+    a = rand(rng, (LARGE, LARGE), np.float64)
+    blas.dgemm(1.0, a, a)
+    assert runtime.last_profile().path == "shared"
+
+
+def test_runtimes_outside_the_policy_keep_their_paths(monkeypatch):
+    _use(monkeypatch, _policy(tile=math.inf))
+    a = np.asfortranarray(rand(np.random.default_rng(1), (LARGE, LARGE), np.float64))
+    for kwargs in ({"tile_size": 128}, {"shared_flops": 0}, {"deterministic": True}):
+        with tileblas.Runtime(devices=2, **kwargs) as rt:
+            c = np.zeros((LARGE, LARGE), order="F")
+            rt.gemm(1.0, a, a, 0.0, c)
+            assert rt.last_profile().path in ("tiled", "split-k"), kwargs
+            assert rt.shared_flops is not None
+            assert np.abs(c - a @ a).max() <= _bound(np.float64, LARGE, (a, a))
+    with tileblas.Runtime(devices="cpu:1,sim:1") as rt:
+        c = np.zeros((LARGE, LARGE), order="F")
+        rt.gemm(1.0, a, a, 0.0, c)
+        assert rt.last_profile().path != "shared"
+
+
+def test_a_failed_native_call_leaves_the_runtime_working(runtime, monkeypatch):
+    _use(monkeypatch, _policy(tile=math.inf))
+    a = np.ones((SMALL, SMALL), order="F")
+    with pytest.raises(ValueError):
+        runtime.gemm(1.0, a, np.ones((SMALL + 1, SMALL), order="F"), 0.0, np.zeros((SMALL, SMALL), order="F"))
+    c = np.zeros((SMALL, SMALL), order="F")
+    runtime.gemm(1.0, a, a, 0.0, c)
+    assert runtime.last_profile().path == "shared" and np.all(c == SMALL)
+    assert runtime.stats()["calls"] >= 1
+
+
+def test_policy_file_round_trip_and_bad_files(tmp_path, monkeypatch):
+    pol = _policy(tile=1e9, recursion=(512.0, 32.0, 128.0))
+    pol.tile_flops[("gemm", "complex")] = math.inf
+    pol.recursion[("trsm", "complex")] = (math.inf, 0.0, 0.0)
+    f = tmp_path / "paths.json"
+    _paths.save_policy(pol, f)
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    got = _paths.reload()
+    try:
+        assert got.source.startswith("tuned on ") and got.file == str(f) and not got.note
+        assert got.tile_flops == pol.tile_flops
+        assert got.recursion == pol.recursion
+        assert got.tile_limit("zgemm"[1:], "z") == math.inf and got.tile_limit("her2k", "c") == 1e9
+        for text in ("{not json", json.dumps({"schema": 99}), json.dumps({"schema": 1, "tile_flops": {"x/y": 1}})):
+            f.write_text(text)
+            bad = _paths.reload()
+            assert bad.source == "shipped default" and str(f) in bad.note
+            assert all(math.isinf(v) for v in bad.tile_flops.values())
+        f.unlink()
+        assert "no tuned policy" in _paths.reload().note
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _paths.reload()
+
+
+def test_the_fast_path_gets_the_policy_limits(monkeypatch):
+    calls = []
+
+    class Fake:
+        @staticmethod
+        def set_level3_limits(limits):
+            calls.append(dict(limits))
+
+    monkeypatch.setitem(sys.modules, "tileblas._fastpath", Fake)
+    monkeypatch.setattr(tileblas, "_fastpath", Fake, raising=False)
+    pol = _policy(tile=3e8, recursion=(1024.0, 32.0, 128.0))
+    pol.tile_flops[("gemm", "complex")] = 1e8
+    _use(monkeypatch, pol)
+    got = _dispatch.apply_policy()
+    assert calls == [got]
+    assert got["gemm"] == 1e8 and got["syrk"] == 3e8 and got["herk"] == 3e8
+    assert got["trsm"] == 1024.0 * 1024 * 32 and got["trmm"] == 1024.0 * 1024 * 32
+    _use(monkeypatch, _policy(tile=math.inf, recursion=(math.inf, 0.0, 0.0)))
+    assert all(v == sys.float_info.max for v in _dispatch.apply_policy().values())
+
+
+def test_tune_stores_crossovers_that_the_runtime_follows(tmp_path, monkeypatch, runtime, capsys):
+    from tileblas.cli import main
+
+    f = tmp_path / "paths.json"
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        rc = main(["tune", "--paths-only", "--path-sizes", "32,64", "--path-orders", "64", "--path-rhs", "8,16",
+                   "--path-reps", "1", "--settle", "0", "--families", "gemm,trsm", "--classes", "real",
+                   "--no-progress"])
+        assert rc in (0, None)
+        out = capsys.readouterr().out
+        assert f"path policy stored in {f}" in out
+        data = json.loads(f.read_text())
+        assert [row[0] for row in data["measured"]["native_vs_tiled"]["gemm/real"]] == [32, 64]
+        assert len(data["measured"]["native_vs_recursive"]["trsm/real"]) == 2
+        pol = _paths.policy()  # tune re-read the file it wrote
+        assert pol.source.startswith("tuned on") and pol.file == str(f)
+        rows = data["measured"]["native_vs_tiled"]["gemm/real"]
+        tiled_won = [r[3] > 1.03 for r in rows]
+        want = math.inf if not tiled_won[-1] else (2.0 * 32**3 if all(tiled_won) else 2.0 * 64**3)
+        assert pol.tile_flops[("gemm", "real")] == want
+        # the runtime follows a stored crossover
+        pol.tile_flops[("gemm", "real")] = CROSS
+        _paths.save_policy(pol, f)
+        _dispatch.apply_policy(reload=True)
+        rng = np.random.default_rng(2)
+        for n, want_path in ((SMALL, "shared"), (LARGE, "tiled")):
+            a = rand(rng, (n, n), np.float64)
+            blas.dgemm(1.0, a, a)
+            assert runtime.last_profile().path in ((want_path, "split-k") if want_path == "tiled" else (want_path,))
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _paths.reload()
+
+
+def test_a_fresh_process_reads_the_stored_policy(tmp_path):
+    f = tmp_path / "paths.json"
+    _paths.save_policy(_policy(tile=CROSS), f)
+    code = ("import numpy as np, tileblas; from tileblas import blas\n"
+            "rt = tileblas.Runtime(devices=2, small_flops=0); tileblas.runtime.set_runtime(rt)\n"
+            f"a = np.ones(({LARGE}, {LARGE})); blas.dgemm(1.0, a, a); print(rt.last_profile().path)\n"
+            f"a = np.ones(({SMALL}, {SMALL})); blas.dgemm(1.0, a, a); print(rt.last_profile().path)\n")
+    env = dict(os.environ, TILEBLAS_PATHS=str(f))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() in (["tiled", "shared"], ["split-k", "shared"])
+
+
+def test_info_shows_the_crossovers_in_force(tmp_path, monkeypatch, capsys):
+    from tileblas.cli import main
+
+    main(["info"])
+    out = capsys.readouterr().out
+    assert "Level-3 paths" in out and "shipped default" in out
+    pol = _policy(tile=123456789.0, recursion=(2048.0, 16.0, 64.0))
+    f = tmp_path / "paths.json"
+    _paths.save_policy(pol, f)
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        _paths.reload()
+        main(["info"])
+        out = capsys.readouterr().out
+        assert "tuned on" in out and str(f) in out
+        assert "1.235e+08" in out and ">= 2048, 16-64 (tuned)" in out
+        main(["info", "--json"])
+        data = json.loads(capsys.readouterr().out)["paths"]
+        assert data["file"] == str(f) and data["tile_flops"]["syr2k/complex"] == 123456789.0
+        assert data["recursion"]["trsm/real"] == [2048.0, 16.0, 64.0]
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _paths.reload()
+
+
+@pytest.mark.parametrize("kwargs, match", [({"families": ["gemv"]}, "families"), ({"classes": ["half"]}, "classes"),
+                                           ({"reps": 0}, "reps")])
+def test_measure_policy_refuses_bad_arguments_by_name(kwargs, match):
+    from tileblas.perf._pathtune import measure_policy
+
+    with pytest.raises(ValueError, match=match):
+        measure_policy(sizes=(16,), **kwargs)
