@@ -1,0 +1,29 @@
+"""The Level-3 grid: tileblas.blas against scipy.linalg.blas over routines, precisions, sizes, shapes and layouts.
+
+    python benchmarks/bench_grid.py --quick              # 1-2 minutes: d and z, sizes 64/256/1024
+    python benchmarks/bench_grid.py --estimate-only      # point count and estimated time of the full grid
+    python benchmarks/bench_grid.py                      # the full grid (prints its estimate first)
+    python benchmarks/bench_grid.py --prefixes d --routines gemm,trmm --sizes 256,2048
+
+The same as ``tileblas bench grid`` (method and grid: :mod:`tileblas._bench_grid`).  Each point: rounds of
+SciPy, tileblas and SciPy again (the control), each after a 0.2 s pause, a call shorter than 50 ms timed
+as a block of back-to-back calls; best of 5; ratio = SciPy time / tileblas time.  Run it on a quiet
+machine: the load average is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tileblas._bench_grid import add_grid_arguments, grid_main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_grid_arguments(ap)
+    return grid_main(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
