@@ -37,7 +37,7 @@ def _policy(tile: float = CROSS, recursion: tuple | None = (math.inf, 0.0, 0.0))
 def runtime(monkeypatch):
     """A host-only default runtime with two workers and no single-thread small path, so that the policy
     decides every call."""
-    rt = tileblas.Runtime(devices=2, small_flops=0)
+    rt = tileblas.Runtime(devices=2, small_flops=0)  # "small" labels calls below small_flops
     prev = _runtime.set_runtime(rt)
     yield rt
     _runtime.set_runtime(prev)

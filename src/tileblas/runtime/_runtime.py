@@ -353,27 +353,31 @@ class Runtime:
 
     def _native(self, name: str, b: dict[str, Any], shape: tuple, flops: float, out: np.ndarray) -> None:
         """The path policy's native path: one call on all the host workers' BLAS threads together (the CPU
-        trmm/trsm kernel runs the recursion where it measured faster); a call log and a count, no tasks.
+        trmm/trsm kernel runs the recursion where it measured faster; path "small" below ``small_flops``,
+        else "shared" or "recursive"); a call log with its one record and a count, no per-device totals.
         Small calls too: OpenBLAS itself runs them on one thread where that pays (measured: all threads
         0.71-0.73x SciPy's time at order 128 where the single-threaded small path took 0.44-0.60x)."""
         dev = self._devices[0]
         params, flags = P.ROUTINES[name]
         kernel = dev.shared_kernel(name, self._policy_threads)
-        path = "shared"
+        path = "small" if flops < self.small_flops else "shared"
         if name in ("trmm", "trsm"):
             from tileblas.devices.cpu import recursion_faster
 
             rhs = shape[1] if b["side"] == "L" else shape[0]
             if recursion_faster(shape[2], rhs, self._policy_threads, name, out.dtype.char):
                 path = "recursive"
-        t0 = time.perf_counter()
+        rec = TaskRecord(None, 0, name)
+        rec.flops = flops
+        t0 = rec.t_found = rec.t0 = time.perf_counter()
         failed = True
         try:
             kernel(*[b[p] for p in params], **{f: b[f] for f in flags})
             failed = False
         finally:
-            t1 = time.perf_counter()
-            log = _CallLog((name, shape, out.dtype, max(shape), path, flops, self._names, [], t0, t1), failed)
+            t1 = rec.t1 = rec.t_done = time.perf_counter()
+            rec.ok = not failed
+            log = _CallLog((name, shape, out.dtype, max(shape), path, flops, self._names, [rec], t0, t1), failed)
             self._local.last = log
             with self._lock:
                 self._last = log
