@@ -254,6 +254,8 @@ class Soak:
         elif what == 1:
             del rt  # dropped without close
             gc.collect()
+        elif self.args.no_close_in_use:
+            rt.close()
         else:  # replace a shared runtime; close the old one, maybe while another thread is mid-call on it
             with self.pool_lock:
                 i = int(rng.integers(len(self.pool)))
@@ -379,6 +381,7 @@ class Soak:
                 "unexpected_errors": sum(n for v in s.errors.values() for t, n in v.items() if "UNEXPECTED" in t),
                 "faults_injected": s.faults, "cancelled": s.cancelled,
                 "shared_runtimes_closed_under_use": self.closed_mid_call,
+                "options": {k: v for k, v in vars(self.args).items()},
                 "threads": {"start": self.threads0, "after_warmup": warm[1], "end": samples[-1][1],
                             "max": max(x[1] for x in samples)},
                 "rss_mb": {"start": self.rss0, "after_warmup": warm[2], "end": samples[-1][2],
@@ -455,6 +458,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fault-p", type=float, default=0.02, help="probability that a faulty kernel call raises")
     ap.add_argument("--watchdog", type=float, default=60.0, help="seconds without progress that count as a hang")
     ap.add_argument("--json", default=None, help="write the summary here")
+    ap.add_argument("--no-close-in-use", action="store_true",
+                    help="never close a shared Runtime that other threads may be calling")
     args = ap.parse_args(argv)
     if args.seconds is None:
         args.seconds = args.minutes * 60.0
