@@ -6,7 +6,9 @@ trial), ``--trials`` times (default 5); the best time of each contender is kept.
 ``level3``
     For each routine (default gemm, syrk, syr2k, symm, trmm, trsm; real double, n x n, default n=4096):
     the tile runtime with default settings (``tileblas.Runtime()``: one single-threaded CPU worker per
-    core, tile size chosen per call) against OpenBLAS's own routine using every core (the kernel layer's
+    core; on host workers the path policy of :mod:`tileblas.perf._paths` picks one native call on all
+    cores unless ``tileblas tune`` measured tiles faster; the variant ``shared=0`` forces the tiled path,
+    tile size chosen per call) against OpenBLAS's own routine using every core (the kernel layer's
     ``get_library(cores)``, a private OpenBLAS instance running ``cores`` threads).  ``--variants`` adds
     runtime configurations, e.g. ``t=512`` (a tile size) or ``dev=cpu:1x2;t=1024`` (a device spec).  Ratio
     = baseline time / runtime time (>= 1: the runtime is faster).  Inputs are restored before every timed
@@ -31,6 +33,7 @@ Usage::
     python benchmarks/bench_runtime.py                       # every bar, best of 5
     python benchmarks/bench_runtime.py --only level3 --routines gemm,trsm --n 4096
     python benchmarks/bench_runtime.py --only level3 --variants "t=512" "t=768" "dev=cpu:1x2"
+    python benchmarks/bench_runtime.py --only level3 --variants "shared=0"   # the tiled path, default tiles
     python benchmarks/bench_runtime.py --only overhead,hetero
     python benchmarks/bench_runtime.py --only crossover
     python benchmarks/bench_runtime.py --json out.json
@@ -61,8 +64,10 @@ def _parse_variant(spec: str) -> dict[str, Any]:
             kw["tile_size"] = int(val)
         elif key == "dev":
             kw["devices"] = int(val) if val.isdigit() else val
+        elif key == "shared":  # an explicit crossover: "shared=0" tiles every call with the default tile size
+            kw["shared_flops"] = float(val)
         else:
-            raise ValueError(f"variant items must be t=<tile> or dev=<device spec>; got {part!r}")
+            raise ValueError(f"variant items must be t=<tile>, dev=<device spec> or shared=<flops>; got {part!r}")
     return kw
 
 
