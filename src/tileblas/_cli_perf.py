@@ -184,6 +184,7 @@ def _cmd_rank(args: argparse.Namespace) -> int:
 def _tune_paths(args: argparse.Namespace) -> int:
     """Measure the path policy's crossovers (:mod:`tileblas.perf._pathtune`), store them, print them."""
     import math
+    import os
     from pathlib import Path
 
     from tileblas import _dispatch
@@ -197,6 +198,12 @@ def _tune_paths(args: argparse.Namespace) -> int:
     else:
         target = _paths.policy_path()
     say = None if args.no_progress else (lambda line: print("  " + line, flush=True))
+    try:
+        load = os.getloadavg()[0]
+        if load > 0.5:
+            print(f"note: load average {load:.2f} while measuring; other work on the cores skews the crossovers")
+    except OSError:
+        pass
     print(f"measuring path crossovers: sizes {args.path_sizes}, trmm/trsm orders {args.path_orders} x "
           f"right-hand sides {args.path_rhs}, best of {args.path_reps}")
     pol = measure_policy(args.path_sizes, args.path_orders, args.path_rhs, args.families, args.classes,
