@@ -29,7 +29,7 @@ The policy
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
     constants of :mod:`tileblas.devices.cpu`.  Measured on the 2-core Zen 4 development machine with
     ``tileblas tune --paths-only`` (best of 3, interleaved, while other jobs ran: load 2.7-3.5), native
-    over tiled: dgemm 1.02/1.06/1.04x at n = 1024/2048/3072, dtrmm 1.11/1.19/1.09x, dsymm 0.93/0.96/1.09x;
+    over tiled: dgemm 1.02/1.05/1.04x at n = 1024/2048/3072, dtrmm 1.11/1.19/1.09x, dsymm 0.93/0.96/1.09x;
     SciPy, the bar to hold, makes one native call on all cores.  The tiles run single-threaded OpenBLAS
     (one core's rate times the core count is at best the all-core rate) and add per-task and edge-tile
     costs.  Runtimes with devices that have their own memory, an explicit tile size or ``shared_flops``,
