@@ -343,7 +343,8 @@ def plot_grid(points: list[Point], path: str, title: str = "") -> str:
         im = ax.imshow(np.clip(grid, 0.7, 1.3), cmap="RdBu", norm=norm, aspect="auto")
         for (i, j), v in np.ndenumerate(grid):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
+                        color="white" if abs(v - 1.0) > 0.2 else "black")
         ax.set_xticks(range(len(sizes)), [str(s) for s in sizes], fontsize=6, rotation=45)
         ax.set_yticks(range(len(names)), [pre + n for n in names], fontsize=7)
         ax.set_title(f"{pre} {shape} {order}-order", fontsize=8)
