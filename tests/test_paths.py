@@ -299,3 +299,47 @@ def test_measure_policy_refuses_bad_arguments_by_name(kwargs, match):
 
     with pytest.raises(ValueError, match=match):
         measure_policy(sizes=(16,), **kwargs)
+
+
+def test_grid_benchmark_points_timing_and_outputs(tmp_path, capsys):
+    from tileblas import _bench_grid as G
+
+    full = G.grid_points()
+    assert {p.routine for p in full} >= {"dgemm", "zher2k", "strsm", "ctrmm"}
+    assert not any(p.routine in ("dhemm", "sherk", "dher2k") for p in full)
+    assert max(p.n for p in full if p.routine == "dgemm") == 6144
+    assert max(p.n for p in full if p.routine == "sgemm") == 4096
+    assert {(p.shape, p.order) for p in full if p.routine == "dgemm"} == {
+        (s, o) for s in ("square", "k64", "m64") for o in "CF"}
+    variants = [p for p in full if p.routine == "ztrsm" and p.flags]
+    assert len(variants) == 2 * 2 * 3 * 2 - 1 and all(p.n == 1024 for p in variants)
+    quick = G.grid_points(quick=True)
+    assert len(quick) < len(full) / 10
+    assert G.estimate_seconds(quick, 3) < G.estimate_seconds(full, 5)
+    with pytest.raises(ValueError, match="routines"):
+        G.grid_points(routines=["gemv"])
+    with pytest.raises(ValueError, match="orders"):
+        G.grid_points(orders=["X"])
+    pts = G.grid_points(sizes=[16, 64], prefixes="dz", routines=["gemm", "her2k", "trsm"], orders=["C"],
+                        variants_n=0)
+    G.run_grid(pts, rounds=1, settle=0.0, block_s=0.001)
+    for p in pts:
+        assert p.tileblas_s > 0 and p.scipy_s > 0 and p.control_s > 0
+        assert p.max_rel_diff <= 1e-12 * max(p.n, 64)
+    lines = G.summarize(pts)
+    assert lines[0].startswith(f"{len(pts)} points") and any("worst" in line for line in lines)
+    js = G.write_json(pts, str(tmp_path / "g.json"), {"test": True})
+    data = json.load(open(js))
+    assert len(data["points"]) == len(pts) and all("ratio" in p and "control" in p for p in data["points"])
+    png = G.plot_grid(pts, str(tmp_path / "g.png"))
+    assert os.path.getsize(png) > 1000
+
+
+def test_bench_grid_command_prints_its_estimate(capsys):
+    from tileblas.cli import main
+
+    assert main(["bench", "grid", "--quick", "--estimate-only"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "points, 3 rounds" in out and "estimated" in out and "min" in out
+    with pytest.raises(ValueError, match="--shapes"):
+        main(["bench", "grid", "--shapes", "round", "--estimate-only"])
