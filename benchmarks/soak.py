@@ -21,6 +21,7 @@ Exit status: 0 when there were no wrong results, no unexpected errors, no hang a
 1 otherwise.  A summary is printed and written as JSON (``--json``).
 
     python benchmarks/soak.py --minutes 30 --json /tmp/soak.json
+    python benchmarks/soak.py --seconds 60 --kinds runtime,churn     # only some kinds of work
 """
 
 from __future__ import annotations
@@ -340,7 +341,8 @@ class Soak:
     def worker(self, i: int) -> None:
         rng = np.random.default_rng([self.args.seed, i])
         fns = [getattr(self, "async_" if k == "async" else k) for k in self.KINDS]
-        w = np.array(self.WEIGHTS, float) / sum(self.WEIGHTS)
+        w = np.array([wt if k in self.args.kinds else 0 for k, wt in zip(self.KINDS, self.WEIGHTS)], float)
+        w /= w.sum()
         while not self.stop.is_set():
             j = int(rng.choice(len(fns), p=w))
             self.stats.current[i] = self.KINDS[j]
@@ -460,7 +462,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the summary here")
     ap.add_argument("--no-close-in-use", action="store_true",
                     help="never close a shared Runtime that other threads may be calling")
+    ap.add_argument("--kinds", default=",".join(Soak.KINDS),
+                    help=f"comma-separated kinds of work (default all: {','.join(Soak.KINDS)})")
     args = ap.parse_args(argv)
+    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    bad = [k for k in args.kinds if k not in Soak.KINDS]
+    if bad or not args.kinds:
+        ap.error(f"--kinds must name some of {', '.join(Soak.KINDS)}; got {bad or args.kinds}")
     if args.seconds is None:
         args.seconds = args.minutes * 60.0
     if not args.seconds > 0 or args.threads < 1:
