@@ -14,12 +14,31 @@ def _no_user_model_repository(tmp_path_factory):
     a repository set the variable themselves)."""
     from tileblas.perf._suggest import clear_cache
 
-    old = os.environ.get("TILEBLAS_MODEL_DB")
-    os.environ["TILEBLAS_MODEL_DB"] = str(tmp_path_factory.mktemp("models") / "absent.sqlite")
+    from tileblas.perf import _paths
+
+    saved = {k: os.environ.get(k) for k in ("TILEBLAS_MODEL_DB", "TILEBLAS_PATHS")}
+    home = tmp_path_factory.mktemp("models")
+    os.environ["TILEBLAS_MODEL_DB"] = str(home / "absent.sqlite")
+    os.environ["TILEBLAS_PATHS"] = str(home / "absent-paths.json")
     clear_cache()
+    _paths.reload()
     yield
-    if old is None:
-        os.environ.pop("TILEBLAS_MODEL_DB", None)
-    else:
-        os.environ["TILEBLAS_MODEL_DB"] = old
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     clear_cache()
+    _paths.reload()
+
+
+@pytest.fixture(autouse=True)
+def _shipped_path_policy():
+    """A test that installs a tuned path policy (``tileblas tune``, ``_paths.reload`` on a file of its own)
+    leaves the shipped default in force for the next test."""
+    from tileblas.perf import _paths
+
+    before = _paths.policy()
+    yield
+    if _paths.policy() is not before:
+        _paths.reload()

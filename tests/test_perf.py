@@ -718,7 +718,7 @@ def test_cli_end_to_end(tmp_path, monkeypatch, capsys):
                  "--no-progress", "--min-size", "64"]) == 0
     assert "sylvester n=24" in capsys.readouterr().out
     assert main(["tune", "--n", "48", "--blocks", "8,16", "--variant", "3", "--max-tile", "64", "--reps", "1",
-                 "--validation", "3", "--no-progress", "--min-size", "64"]) == 0
+                 "--validation", "3", "--no-progress", "--min-size", "64", "--no-paths"]) == 0
     out = capsys.readouterr().out
     assert "best: variant 3 with block" in out and "tile_size" in out
     assert main(["model", "build", "dtrsm", "--flags", "QQ"]) == 2
