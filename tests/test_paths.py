@@ -340,7 +340,33 @@ def test_bench_grid_command_prints_its_estimate(capsys):
 
     assert main(["bench", "grid", "--quick", "--estimate-only"]) in (0, None)
     out = capsys.readouterr().out
-    assert "points, 3 rounds" in out and "estimated" in out and "min" in out
+    assert "points to time, 3 rounds" in out and "estimated" in out and "min" in out
     rc = main(["bench", "grid", "--shapes", "round", "--estimate-only"])
     captured = capsys.readouterr()
     assert rc not in (0, None) and "--shapes" in captured.err + captured.out and "'round'" in captured.err + captured.out
+
+
+def test_bench_grid_resumes_a_partial_run(tmp_path, capsys):
+    """--minutes stops a run between points; --resume keeps the timed points and times only the rest."""
+    from tileblas.cli import main
+
+    js = str(tmp_path / "grid.json")
+    common = ["bench", "grid", "--sizes", "16,32", "--prefixes", "d", "--routines", "gemm,syrk", "--orders", "F",
+              "--shapes", "square", "--variants-n", "0", "--rounds", "1", "--settle", "0", "--no-progress",
+              "--json", js, "--png", ""]
+    assert main(common + ["--minutes", "1e-9"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "4 points to time" in out and "stopped after" in out and "4 points left" in out
+    assert json.load(open(js))["points"] == []
+    assert main(common + ["--resume"]) in (0, None)
+    first = json.load(open(js))
+    assert len(first["points"]) == 4 and not first["meta"]["partial"]
+    assert main(common + ["--resume"]) in (0, None)
+    out = capsys.readouterr().out
+    assert "4 of 4 points already timed" in out and "0 points to time" in out
+    again = json.load(open(js))
+    assert [p["tileblas_s"] for p in again["points"]] == [p["tileblas_s"] for p in first["points"]]
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    rc = main(common[:-4] + ["--json", str(tmp_path / "bad.json"), "--png", "", "--resume"])
+    assert rc not in (0, None) and "bad.json is not a grid benchmark JSON file" in capsys.readouterr().err
+    assert (tmp_path / "bad.json").read_text() == "[1, 2]"

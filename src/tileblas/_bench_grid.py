@@ -367,10 +367,35 @@ def plot_grid(points: list[Point], path: str, title: str = "") -> str:
 
 
 def write_json(points: list[Point], path: str, meta: dict[str, Any]) -> str:
-    """The points (with ratio, control and flops) and ``meta`` as JSON."""
-    with open(path, "w") as f:
+    """The points (with ratio, control and flops) and ``meta`` as JSON (written to a temporary file and
+    renamed, so an interrupted run never leaves a half-written file)."""
+    import os
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
         json.dump({"meta": meta, "points": [p.to_json() for p in points]}, f, indent=1)
+    os.replace(tmp, path)
     return path
+
+
+def point_key(p: Point) -> tuple:
+    """What identifies a grid point (routine, size, shape, layout, flags), independent of its timings."""
+    return (p.routine, p.n, p.shape, p.order, tuple(sorted(p.flags.items())))
+
+
+def read_points(path: str) -> list[Point]:
+    """The timed points of a JSON file written by :func:`write_json` (``--resume``)."""
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+        raise ValueError(f"{path} is not a grid benchmark JSON file (no 'points' list)")
+    names = set(Point.__dataclass_fields__)
+    out = []
+    for d in data["points"]:
+        p = Point(**{k: v for k, v in d.items() if k in names})
+        if math.isfinite(p.tileblas_s) and math.isfinite(p.scipy_s) and math.isfinite(p.control_s):
+            out.append(p)
+    return out
 
 
 def machine_load() -> str:
@@ -401,6 +426,11 @@ def add_grid_arguments(p: Any) -> None:
     p.add_argument("--json", default="bench_grid.json", help="output JSON file")
     p.add_argument("--png", default="bench_grid.png", help="output heat map PNG")
     p.add_argument("--estimate-only", action="store_true", help="print the point count and time estimate, then stop")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the points already timed in the --json file and time only the others (the file is "
+                        "rewritten after every point, so a grid can be measured in several sittings)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="stop starting new points after this many minutes (with --resume, go on later)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -418,9 +448,17 @@ def grid_main(args: Any) -> int:
         raise ValueError(f"--rounds must be >= 1; got {rounds}")
     points = grid_points(args.quick, sizes, args.prefixes, [r for r in args.routines.split(",") if r],
                          [o for o in args.orders.split(",") if o], shapes, args.variants_n, args.max_n)
+    done: dict[tuple, Point] = {}
+    if args.resume and args.json and os.path.exists(args.json):
+        done = {point_key(p): p for p in read_points(args.json)}
+        print(f"resuming: {sum(point_key(p) in done for p in points)} of {len(points)} points already timed "
+              f"in {args.json}")
+    if args.minutes is not None and args.minutes <= 0:
+        raise ValueError(f"--minutes must be > 0; got {args.minutes}")
+    todo = [p for p in points if point_key(p) not in done]
     rate = calibrate_rate()
-    est = estimate_seconds(points, rounds, args.settle, rate_gflops=rate)
-    print(f"{len(points)} points, {rounds} rounds of SciPy / tileblas / SciPy-again, {args.settle:g} s pause; "
+    est = estimate_seconds(todo, rounds, args.settle, rate_gflops=rate)
+    print(f"{len(todo)} points to time, {rounds} rounds of SciPy / tileblas / SciPy-again, {args.settle:g} s pause; "
           f"estimated {est / 60:.1f} min (dgemm at {rate:.0f} GFLOP/s on {os.cpu_count()} cores); "
           f"{machine_load()}", flush=True)
     if args.estimate_only:
@@ -431,7 +469,7 @@ def grid_main(args: Any) -> int:
         try:
             from tqdm import tqdm
 
-            bar = tqdm(total=len(points), unit="pt", smoothing=0.05)
+            bar = tqdm(total=len(todo), unit="pt", smoothing=0.05)
 
             def progress(p: Point) -> None:
                 bar.set_postfix_str(f"{p.routine} {p.n} {p.shape} {p.order} {p.ratio:.2f}x", refresh=False)
@@ -440,14 +478,34 @@ def grid_main(args: Any) -> int:
             def progress(p: Point) -> None:
                 print(f"  {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}", flush=True)
     t0 = time.perf_counter()
+    meta = {"rounds": rounds, "settle_s": args.settle, "estimate_s": est, "quick": args.quick,
+            "cpu_count": os.cpu_count(), "load_before": machine_load()}
+
+    def merged() -> list[Point]:
+        return [done.get(point_key(p), p) for p in points
+                if point_key(p) in done or math.isfinite(p.tileblas_s)]
+
+    def one(p: Point) -> None:
+        if args.json:
+            write_json(merged(), args.json, dict(meta, partial=True))
+        if progress is not None:
+            progress(p)
+
+    stopped = 0
     try:
-        run_grid(points, rounds, args.settle, progress=progress)
+        for i, p in enumerate(todo):
+            if args.minutes is not None and time.perf_counter() - t0 > 60.0 * args.minutes:
+                stopped = len(todo) - i
+                break
+            run_grid([p], rounds, args.settle, progress=one)
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - t0
-    meta = {"rounds": rounds, "settle_s": args.settle, "estimate_s": est, "wall_s": wall, "quick": args.quick,
-            "load_after": machine_load(), "cpu_count": os.cpu_count()}
+    points = merged()
+    meta.update(wall_s=wall, load_after=machine_load(), partial=bool(stopped))
+    if stopped:
+        print(f"stopped after {args.minutes:g} min with {stopped} points left; run again with --resume to go on")
     for line in summarize(points):
         print(line)
     print(f"wall {wall / 60:.1f} min (estimated {est / 60:.1f}); {machine_load()}")
