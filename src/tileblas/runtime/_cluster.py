@@ -727,6 +727,7 @@ class ClusterRuntime(Runtime):
             else:
                 explicit = tile_size if tile_size is not None else self.tile_size
                 tile = int(explicit) if explicit is not None else self.tile_size_for(name, m, n, k)
+                tile = P.bounded_tile(m, n, k, tile)
                 if (explicit is None and flops < self.small_flops) or max(m, n, k) <= min(tile, 256):
                     return self._host_call(name, b, shape, flops, "small")
             plan = P.plan_call(name, b, tile, 0 if self._devices_for_partition() <= 1

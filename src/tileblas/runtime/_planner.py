@@ -52,6 +52,10 @@ __all__ = [
     "TILE_CANDIDATES",
     "MIN_TILE",
     "MAX_TILE",
+    "MAX_TILES_PER_DIM",
+    "BLAS_INT_MAX",
+    "bounded_tile",
+    "check_native_dims",
 ]
 
 #: Level-3 routines the runtime plans, with the positional parameters and flag defaults of the kernel
@@ -84,6 +88,13 @@ LEVEL3_KERNELS = frozenset(ROUTINES)
 #: from peak, above 1024 there is too little parallelism on the problem sizes the paper studies.
 MIN_TILE = 128
 MAX_TILE = 1024
+#: A plan cuts no dimension into more than this many tiles: a call whose tile size would, grows its tiles
+#: (all dimensions alike) until it does not.  Planning and scheduling cost per tile step, so this keeps
+#: them bounded by the work rather than by the index space of degenerate shapes (a 1 x k by k x 1 product
+#: with k = 2**26 and tiles of 32 would otherwise be 2**21 steps of 64 flops each).
+MAX_TILES_PER_DIM = 1024
+#: Largest dimension one native BLAS call takes (the library uses 32-bit integers).
+BLAS_INT_MAX = 2**31 - 1
 #: In deterministic mode the partitioning must not depend on the number of devices; it is chosen as if
 #: the runtime had this many.
 DETERMINISTIC_DEVICES = 4
@@ -382,6 +393,32 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def bounded_tile(m: int, n: int, k: int, tile: int) -> int:
+    """``tile``, grown where needed so that no dimension of the call has more than
+    :data:`MAX_TILES_PER_DIM` tiles."""
+    return max(int(tile), _ceil(max(m, n, k), MAX_TILES_PER_DIM))
+
+
+_DIM_NAMES = {
+    "gemm": ("m (rows of c)", "n (columns of c)", "k (columns of op(a), rows of op(b))"),
+    "symm": ("m (rows of c)", "n (columns of c)", "the order of a"),
+    "syrk": ("n (the order of c)", "n (the order of c)", "k (columns of op(a))"),
+    "trmm": ("m (rows of b)", "n (columns of b)", "the order of a"),
+}
+
+
+def check_native_dims(name: str, m: int, n: int, k: int) -> None:
+    """Raise OverflowError, before any data is touched, when a call of dimensions (m, n, k) cannot be one
+    native BLAS call (a dimension above :data:`BLAS_INT_MAX`)."""
+    if max(m, n, k) <= BLAS_INT_MAX:
+        return
+    family = {"hemm": "symm", "herk": "syrk", "syr2k": "syrk", "her2k": "syrk", "trsm": "trmm"}.get(name, name)
+    for label, v in zip(_DIM_NAMES[family], (m, n, k)):
+        if v > BLAS_INT_MAX:
+            raise OverflowError(f"{name}: {label} is {v}, above {BLAS_INT_MAX}, the largest dimension the BLAS "
+                                f"library takes in one call; on a Runtime, tile_size= splits it into tiles")
+
+
 def _output_tiles(name: str, m: int, n: int, t: int) -> int:
     mt, nt = _ceil(m, t), _ceil(n, t)
     if name in ("syrk", "herk", "syr2k", "her2k"):
@@ -535,11 +572,12 @@ class _Builder:
         return mid
 
     def task(self, out: Tile, steps: list, suffix: str = "") -> Task:
-        inputs = []
+        inputs: dict = {}  # ordered and de-duplicated in linear time (a task may have ~1000 steps)
         for st in steps:
             for x in st[1]:
-                if type(x) is Tile and x != out and x not in inputs:
-                    inputs.append(x)
+                if type(x) is Tile:
+                    inputs[x] = None
+        inputs.pop(out, None)
         flops = 0.0
         mats = self.mats
         om = mats[out.m]

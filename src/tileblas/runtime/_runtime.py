@@ -47,6 +47,7 @@ import atexit
 import contextvars
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any, Callable, Sequence
 
@@ -203,6 +204,8 @@ class Runtime:
             locality = CacheLocality(self._memory)
         self.memory_policy = memory_policy
         self._sched = Scheduler(self._devices, self.reservation_slots, self.sync, locality, self._memory)
+        # A Runtime dropped without close() lets its workers go (they reference the scheduler, not it).
+        weakref.finalize(self, self._sched.release)
         self._epoch = time.perf_counter()
         self._lock = threading.Lock()
         self._history: deque[_CallLog] = deque(maxlen=256)
@@ -232,7 +235,14 @@ class Runtime:
 
     # ----------------------------------------------------------------- life cycle
     def shutdown(self) -> None:
-        """Stop the worker threads.  Later calls raise RuntimeError."""
+        """Close the runtime and stop its worker threads.
+
+        Calls already running finish (their callers get their results, as with
+        ``concurrent.futures.ThreadPoolExecutor.shutdown(wait=True)``) before this returns; calls made
+        afterwards raise RuntimeError and leave their output unchanged.  Calling it again, or from several
+        threads at once, is harmless.  A Runtime that is dropped without being closed releases its workers
+        when it is garbage collected.
+        """
         self._sched.shutdown()
 
     close = shutdown
@@ -305,7 +315,8 @@ class Runtime:
             Whatever a tile task raised (the output is then undefined).
         """
         if self.closed:
-            raise RuntimeError("this Runtime has been shut down")
+            raise RuntimeError("this Runtime has been shut down (closed); calls made after close() are "
+                               "refused and leave the output unchanged")
         if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
                                       or tile_size < 1):
             raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
@@ -323,6 +334,7 @@ class Runtime:
             return self._native(name, b, shape, flops, out)
         explicit = tile_size if tile_size is not None else self.tile_size
         tile = int(explicit) if explicit is not None else self._default_tile(name, m, n, k, flops)
+        tile = P.bounded_tile(m, n, k, tile)
         if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
             return self._direct(name, b, shape, flops, "small")
         if explicit is None and not self._policy_threads and flops < self.shared_flops and self._shared_threads:
@@ -357,6 +369,7 @@ class Runtime:
         else "shared" or "recursive"); a call log with its one record and a count, no per-device totals.
         Small calls too: OpenBLAS itself runs them on one thread where that pays (measured: all threads
         0.71-0.73x SciPy's time at order 128 where the single-threaded small path took 0.44-0.60x)."""
+        P.check_native_dims(name, *shape)
         dev = self._devices[0]
         params, flags = P.ROUTINES[name]
         kernel = dev.shared_kernel(name, self._policy_threads)
@@ -387,6 +400,7 @@ class Runtime:
 
     def _direct(self, name: str, b: dict[str, Any], shape: tuple, flops: float, path: str) -> None:
         """One native call on one device (trivial and small problems)."""
+        P.check_native_dims(name, *shape)
         host = [d for d, dev in enumerate(self._devices) if dev.host_memory]
         params, flags = P.ROUTINES[name]
         args = [b[p] for p in params]

@@ -31,6 +31,13 @@ Failure
     a note naming the task and device).  Workers never die from a task's exception, so the runtime keeps
     serving.  The output of a failed call is undefined (tiles may hold old, new or partial values).
 
+Life cycle
+    Workers start with the first threaded call.  :meth:`Scheduler.shutdown` refuses new calls and lets the
+    workers finish every call already submitted before they exit (``ThreadPoolExecutor.shutdown`` semantics:
+    no caller is left waiting on a call nobody will run).  The workers reference the scheduler, never the
+    Runtime, so a Runtime dropped without being closed is collected and its finalizer
+    (:meth:`Scheduler.release`) lets the workers go.
+
 What it must not touch
     Partitioning (the planner) and any device-kind-specific code: devices are reached only through
     :class:`tileblas.devices.Device` (``kernel``, ``to_device``, ``to_host``, ``stats``).
@@ -187,6 +194,10 @@ class CallState:
             t.prio = (seq, -t.depth, t.index)
 
 
+_CLOSED = ("this Runtime has been shut down (closed); calls made after close() are refused and leave the "
+           "output unchanged")
+
+
 def _priority(task: Task) -> tuple:
     return task.prio
 
@@ -225,7 +236,9 @@ class Scheduler:
         self._queue: list = []
         self._stations: list[list[Task]] = [[] for _ in self.devices]
         self._threads: list[threading.Thread] = []
+        self._started = False
         self._closing = False
+        self._active = 0  # calls submitted to the workers and not yet done
         self._seq = 0
         self._kernels: list[dict[str, Callable]] = [{} for _ in self.devices]
         self._rr = 0  # next device in synchronous mode
@@ -234,23 +247,47 @@ class Scheduler:
 
     # ----------------------------------------------------------------- life cycle
     def _start(self) -> None:
-        if self._threads or self.sync:
+        """Start the workers (lock held).  They hold no reference to the Runtime, only to the scheduler."""
+        if self._started or self.sync:
             return
+        self._started = True
         for d, dev in enumerate(self.devices):
             for s in range(max(1, int(getattr(dev, "streams", 1)))):  # one worker per stream
                 th = threading.Thread(target=self._worker, args=(d, s), name=f"tileblas-{dev.name}-{s}", daemon=True)
                 th.start()
                 self._threads.append(th)
 
-    def shutdown(self) -> None:
-        """Stop the workers (after the tasks they are running) and wait for them."""
+    def shutdown(self, wait: bool = True) -> None:
+        """Refuse new calls; the workers finish every call already submitted, then exit.
+
+        Like ``concurrent.futures.ThreadPoolExecutor.shutdown``: a call in flight completes and its
+        caller gets its result.  With ``wait`` (default) this returns once the workers have exited (a
+        worker thread calling it does not wait for itself).  Safe to call more than once and from several
+        threads at once.
+        """
         with self._cv:
             self._closing = True
             self._cv.notify_all()
-        for th in self._threads:
-            if th is not threading.current_thread():
-                th.join()
-        self._threads = []
+            threads = list(self._threads)
+        if wait:
+            me = threading.current_thread()
+            for th in threads:
+                if th is not me:
+                    th.join()
+
+    def release(self) -> None:
+        """Tell the workers to exit once no call is in flight, without waiting for them.
+
+        The finalizer of a Runtime that was dropped without being closed: it may run in any thread,
+        during garbage collection, even one holding the scheduler's lock, so it never blocks on it; a
+        worker that sees the flag wakes the others as it leaves.
+        """
+        self._closing = True
+        if self._cv.acquire(blocking=False):
+            try:
+                self._cv.notify_all()
+            finally:
+                self._cv.release()
 
     @property
     def closed(self) -> bool:
@@ -261,9 +298,18 @@ class Scheduler:
         """Execute every task of ``plan``; returns its CallState (``error`` set when a task failed)."""
         with self._cv:
             if self._closing:
-                raise RuntimeError("this Runtime has been shut down")
+                raise RuntimeError(_CLOSED)
             self._seq += 1
             call = CallState(self._seq, plan)
+            if plan.tasks and not self.sync:
+                # submitted in the same critical section as the check: shutdown() either refused this call
+                # or lets the workers finish it
+                self._start()
+                self._active += 1
+                for t in plan.tasks:
+                    if t.deps == 0:
+                        heapq.heappush(self._queue, (t.prio, t))
+                self._cv.notify_all()
         if not plan.tasks:
             call.t_end = time.perf_counter()
             call.done.set()
@@ -271,12 +317,6 @@ class Scheduler:
         if self.sync:
             self._run_sync(call)
             return call
-        with self._cv:
-            self._start()
-            for t in plan.tasks:
-                if t.deps == 0:
-                    heapq.heappush(self._queue, (t.prio, t))
-            self._cv.notify_all()
         call.done.wait()
         return call
 
@@ -315,11 +355,12 @@ class Scheduler:
                     rec.t_done = t_found = clock()
                     done = None
                 while True:
-                    if self._closing:
-                        return
                     picked = self._pick(d)
                     if picked is not None:
                         break
+                    if self._closing and not self._active:
+                        cv.notify_all()  # the flag may have been set without the lock (release)
+                        return
                     cv.wait()
                     t_found = clock()
                 task, stolen, score = picked
@@ -376,9 +417,12 @@ class Scheduler:
                     released = True
             if released:
                 self._cv.notify_all()
-        if call.running == 0 and (call.remaining == 0 or call.cancelled):
+        if call.running == 0 and (call.remaining == 0 or call.cancelled) and not call.done.is_set():
             call.t_end = time.perf_counter()
             call.done.set()
+            self._active -= 1
+            if self._closing and not self._active:
+                self._cv.notify_all()
 
     def _cancel(self, call: CallState) -> None:
         call.cancelled = True

@@ -1,0 +1,255 @@
+"""Reliability of the tile runtime: closing while calls run, workers of dropped runtimes, and planning of
+degenerate shapes.  Every wait has a timeout, so a regression fails instead of hanging the suite."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+import tileblas
+from tileblas.runtime import Runtime, get_runtime, set_runtime
+
+EPS = np.finfo(np.float64).eps
+RNG = np.random.default_rng(20261124)
+JOIN_S = 60.0  # a generous bound: the calls below take well under a second when nothing hangs
+
+
+def gemm_bound(a, b):
+    """Forward error bound of a computed a @ b in float64: 2 * k * eps * |a| @ |b| (plus a tiny floor)."""
+    return 2.0 * a.shape[1] * EPS * (np.abs(a) @ np.abs(b)) + 1e-300
+
+
+def assert_product(c, a, b, alpha=1.0):
+    ref = alpha * (a @ b)
+    assert np.all(np.abs(c - ref) <= abs(alpha) * gemm_bound(a, b)), np.abs(c - ref).max()
+
+
+def follow_up_ok(rt):
+    """A tiled call on ``rt`` gives the right product."""
+    a = RNG.standard_normal((96, 80))
+    b = RNG.standard_normal((80, 72))
+    c = np.zeros((96, 72))
+    rt.gemm(1.0, a, b, 0.0, c, tile_size=32)
+    assert_product(c, a, b)
+
+
+def call_in_thread(rt, tile=32, n=512):
+    """Start ``rt.gemm`` on n x n operands in a thread; returns (thread, result dict, a, c)."""
+    a = RNG.standard_normal((n, n))
+    c = np.zeros((n, n))
+    out: dict = {}
+
+    def work():
+        try:
+            rt.gemm(1.0, a, a, 0.0, c, tile_size=tile)
+            out["ok"] = True
+        except BaseException as exc:  # noqa: BLE001 - inspected by the test
+            out["error"] = exc
+
+    th = threading.Thread(target=work, daemon=True)
+    th.start()
+    return th, out, a, c
+
+
+def check_outcome(out, a, c):
+    """The call either finished with the right result or failed with a clear RuntimeError."""
+    if "ok" in out:
+        assert_product(c, a, a)
+    else:
+        err = out.get("error")
+        assert isinstance(err, RuntimeError) and "close" in str(err), err
+
+
+# ---------------------------------------------------------------------------------------------------
+# Closing while calls run
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_close_while_a_call_runs_does_not_hang():
+    rt = Runtime(2)
+    th, out, a, c = call_in_thread(rt)
+    time.sleep(0.05)
+    rt.close()
+    th.join(JOIN_S)
+    assert not th.is_alive(), "the caller is still blocked after close()"
+    check_outcome(out, a, c)
+    assert rt.closed
+    # later calls are refused with a clear error and leave the output unchanged
+    c2 = np.full((64, 64), 7.0)
+    with pytest.raises(RuntimeError, match="closed"):
+        rt.gemm(1.0, a[:64, :64], a[:64, :64], 0.0, c2, tile_size=32)
+    assert np.all(c2 == 7.0)
+    assert not [t for t in threading.enumerate() if t.name.startswith("tileblas-cpu") and t.is_alive()
+                and any(t is w for w in rt._sched._threads)]
+    follow_up_ok(Runtime(2))
+
+
+def test_with_block_exit_while_another_thread_calls():
+    box = {}
+    with Runtime(2) as rt:
+        th, out, a, c = call_in_thread(rt)
+        box.update(th=th, out=out, a=a, c=c)
+        time.sleep(0.05)
+    box["th"].join(JOIN_S)
+    assert not box["th"].is_alive(), "the caller is still blocked after the with block exited"
+    check_outcome(box["out"], box["a"], box["c"])
+    with Runtime(2) as fresh:
+        follow_up_ok(fresh)
+
+
+def test_close_twice_and_from_two_threads():
+    rt = Runtime(2)
+    callers = [call_in_thread(rt) for _ in range(2)]
+    time.sleep(0.05)
+    closers = [threading.Thread(target=rt.close, daemon=True) for _ in range(2)]
+    for t in closers:
+        t.start()
+    for t in closers:
+        t.join(JOIN_S)
+        assert not t.is_alive(), "close() from two threads at once did not return"
+    for th, out, a, c in callers:
+        th.join(JOIN_S)
+        assert not th.is_alive()
+        check_outcome(out, a, c)
+    rt.close()  # again: harmless
+    assert all(not t.is_alive() for t in rt._sched._threads)
+    with pytest.raises(RuntimeError, match="closed"):
+        follow_up_ok(rt)
+    follow_up_ok(Runtime(2))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Workers of dropped runtimes
+# ---------------------------------------------------------------------------------------------------
+
+
+def _wait_threads(limit, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while threading.active_count() > limit and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.02)
+    return threading.active_count()
+
+
+def test_dropped_runtimes_release_their_workers():
+    a = RNG.standard_normal((256, 256))
+    c = np.zeros((256, 256))
+    gc.collect()
+    before = threading.active_count()
+    for _ in range(50):
+        rt = Runtime(2)
+        rt.gemm(1.0, a, a, 0.0, c, tile_size=64)
+        assert rt.last_profile().path == "tiled"
+        del rt
+    gc.collect()
+    after = _wait_threads(before + 2)
+    assert after <= before + 2, f"{after - before} threads left behind by 50 dropped runtimes"
+    assert_product(c, a, a)
+    follow_up_ok(Runtime(2))
+
+
+def test_replaced_default_runtimes_release_their_workers():
+    a = RNG.standard_normal((256, 256))
+    c = np.zeros((256, 256))
+    saved = set_runtime(None)
+    try:
+        gc.collect()
+        before = threading.active_count()
+        for _ in range(20):
+            set_runtime(Runtime(2))
+            get_runtime().gemm(1.0, a, a, 0.0, c, tile_size=64)
+        set_runtime(None)
+        gc.collect()
+        after = _wait_threads(before + 2)
+        assert after <= before + 2, f"{after - before} threads left behind by 20 replaced default runtimes"
+        assert_product(c, a, a)
+    finally:
+        set_runtime(saved)
+    follow_up_ok(get_runtime())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Degenerate shapes
+# ---------------------------------------------------------------------------------------------------
+
+
+def _ones(shape):
+    """A read-only array of ones of any shape on one element of memory (zero strides)."""
+    return as_strided(np.ones(1), shape, (0, 0), writeable=False)
+
+
+def _timed(fn, limit):
+    t0 = time.perf_counter()
+    fn()
+    took = time.perf_counter() - t0
+    assert took < limit, f"took {took:.2f} s"
+    return took
+
+
+def test_dimension_above_the_blas_integer_fails_fast_and_clearly():
+    k = 2**31
+    a, b = _ones((1, k)), _ones((k, 1))
+    c = np.full((1, 1), 3.0)
+    rt = Runtime(2)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(OverflowError, match=r"k \(columns of op\(a\), rows of op\(b\)\) is 2147483648"):
+            rt.gemm(1.0, a, b, 0.0, c)
+        assert time.perf_counter() - t0 < 1.0
+        assert c[0, 0] == 3.0
+        follow_up_ok(rt)
+    finally:
+        rt.close()
+
+
+def test_long_k_with_small_tiles_plans_a_bounded_number_of_tasks():
+    k = 2**26
+    a, b = _ones((1, k)), _ones((k, 1))
+    c = np.zeros((1, 1))
+    rt = Runtime(2)
+    try:
+        _timed(lambda: rt.gemm(1.0, a, b, 0.0, c, tile_size=32), 5.0)
+        assert c[0, 0] == float(k)  # every partial sum is an integer below 2**53: exact
+        prof = rt.last_profile()
+        assert prof.path in ("tiled", "split-k")
+        assert prof.tile_size >= k // 1024
+        follow_up_ok(rt)
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("m, n", [(1, 1), (1, 5), (5, 1), (3, 2)])
+def test_skinny_long_k_matches_numpy(m, n):
+    k = 2**20
+    a = RNG.standard_normal((m, k))
+    b = RNG.standard_normal((k, n))
+    rt = Runtime(2)
+    try:
+        for tile in (None, 8):
+            c = np.zeros((m, n))
+            _timed(lambda: rt.gemm(1.0, a, b, 0.0, c, tile_size=tile), 5.0)
+            assert_product(c, a, b)
+        follow_up_ok(rt)
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("m, n", [(2**16, 1), (1, 2**16)])
+def test_long_m_or_n_with_small_tiles_matches_numpy(m, n):
+    k = 3
+    a = RNG.standard_normal((m, k))
+    b = RNG.standard_normal((k, n))
+    rt = Runtime(2)
+    try:
+        c = np.zeros((m, n))
+        _timed(lambda: rt.gemm(1.0, a, b, 0.0, c, tile_size=1), 5.0)
+        assert_product(c, a, b)
+        assert rt.last_profile().tile_size >= max(m, n) // 1024
+        follow_up_ok(rt)
+    finally:
+        rt.close()
