@@ -450,11 +450,15 @@ CHAIN_ROUTINES = ("trmm", "trsm")
 TRI_KERNEL_REL = 0.8
 
 
+#: With more than this many output tiles per device, greedy list scheduling is taken as balanced.
+_BALANCED_TILES = 64
+
+
 def _balance(works: list, devices: int) -> float:
     """Efficiency of greedy list scheduling of ``works`` on ``devices`` equal devices (1 = perfect)."""
     if devices <= 1 or not works:
         return 1.0
-    if len(works) > 64 * devices:
+    if len(works) > _BALANCED_TILES * devices:
         return 1.0
     loads = [0.0] * devices
     for w in sorted(works, reverse=True):
@@ -531,8 +535,9 @@ def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
     per_device = 8 if chain else 4
     best_t, best_score = TILE_CANDIDATES[-1], -1.0
     for t in TILE_CANDIDATES:
-        works = None if chain else _tile_works(name, m, n, k, t)
-        tiles = _ceil(m, t) * _ceil(n, t) if chain else len(works)
+        tiles = _ceil(m, t) * _ceil(n, t) if chain else _output_tiles(name, m, n, t)
+        # the works themselves only where _balance looks at them (it takes many tiles as balanced)
+        works = None if chain or tiles > _BALANCED_TILES * devices else _tile_works(name, m, n, k, t)
         if tiles < per_device * devices and t != TILE_CANDIDATES[-1]:
             continue
         task_s = 2.0 * min(t, m) * min(t, n) * min(t, max(k, 1)) / CORE_FLOPS
@@ -543,7 +548,7 @@ def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
             mix = float(m) * n * k / total if total > 0.0 else 1.0
             score = _chain_balance(total, largest, devices) * mix * _tile_rate(t) * eff
         else:
-            score = _balance(works, devices) * eff
+            score = (1.0 if works is None else _balance(works, devices)) * eff
         if score > best_score + 0.01:
             best_t, best_score = t, score
     return best_t
