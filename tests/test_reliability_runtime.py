@@ -123,6 +123,32 @@ def test_close_twice_and_from_two_threads():
     follow_up_ok(Runtime(2))
 
 
+def test_async_call_survives_closing_the_runtime_it_runs_on():
+    from tileblas import asyncapi as aa
+
+    saved = set_runtime(Runtime(2, tile_size=32))
+    rt = get_runtime()
+    ex = aa.Executor(policy="demand")
+    try:
+        a = RNG.standard_normal((768, 768))
+        ha = ex.handle(a)
+        f = aa.gemm(1.0, ha, ha, 0.0, ex.empty((768, 768)))
+        time.sleep(0.05)
+        rt.close()
+        assert_product(f.result(timeout=JOIN_S).get(), a, a)
+        # the next call runs on a fresh default runtime
+        g = aa.gemm(1.0, ha, ha, 0.0, ex.empty((768, 768)))
+        assert_product(g.result(timeout=JOIN_S).get(), a, a)
+        assert get_runtime() is not rt
+    finally:
+        try:
+            ex.close(timeout=JOIN_S)
+        finally:
+            old = set_runtime(saved)
+            if old is not None and old is not rt:
+                old.close()
+
+
 # ---------------------------------------------------------------------------------------------------
 # Workers of dropped runtimes
 # ---------------------------------------------------------------------------------------------------
