@@ -56,11 +56,18 @@ def call_in_thread(rt, tile=32, n=512):
     return th, out, a, c
 
 
+def queued_calls(rt):
+    """The calls with tasks waiting in ``rt``'s global queue or reservation stations."""
+    sched = rt._sched
+    tasks = [e[1] for e in list(sched._queue)] + [t for st in list(sched._stations) for t in list(st)]
+    return {id(t.call) for t in tasks}
+
+
 def wait_running(rt, finished=lambda: False, timeout=JOIN_S):
     """Wait until a tiled call is in flight on ``rt``'s workers (so that closing now closes under it), or
     ``finished()`` says it is already over."""
     deadline = time.monotonic() + timeout
-    while not rt._sched._active and not finished():
+    while not queued_calls(rt) and not finished():
         assert time.monotonic() < deadline, "the call never reached the workers"
         time.sleep(0.001)
 
@@ -112,7 +119,7 @@ def test_close_twice_and_from_two_threads():
     rt = Runtime(2)
     callers = [call_in_thread(rt) for _ in range(2)]
     deadline = time.monotonic() + JOIN_S
-    while rt._sched._active < sum(th.is_alive() for th, *_ in callers) and time.monotonic() < deadline:
+    while len(queued_calls(rt)) < sum(th.is_alive() for th, *_ in callers) and time.monotonic() < deadline:
         time.sleep(0.001)
     closers = [threading.Thread(target=rt.close, daemon=True) for _ in range(2)]
     for t in closers:
