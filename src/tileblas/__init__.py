@@ -32,6 +32,11 @@ _LAZY: dict[str, str] = {
 
 __all__ = ["__version__", *sorted(_SUBMODULES)]
 
+# threadpoolctl sees and limits tileblas' OpenBLAS (registered once threadpoolctl is imported; never imports it).
+from tileblas import _threadpool
+
+_threadpool.install()
+
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:

@@ -54,9 +54,20 @@ def info() -> dict[str, Any]:
             "threads_per_tile_worker": lib.num_threads(),
         },
         "devices": [d.describe() for d in __import__("tileblas.devices", fromlist=["host_devices"]).host_devices()],
+        "threads": threads_info(),
         "gpu": {"available": bool(gpus), "devices": gpus, "note": gpu_note},
         "paths": paths_info(),
     }
+
+
+def threads_info() -> dict[str, Any]:
+    """tileblas' OpenBLAS thread counts now and the limit in force (threadpoolctl's, see
+    :mod:`tileblas._threadpool`), as ``threadpoolctl.threadpool_info()`` reports them."""
+    from tileblas import _threadpool
+
+    d = _threadpool.status()
+    d["threadpoolctl"] = "registered" if _threadpool.register() else "not installed"
+    return d
 
 
 def paths_info() -> dict[str, Any]:
@@ -64,6 +75,7 @@ def paths_info() -> dict[str, Any]:
     (:mod:`tileblas.perf._paths`)."""
     from tileblas import _dispatch
     from tileblas.devices import cpu
+    from tileblas import _threadpool
     from tileblas.perf import _paths
 
     pol = _paths.policy()
@@ -71,7 +83,7 @@ def paths_info() -> dict[str, Any]:
     d["path_file"] = str(_paths.policy_path())
     d["shipped_recursion"] = {"min_order": cpu.RECURSIVE_MIN_ORDER, "rhs": list(cpu.RECURSIVE_RHS),
                               "min_threads": cpu.RECURSIVE_MIN_THREADS}
-    d["native_threads"] = cpu.cpu_count()
+    d["native_threads"] = _threadpool.effective_threads(cpu.cpu_count())
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
     try:
         from tileblas import _fastpath  # type: ignore[attr-defined]
@@ -95,6 +107,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"             {b['config']}")
     print(f"             core {b['core']}, {b['threads_per_tile_worker']} thread(s) per tile worker")
     print("devices      " + ", ".join(f"{d['name']} ({d['kind']})" for d in data["devices"]))
+    t = data["threads"]
+    lim = "none" if t["limit"] is None else f"{t['limit']} thread(s)"
+    print(f"threads      native path {t['native_threads']}, limit in force: {lim} (threadpoolctl {t['threadpoolctl']}); "
+          + ", ".join(f"instance of {i['nominal']}: {i['num_threads']} now" for i in t["instances"]))
     g = data["gpu"]
     print("GPU          " + (", ".join(g["devices"]) if g["available"] else f"none ({g['note']})"))
     _print_paths(data["paths"])

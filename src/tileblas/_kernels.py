@@ -152,6 +152,12 @@ class BlasLibrary:
         fn.restype = self._ctypes.c_char_p
         return fn().decode()
 
+    def set_num_threads(self, threads: int) -> None:
+        """Set the threads OpenBLAS uses now (``threads`` keeps the count the instance was created with)."""
+        fn = self._dll[self.PREFIX + "openblas_set_num_threads"]
+        fn.argtypes = [self._ctypes.c_int]
+        fn(int(threads))
+
     def num_threads(self) -> int:
         fn = self._dll[self.PREFIX + "openblas_get_num_threads"]
         fn.restype = self._ctypes.c_int
@@ -195,7 +201,15 @@ def get_library(threads: int = 1) -> BlasLibrary:
             finally:
                 shutil.rmtree(tmpdir, ignore_errors=True)
         _LIBS[threads] = lib
-        return lib
+        # A thread limit in force (threadpoolctl's, see tileblas._threadpool) caps the new instance too.
+        from . import _threadpool
+
+        if _threadpool.limit() is not None:
+            lib.set_num_threads(_threadpool.effective_threads(threads))
+    if threads > 1:
+        # Lets threadpoolctl see and limit tileblas' instances (imports threadpoolctl only now).
+        _threadpool.register()
+    return lib
 
 
 # ---------------------------------------------------------------------------------------------------

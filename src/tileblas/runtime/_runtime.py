@@ -68,7 +68,8 @@ _DEFAULT_LOCK = threading.Lock()
 def make_devices(spec: Any = None) -> list:
     """Devices from a Runtime ``devices=`` argument.
 
-    ``None``: one single-threaded CPU worker per core.  An int ``n``: n such workers.  A list of Device
+    ``None``: one single-threaded CPU worker per core (at most the thread limit in force, e.g. inside
+    ``threadpoolctl.threadpool_limits(n)``).  An int ``n``: n such workers.  A list of Device
     objects: used as given.  A string of comma-separated items ``KIND[:COUNT][xTHREADS]``, e.g. ``"cpu:2"``
     (two single-threaded workers) or ``"cpu:1,cpu:1x2"`` (one single-threaded worker and one worker running
     2-threaded BLAS); KIND is any registered device kind.
@@ -76,7 +77,10 @@ def make_devices(spec: Any = None) -> list:
     from tileblas.devices import Device, create_device, host_devices
 
     if spec is None:
-        return list(host_devices())
+        # A thread limit in force (threadpoolctl's, see tileblas._threadpool) caps the default worker count.
+        from tileblas import _threadpool
+
+        return list(host_devices(_threadpool.effective_threads(_threadpool.default_threads())))
     if isinstance(spec, bool):
         raise TypeError(f"devices must be None, an int, a device spec string or a list of Device; got {spec!r}")
     if isinstance(spec, (int, np.integer)):
