@@ -27,7 +27,7 @@ import threading
 
 __all__ = ["register", "registered", "limit", "effective_threads", "default_threads", "status"]
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 _STATE: dict = {"registered": False, "limit": None}
 
 
@@ -116,6 +116,8 @@ def register() -> bool:
             import threadpoolctl
         except ImportError:
             return False
+        if _STATE["registered"]:  # registered by the import hook while threadpoolctl was imported just now
+            return True
         # threadpoolctl finds controllers by the shared objects loaded: make sure tileblas' is.
         from . import _native  # noqa: F401
 
