@@ -34,6 +34,7 @@ from tileblas.rblas._modes import (
     ModifiedError,
     NotForwardedError,
     OrderError,
+    ReversalError,
     _check_mode,
     get_default_mode,
     get_policy,
@@ -345,6 +346,11 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
     outs = [o.name for o in spec.outputs if _predicts_inplace(bound.get(o.name), o, ctx)]
     predicted = tuple(outs)
     chosen, reason, est = _decide(ctx, requested, outs, arrays)
+    if chosen == "compute":
+        bad = _nonfinite_inputs(bound, arrays)
+        if bad:  # the inverse would write NaN or Inf into the outputs
+            chosen = "checkpoint"
+            reason = f"non-finite input ({bad}): the inverse could not restore the outputs; checkpointed"
     if chosen == "exact" and not all(isinstance(bound[o], np.ndarray) for o in outs):
         chosen, reason = "checkpoint", "exact mode works on host (NumPy) arrays; checkpointed instead"
     ckpt_bytes = 0
@@ -376,7 +382,18 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
                   for k, v in bound.items()}
     rec = Record(fullname, spec, prefix, rbound, key, dec, state, predicted, prints)
 
-    ret = fn(*args, **kwargs)
+    try:
+        ret = fn(*args, **kwargs)
+    except BaseException as exc:
+        # a failed call records nothing; where a checkpoint was taken the outputs get their values back
+        # (a tiled Level-3 call can fail after writing some tiles), else the error says what may be lost
+        if saved:
+            for o, v in saved.items():
+                bound[o][...] = v
+        elif outs and isinstance(exc, Exception):
+            exc.add_note(f"f{fullname} ({chosen} mode, nothing recorded): {', '.join(map(repr, outs))} "
+                         "may be partly written; mode='checkpoint' restores the outputs of a failed call")
+        raise
 
     rets = ret if isinstance(ret, tuple) else (ret,)
     for rname, r in zip(spec.returns, rets):
@@ -396,6 +413,13 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
                 "call cannot be reversed (report this as a tileblas.blas bug)")
     for o in predicted:
         prints[o] = fingerprint(bound[o])
+    if chosen == "compute":
+        over = [o for o in outs if isinstance(bound[o], np.ndarray) and not np.isfinite(bound[o]).all()]
+        if over:
+            state["irreversible"] = (
+                f"r{fullname}: the forward call overflowed ({', '.join(repr(o) for o in over)} holds a "
+                "non-finite value after it) in compute mode, so its inverse cannot restore the outputs; use "
+                "mode='checkpoint' for calls near the floating-point range")
     if len(outs) != len(predicted) or chosen != "compute":
         dec = None
         if not outs:
@@ -472,7 +496,21 @@ def _runtime_key() -> tuple:
             rt.memory_policy)
 
 
+def _nonfinite_inputs(bound: dict[str, Any], arrays: list[tuple[str, Any]]) -> str:
+    """Names of the arguments holding a NaN or an infinity (host arrays and scalars), or ``""``."""
+    bad = [n for n, v in arrays
+           if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.isfinite(v).all()]
+    for n, v in bound.items():
+        if isinstance(v, (float, complex, np.floating, np.complexfloating)) and not np.isfinite(v):
+            bad.append(n)
+    return ", ".join(repr(n) for n in bad)
+
+
 def _restore_record(rec: Record) -> None:
+    if "irreversible" in rec.state:
+        _pop(rec)
+        raise ReversalError(
+            rec.state["irreversible"] + "; the call was dropped from the journal, data untouched")
     for name, fp in rec.prints.items():
         if fingerprint(rec.bound[name]) != fp:
             raise ModifiedError(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,13 @@ def to_host(a: Any) -> np.ndarray:
     return np.asarray(a)
 
 
+def _scalar_part(x: float) -> Any:
+    """A float as a matching key: its value, or its bits when it is a NaN (a NaN scalar matches itself)."""
+    if x == x:
+        return x
+    return ("nan", struct.pack("<d", x))
+
+
 def identity(v: Any) -> tuple:
     """What makes two arguments 'the same' for matching a reverse call with its forward call."""
     if is_array(v):
@@ -76,7 +84,8 @@ def identity(v: Any) -> tuple:
     if v is None:
         return ("none",)
     if isinstance(v, (bool, int, float, complex, np.number)):
-        return ("scalar", complex(v))
+        c = complex(v)
+        return ("scalar", _scalar_part(c.real), _scalar_part(c.imag))
     if isinstance(v, str):
         return ("str", v)
     try:

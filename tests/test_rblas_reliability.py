@@ -1,0 +1,139 @@
+"""Reversible BLAS on non-finite values: the inverse of a compute-mode call cannot restore them."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import tileblas
+import tileblas.rblas as rb
+from tileblas.devices import CPUDevice
+from tileblas.rblas._modes import ReversalError
+
+PREFIXES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+
+
+def _case(routine: str, dtype: type, n: int = 6):
+    """(forward arguments, keyword arguments, output array) of one call with an Inf in an input."""
+    rng = np.random.default_rng(0)
+    x = rng.random(n).astype(dtype)
+    if routine == "axpy":
+        x[0] = np.inf
+        return (x, rng.random(n).astype(dtype)), {"a": 2.0}, 1
+    if routine == "scal":
+        x[0] = np.inf
+        return (2.0, x), {}, 1
+    a = np.asfortranarray(np.triu(rng.random((n, n)) + np.eye(n)).astype(dtype))
+    a[0, n - 1] = np.inf
+    if routine == "gemv":
+        return (1.0, a, x, 1.0, rng.random(n).astype(dtype)), {"overwrite_y": 1}, 4
+    if routine == "trmv":
+        return (a, x), {"overwrite_x": 1}, 1
+    b = np.asfortranarray(rng.random((n, n)).astype(dtype))
+    if routine == "gemm":
+        return (1.0, a, b, 1.0, np.asfortranarray(rng.random((n, n)).astype(dtype))), {"overwrite_c": 1}, 4
+    if routine == "trmm":
+        return (1.0, a, b), {"overwrite_b": 1}, 2
+    raise AssertionError(routine)
+
+
+@pytest.mark.parametrize("prefix", list(PREFIXES))
+@pytest.mark.parametrize("routine", ["axpy", "scal", "gemv", "trmv", "gemm", "trmm"])
+@pytest.mark.parametrize("mode", ["auto", "compute"])
+def test_nonfinite_input_is_checkpointed_and_restored(prefix, routine, mode):
+    args, kwargs, out = _case(routine, PREFIXES[prefix])
+    before = args[out].copy()
+    getattr(rb, f"f{prefix}{routine}")(*args, mode=mode, **kwargs)
+    d = rb.last_decision()
+    assert d.mode == "checkpoint", d  # auto may checkpoint for other reasons (cost, conditioning)
+    if mode == "compute":
+        assert "non-finite" in d.reason, d
+    getattr(rb, f"r{prefix}{routine}")(*args, **kwargs)
+    assert np.array_equal(args[out], before)
+
+
+def test_overflow_in_compute_mode_refuses_to_reverse_and_leaves_data():
+    x = np.array([1e308, 1.0])
+    y = np.array([1e308, 2.0])
+    rb.fdaxpy(x, y, a=1.0, mode="compute")
+    after = y.copy()
+    with pytest.raises(ReversalError, match="overflowed"):
+        rb.rdaxpy(x, y, a=1.0)
+    assert np.array_equal(y, after)
+    assert not rb.pending()  # the call no longer blocks older records
+
+
+def test_nan_scalar_matches_itself():
+    x = np.array([1.0, 2.0])
+    y = np.array([3.0, 4.0])
+    rb.fdaxpy(x, y, a=np.nan, mode="checkpoint")
+    rb.rdaxpy(x, y, a=float("nan"))
+    assert np.array_equal(y, [3.0, 4.0])
+
+
+class _Boom(RuntimeError):
+    pass
+
+
+class _FailingDevice(CPUDevice):
+    """A CPU device whose kernels raise from the ``fail_at``-th call on (after some tiles were written)."""
+
+    def __init__(self, index, fail_at):
+        super().__init__(index)
+        self.fail_at = fail_at
+        self.count = 0
+        self._lk = threading.Lock()
+
+    def kernel(self, name):
+        inner = super().kernel(name)
+
+        def run(*args, **kw):
+            with self._lk:
+                self.count += 1
+                n = self.count
+            if n >= self.fail_at:
+                raise _Boom(f"injected failure {n}")
+            inner(*args, **kw)
+
+        return run
+
+
+def _failing_runtime():
+    return tileblas.Runtime(devices=[_FailingDevice(0, 4), _FailingDevice(1, 4)], tile_size=8)
+
+
+def test_failed_forward_gemm_in_checkpoint_mode_gives_c_back():
+    rng = np.random.default_rng(1)
+    a, b = (np.asfortranarray(rng.random((64, 64))) for _ in range(2))
+    c = np.asfortranarray(rng.random((64, 64)))
+    before = c.copy()
+    with _failing_runtime(), pytest.raises(_Boom):
+        rb.fdgemm(1.0, a, b, 1.0, c, overwrite_c=1, mode="checkpoint")
+    assert np.array_equal(c, before)
+    assert not rb.pending()  # a failed call records nothing
+    with pytest.raises(rb.NotForwardedError):
+        rb.rdgemm(1.0, a, b, 1.0, c, overwrite_c=1)
+
+
+def test_failed_forward_gemm_in_compute_mode_says_c_may_be_partly_written():
+    rng = np.random.default_rng(2)
+    a, b = (np.asfortranarray(rng.random((64, 64))) for _ in range(2))
+    c = np.asfortranarray(rng.random((64, 64)))
+    with _failing_runtime(), pytest.raises(_Boom) as info:
+        rb.fdgemm(1.0, a, b, 1.0, c, overwrite_c=1, mode="compute")
+    assert any("partly written" in n and "'c'" in n for n in getattr(info.value, "__notes__", []))
+    assert not rb.pending()
+
+
+def test_undo_after_discard_is_a_clear_no_op():
+    x, y = np.ones(3), np.ones(3)
+    with rb.Tape() as tape:
+        rb.fdaxpy(x, y, a=2.0)
+    assert tape.discard() == 1
+    assert tape.undo() == 0  # nothing left to reverse; the data keeps the forward call's result
+    assert np.array_equal(y, [3.0, 3.0, 3.0])
+    with pytest.raises(rb.AlreadyReversedError, match="already undone"):
+        tape.undo()
+    with pytest.raises(rb.NotForwardedError):
+        rb.rdaxpy(x, y, a=2.0)
