@@ -179,7 +179,7 @@ def _make_gemv(p: str) -> Callable[..., Any]:
         if y is None and offx == 0 == offy and incx == 1 == incy and (trans == 0 or trans == 1):
             # fast path: exact-dtype 2-D a in either memory order, contiguous x, fresh y
             try:
-                if a.dtype is dt is x.dtype and a.ndim == 2 and (x.base is None or x.flags.f_contiguous):
+                if a.dtype is dt is x.dtype and a.ndim == 2 and ((x.base is None and x.ndim == 1) or x.flags.f_contiguous):
                     m, n = a.shape
                     rows, cols = (n, m) if trans else (m, n)
                     if rows and x.size >= max(cols, 1):
