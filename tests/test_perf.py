@@ -341,6 +341,63 @@ def test_repository_newer_schema_version(tmp_path):
         Repository(path)
 
 
+def _check_read_only(path, sm):
+    """A repository this process may only read: loads work, every write names the file and says read-only."""
+    repo = Repository(path)
+    assert repo.read_only
+    assert repo.load(KEY, "dgemm", "NN").to_dict() == sm.to_dict()
+    assert len(repo.list()) == 1 and repo.get_property(KEY, "peak_gflops") == 3.0
+    for write in (lambda: repo.save(KEY, _small_model(c=2e-10)), lambda: repo.delete(KEY, "dgemm", "NN"),
+                  lambda: repo.set_property(KEY, "peak_gflops", 1.0)):
+        with pytest.raises(perf.ReadOnlyRepositoryError, match="read-only") as info:
+            write()
+        assert str(path) in str(info.value) and "damaged" not in str(info.value)
+    assert repo.load(KEY, "dgemm", "NN").to_dict() == sm.to_dict()  # nothing half-written
+
+
+def _filled_repository(path):
+    repo = Repository(path)
+    sm = _small_model()
+    repo.save(KEY, sm)
+    repo.set_property(KEY, "peak_gflops", 3.0)
+    return path, sm
+
+
+def test_repository_read_only_file(tmp_path, monkeypatch):
+    """SQLite opens the file read-only (as it would without write permission); the permission test itself is
+    stubbed because root may write any file."""
+    path, sm = _filled_repository(tmp_path / "m.sqlite")
+    monkeypatch.setattr("tileblas.perf._repository._writable", lambda p: False)
+    _check_read_only(path, sm)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write read-only files")
+@pytest.mark.parametrize("what", ["file", "directory"])
+def test_repository_read_only_permissions(tmp_path, what):
+    d = tmp_path / "repo"
+    d.mkdir()
+    path, sm = _filled_repository(d / "m.sqlite")
+    os.chmod(path, 0o444)
+    if what == "directory":
+        os.chmod(d, 0o555)
+    try:
+        _check_read_only(path, sm)
+    finally:
+        os.chmod(d, 0o755)
+        os.chmod(path, 0o644)
+
+
+def test_repository_path_errors(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(RepositoryError, match="is a file, not a directory") as info:
+        Repository(afile / "sub" / "m.sqlite")
+    assert str(afile) in str(info.value)
+    assert not (tmp_path / "afile" / "sub").exists()
+    with pytest.raises(RepositoryError, match="is a directory, not a file"):
+        Repository(tmp_path)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Trace mode and algorithms
 # ---------------------------------------------------------------------------------------------------

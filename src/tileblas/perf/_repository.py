@@ -23,6 +23,7 @@ import os
 import platform
 import sqlite3
 import time
+import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any, Iterator
 from tileblas.perf._modeler import Submodel
 from tileblas.perf._paths import default_path
 
-__all__ = ["Repository", "RepositoryError", "ModelKey", "current_key", "default_path", "SCHEMA_VERSION"]
+__all__ = ["Repository", "RepositoryError", "ReadOnlyRepositoryError", "ModelKey", "current_key", "default_path", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 _APP = "tileblas-models"
@@ -55,6 +56,21 @@ CREATE TABLE IF NOT EXISTS properties (
 
 class RepositoryError(RuntimeError):
     """The model repository file cannot be used: damaged, not a tileblas repository, or too new."""
+
+
+class ReadOnlyRepositoryError(RepositoryError, PermissionError):
+    """A write (store, delete, create) to a model repository that this process may only read."""
+
+
+def _writable(path: Path) -> bool:
+    """True when this process may write ``path`` and create its journal files (``-wal``, ``-shm``) beside it."""
+    d = path.parent
+    return os.access(path, os.W_OK) and os.access(d, os.W_OK | os.X_OK)
+
+
+def _is_readonly_error(exc: BaseException) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("readonly" in msg or "read-only" in msg)
 
 
 @dataclass(frozen=True)
@@ -108,17 +124,68 @@ class Repository:
     def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True, timeout: float = 30.0) -> None:
         self.path = Path(path) if path is not None else default_path()
         self.timeout = float(timeout)
+        if self.path.is_dir():
+            raise RepositoryError(f"the model repository path {self.path} is a directory, not a file")
         if not self.path.exists():
             if not create:
                 raise FileNotFoundError(f"no model repository at {self.path}")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_parent()
+        #: True when the file can be read but not written (permissions): loads work, stores raise
+        #: :class:`ReadOnlyRepositoryError`.
+        self.read_only = self.path.exists() and not _writable(self.path)
+        self._immutable: bool | None = None
         self._init()
+
+    def _make_parent(self) -> None:
+        parent = self.path.parent
+        for p in (parent, *parent.parents):
+            if p.exists() and not p.is_dir():
+                raise RepositoryError(
+                    f"cannot create the model repository {self.path}: {p} is a file, not a directory; "
+                    "pass another path or set TILEBLAS_MODEL_DB")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except PermissionError as exc:
+            raise ReadOnlyRepositoryError(
+                f"cannot create the model repository {self.path}: no permission to create {parent} "
+                f"({exc.strerror}); pass another path or set TILEBLAS_MODEL_DB") from exc
+        except OSError as exc:
+            raise RepositoryError(f"cannot create the model repository {self.path}: {exc}") from exc
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ReadOnlyRepositoryError(
+                f"cannot create the model repository {self.path}: the directory {parent} is read-only; "
+                "pass another path or set TILEBLAS_MODEL_DB")
+
+    def _ro_uri(self) -> str:
+        """URI opening the file read-only.  Where SQLite cannot make its shared-memory file beside a WAL
+        database (read-only directory), the file is opened as immutable: nothing can write it then."""
+        base = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+        if self._immutable is None:
+            self._immutable = False
+            try:
+                con = sqlite3.connect(base, uri=True, timeout=self.timeout)
+                try:
+                    con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                finally:
+                    con.close()
+            except sqlite3.OperationalError:
+                self._immutable = True
+        return base + "&immutable=1" if self._immutable else base
+
+    def _read_only_error(self, what: str = "store models in it") -> ReadOnlyRepositoryError:
+        return ReadOnlyRepositoryError(
+            f"the model repository {self.path} is read-only for this process (file or directory permissions): "
+            f"its models can be read, but not written; to {what}, make it writable or point "
+            "TILEBLAS_MODEL_DB at a writable file")
 
     # ------------------------------------------------------------------ connection and schema
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+            if getattr(self, "read_only", False):
+                con = sqlite3.connect(self._ro_uri(), uri=True, timeout=self.timeout, isolation_level=None)
+            else:
+                con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as exc:
             raise RepositoryError(f"cannot open the model repository {self.path}: {exc}") from exc
         try:
@@ -127,6 +194,8 @@ class Repository:
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
                 raise
+            if _is_readonly_error(exc):
+                raise self._read_only_error() from exc
             raise RepositoryError(
                 f"the model repository {self.path} is damaged or not an SQLite file ({exc}); "
                 f"delete it or point TILEBLAS_MODEL_DB elsewhere"
@@ -136,6 +205,8 @@ class Repository:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise self._read_only_error()
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
@@ -154,6 +225,8 @@ class Repository:
                 self._check_version(con)
                 if tables >= {"meta", "models", "properties"}:
                     return
+            if self.read_only:
+                raise self._read_only_error("create its tables")
             con.execute("PRAGMA journal_mode=WAL").fetchone()
         with self._write() as con:
             for stmt in _SCHEMA.strip().split(";"):
