@@ -779,3 +779,14 @@ def test_cli_end_to_end(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "best: variant 3 with block" in out and "tile_size" in out
     assert main(["model", "build", "dtrsm", "--flags", "QQ"]) == 2
+
+
+def test_cli_reports_an_unusable_repository(tmp_path, monkeypatch, capsys):
+    from tileblas.cli import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setenv("TILEBLAS_MODEL_DB", str(afile / "m.sqlite"))
+    assert main(["model", "build", "dgemm"]) == 2
+    err = capsys.readouterr().err
+    assert "is a file, not a directory" in err and str(afile) in err

@@ -40,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rc = args.func(args)
-    except (ValueError, TypeError) as exc:
+    except Exception as exc:
+        from tileblas.perf._repository import RepositoryError
+
+        if not isinstance(exc, (ValueError, TypeError, RepositoryError)):
+            raise
         print(f"tileblas {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(rc or 0)
