@@ -300,7 +300,7 @@ def _make_swap(p: str) -> Callable[..., Any]:
                     if y.size >= k > 0:
                         _call(addr, "viaiai", k, x, 1, y, 1)
                         return x, y
-            except (AttributeError, TypeError):  # not an ndarray: general path (nothing was called)
+            except (AttributeError, TypeError, OverflowError):  # not an ndarray: general path (nothing was called)
                 pass
         xr, xf, yr, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 1, 1)
         _call(addr, "viAiAi", n, xf, offx * it, incx, yf, offy * it, incy)
@@ -328,7 +328,8 @@ def _make_scal(p: str) -> Callable[..., Any]:
                     if k:
                         _call(addr, sig_fast, k, a, x, 1)
                         return x
-            except (AttributeError, TypeError):  # not an ndarray, or a needs conversion: nothing was called
+            except (AttributeError, TypeError, OverflowError):  # not an ndarray, a needs conversion, or a size over
+                # 32 bits: nothing was called; the general path converts or names the argument
                 pass
         a = as_scalar(p, a, "a")
         xr, xf, n, offx, incx = _single(dt, x, n, offx, incx, 1)
@@ -372,7 +373,7 @@ def _make_copy(p: str) -> Callable[..., Any]:
                     if y.size >= k > 0:
                         _call(addr, "viaiai", k, x, 1, y, 1)
                         return y
-            except (AttributeError, TypeError):  # not an ndarray: general path (nothing was called)
+            except (AttributeError, TypeError, OverflowError):  # not an ndarray: general path (nothing was called)
                 pass
         xr, xf, yr, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 0, 1)
         _call(addr, "viAiAi", n, xf, offx * it, incx, yf, offy * it, incy)
@@ -402,7 +403,8 @@ def _make_axpy(p: str) -> Callable[..., Any]:
                     if y.size >= k > 0:
                         _call(addr, sig_fast, k, a, x, 1, y, 1)
                         return y
-            except (AttributeError, TypeError):  # not an ndarray, or a needs conversion: nothing was called
+            except (AttributeError, TypeError, OverflowError):  # not an ndarray, a needs conversion, or a size over
+                # 32 bits: nothing was called; the general path converts or names the argument
                 pass
         a = as_scalar(p, a, "a", 1.0)
         xr, xf, yr, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 0, 1)
@@ -438,7 +440,7 @@ def _make_dot(name: str, vp: str) -> Callable[..., Any]:
                         k = x.size
                         if y.size >= k > 0:
                             return _call(addr, sig_fast, k, x, 1, y, 1)
-                except (AttributeError, TypeError):  # not an ndarray: general path (nothing was called)
+                except (AttributeError, TypeError, OverflowError):  # not an ndarray: general path (nothing was called)
                     pass
             _, xf, _, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 0, 0)
             return _call(addr, sig, n, xf, offx * it, incx, yf, offy * it, incy)
@@ -475,7 +477,7 @@ def _make_reduce(name: str, vp: str, kind: str) -> Callable[..., Any]:
                 if x.dtype is dt and ((x.base is None and x.ndim == 1) or x.flags.f_contiguous) and x.size:
                     r = _call(addr, sig_fast, x.size, x, 1)
                     return r - 1 if index else r
-            except (AttributeError, TypeError):  # not an ndarray: general path (nothing was called)
+            except (AttributeError, TypeError, OverflowError):  # not an ndarray: general path (nothing was called)
                 pass
         _, xf, n, offx, incx = _single(dt, x, n, offx, incx, 0, positive)
         r = _call(addr, sig, n, xf, offx * it, incx)

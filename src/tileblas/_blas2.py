@@ -194,7 +194,7 @@ def _make_gemv(p: str) -> Callable[..., Any]:
                             out = np.zeros(rows, dtype=dt)
                             _call(addr, fast_sig, t, M, N, alpha, arr, M, x, 1, beta, out, 1)
                             return out
-            except (AttributeError, TypeError):  # not arrays, or scalars need conversion: nothing was called
+            except (AttributeError, TypeError, OverflowError):  # not arrays, or scalars need conversion: nothing was called
                 pass
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)

@@ -241,15 +241,25 @@ def as_inout(obj: Any, dtype: np.dtype, name: str, overwrite: Any = True) -> tup
     return out, flat
 
 
+#: The largest count, dimension or increment the (LP64) BLAS library takes: its integers have 32 bits.
+BLAS_INT_MAX = 2**31 - 1
+
+
+def _too_big(what: str, value: int) -> OverflowError:
+    return OverflowError(f"{what} is {value}, above {BLAS_INT_MAX}, the largest value a 32-bit BLAS integer holds")
+
+
 def _as_rank2(a: np.ndarray, name: str) -> np.ndarray:
     if a.ndim == 2:
+        if a.shape[0] > BLAS_INT_MAX or a.shape[1] > BLAS_INT_MAX:
+            raise _too_big(f"a dimension of {name} (shape {a.shape})", max(a.shape))
         return a
     if a.ndim == 0:
         return a.reshape(1, 1)
     if a.ndim == 1:
-        return a.reshape(a.shape[0], 1)
+        return _as_rank2(a.reshape(a.shape[0], 1), name)
     if all(d == 1 for d in a.shape[2:]):
-        return a.reshape(a.shape[0], a.shape[1])
+        return _as_rank2(a.reshape(a.shape[0], a.shape[1]), name)
     raise ValueError(f"{name} must be a 2-D array; got an array of shape {a.shape}")
 
 
@@ -309,6 +319,8 @@ def check_inc(inc: Any, name: str, positive: bool = False) -> int:
     k = as_int(inc, name, 1)
     if k == 0 or (positive and k < 0):
         raise ValueError(f"{name} must be {'positive' if positive else 'nonzero'}; got {name}={k}")
+    if abs(k) > BLAS_INT_MAX:
+        raise _too_big(name, k)
     return k
 
 
@@ -322,6 +334,8 @@ def check_off(off: Any, length: int, name: str, vec: str) -> int:
 
 def check_span(n: int, length: int, off: int, inc: int, vec: str, what: str = "n") -> None:
     """``n`` elements at stride ``|inc|`` from ``off`` fit in ``length``: ``length - off > (n-1)*|inc|``."""
+    if n > BLAS_INT_MAX:
+        raise _too_big(f"{what} (elements of {vec})", n)
     if length - off <= (n - 1) * abs(inc):
         raise ValueError(
             f"{vec} is too short for {what}={n} elements at inc={inc} from offset {off}; got len({vec}) = {length}"

@@ -105,7 +105,7 @@ class AsyncFuture(concurrent.futures.Future):
         def result(self, timeout: float | None = None) -> Any:
             if self._state == _FINISHED and self._exception is None:
                 return self._result
-            return super().result(timeout)
+            return self._wait_result(timeout)
 
         def set_result(self, result: Any) -> None:
             with _CREATE:
@@ -123,6 +123,31 @@ class AsyncFuture(concurrent.futures.Future):
                     self._state = _FINISHED
                     return
             super().set_exception(exception)
+
+    else:  # pragma: no cover - a Python whose Future has other fields
+
+        def result(self, timeout: float | None = None) -> Any:
+            return self._wait_result(timeout)
+
+    def _wait_result(self, timeout: float | None) -> Any:
+        try:
+            return concurrent.futures.Future.result(self, timeout)
+        except TimeoutError as exc:
+            if str(exc) or self.done():
+                raise  # the call's own TimeoutError
+            raise TimeoutError(self._timeout_message(timeout)) from None
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            return super().exception(timeout)
+        except TimeoutError as exc:
+            if str(exc):
+                raise
+            raise TimeoutError(self._timeout_message(timeout)) from None
+
+    def _timeout_message(self, timeout: float | None) -> str:
+        return (f"{self!r} did not finish within timeout={timeout} s; the call keeps running: wait again, "
+                "or cancel() it (possible until it starts)")
 
     def ready(self) -> bool:
         """True once the call finished (successfully, with an error, or cancelled); never blocks."""

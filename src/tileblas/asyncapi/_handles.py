@@ -288,7 +288,15 @@ class MatrixHandle:
 
     def get(self, timeout: float | None = None) -> np.ndarray:
         """Wait for every call writing this handle, then return its data (see :meth:`read`)."""
-        return self.read().result(timeout)
+        fut = self.read()
+        try:
+            return fut.result(timeout)
+        except TimeoutError:
+            if fut.done():
+                raise
+            raise TimeoutError(
+                f"{self!r}: the calls writing it did not finish within timeout={timeout} s; they keep running "
+                "(get() again waits more)") from None
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait until every call submitted so far on this handle has finished (errors are not raised)."""

@@ -182,7 +182,7 @@ class Matrix:
 
     def get(self, timeout: float | None = None) -> np.ndarray:
         """Wait for the value and return it as a host array."""
-        return self.read().result(timeout)
+        return self._materialize().get(timeout)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.get()

@@ -221,6 +221,10 @@ def _is_loss(exc: BaseException) -> bool:
 
 def worker_info(client: Any) -> dict[str, dict[str, Any]]:
     """Address -> {"nthreads", "memory_limit"} of the workers the scheduler knows now."""
+    status = getattr(client, "status", None)
+    if status in ("closing", "closed"):
+        raise RuntimeError(f"the Dask client {client!r} is {status}: this runtime cannot reach its cluster; "
+                           "make a Runtime on an open Client")
     info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
     out = {}
     for addr, w in info.get("workers", {}).items():

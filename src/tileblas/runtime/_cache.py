@@ -420,6 +420,10 @@ class TileMemory:
 
         On a hit the block's readers are incremented; a new cached block is inserted with 1 reader and
         its ``filled`` unset (the caller fills it).  Waits for memory when every block is read."""
+        if nbytes > self.heaps[d].capacity:
+            raise DeviceError(
+                f"device {self.devices[d].name}: one tile ({nbytes} bytes) is larger than its whole memory "
+                f"({self.heaps[d].capacity} bytes); use a smaller tile_size or give the device more memory")
         waited = stuck_for = 0.0
         while True:
             with self._cv:
@@ -447,7 +451,7 @@ class TileMemory:
                             raise DeviceError(
                                 f"device {dev.name}: its memory ({heap.capacity} bytes) cannot hold the tiles "
                                 f"its {getattr(dev, 'streams', 1)} streams use at once ({heap.used_bytes} bytes "
-                                f"in use, {nbytes} more needed); give it more memory or fewer streams")
+                                f"in use, {nbytes} more needed); give it more memory, fewer streams or a smaller tile_size")
                         stuck = self._stuck(d)
                         t = time.perf_counter()
                         self._cv.wait(0.05)
