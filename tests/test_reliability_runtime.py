@@ -304,3 +304,24 @@ def test_default_tile_choice_is_bounded_for_many_tiles(name, m, n, k):
     tile = default_tile_size(name, m, n, k, 2)
     assert time.perf_counter() - t0 < 0.1  # a few candidates, each a handful of arithmetic
     assert tile == TILE_CANDIDATES[0]  # so many tiles balance at any size: the largest tile wins
+
+
+def test_dropped_async_executors_release_their_workers():
+    import tileblas.asyncapi as aa
+
+    a = RNG.standard_normal((128, 128))
+    gc.collect()
+    before = threading.active_count()
+    for i in range(20):
+        ex = aa.Executor(inline_below=0)  # every call goes to a worker thread
+        h, c = ex.handle(a), ex.empty((128, 128))
+        aa.gemm(1.0, h, h, 0.0, c).result(timeout=60)
+        if i == 0:
+            assert_product(c.get(timeout=60), a, a)
+        pending = aa.gemm(1.0, h, h, 0.0, ex.empty((128, 128)))  # dropped while possibly in flight
+        del ex, h, c
+    pending.result(timeout=60)  # work in flight keeps its executor until it is done
+    del pending
+    gc.collect()
+    after = _wait_threads(before + 2)
+    assert after <= before + 2, f"{after - before} threads left behind by 20 dropped executors"

@@ -24,6 +24,7 @@ import concurrent.futures
 import queue
 import threading
 import time
+import weakref
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -54,7 +55,8 @@ class Backend:
     """
 
     def __init__(self, executor: "Executor", device: Any, name: str, threads: int = 1) -> None:
-        self.executor = executor
+        # weak: the worker threads hold the backend, and must not keep a dropped executor alive
+        self._executor = weakref.ref(executor)
         self.device = device
         self.name = name
         self.host_memory = device is None or bool(device.host_memory)
@@ -71,9 +73,16 @@ class Backend:
         self.nthreads = threads
         self.threads: list[threading.Thread] = []
 
+    @property
+    def executor(self) -> "Executor":
+        ex = self._executor()
+        if ex is None:  # pragma: no cover - the executor holds its backends
+            raise RuntimeError("the executor of this backend was dropped")
+        return ex
+
     def start(self) -> None:
         for i in range(self.nthreads):
-            t = threading.Thread(target=self.executor._worker, args=(self,), daemon=True,
+            t = threading.Thread(target=_worker_loop, args=(self._executor, self), daemon=True,
                                  name=f"tileblas-async-{self.name}-{i}")
             t.start()
             self.threads.append(t)
@@ -88,6 +97,28 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<Backend {self.name} {self.speed / 1e9:.1f} GFLOP/s>"
+
+
+def _worker_loop(ref: "weakref.ref[Executor]", b: Backend) -> None:
+    """A backend's worker thread.  Between operations it holds its executor only weakly: a dropped executor
+    is collected, and its finalizer stops the threads (queued operations keep the executor alive)."""
+    get = b.queue.get
+    while True:
+        op = get()
+        if op is _STOP:
+            return
+        ex = ref()
+        if ex is None:  # pragma: no cover - an operation holds its executor
+            return
+        ex._run_queued(b, op)
+        del ex, op
+
+
+def _stop_workers(backends: "list[tuple[queue.SimpleQueue, int]]") -> None:
+    """Finalizer of a dropped executor: one stop marker per worker thread."""
+    for q, n in backends:
+        for _ in range(n):
+            q.put(_STOP)
 
 
 class Executor:
@@ -156,6 +187,8 @@ class Executor:
         if not self.synchronous:
             for b in self.backends:
                 b.start()
+            self._finalizer = weakref.finalize(
+                self, _stop_workers, [(b.queue, b.nthreads) for b in self.backends])
 
     # ------------------------------------------------------------------ handles
     def handle(self, data: Any, *, copy: bool = True, upload: bool = True) -> MatrixHandle:
@@ -441,40 +474,35 @@ class Executor:
         except BaseException as e:  # noqa: BLE001 - the error belongs to the future
             return None, e
 
-    def _worker(self, b: Backend) -> None:
-        get = b.queue.get
+    def _run_queued(self, b: Backend, op: Op) -> None:
+        """Run one operation a worker thread took from ``b``'s queue."""
         lock = self._lock
         device = b.device
         observe = self.policy.observe
-        while True:
-            op = get()
-            if op is _STOP:
+        with lock:
+            if op.state != READY:  # cancelled while queued
                 return
-            with lock:
-                if op.state != READY:  # cancelled while queued
-                    continue
-                op.state = RUNNING
-                b.queued_est -= op.estimate
-                b.nqueued -= 1
-                b.running += 1
-                b.running_start = t0 = _perf()
-                b.running_est = op.estimate
-            # PENDING -> RUNNING needs no notification, and once op is RUNNING nothing else changes its
-            # future's state (cancel() goes through the graph): set_running_or_notify_cancel without the lock
-            op.future._state = _RUNNING
-            result, error = self._call(op, device)
-            dt = _perf() - t0
-            moved = take_transfers()
-            resolve: list = []
-            runnable: list = []
-            with lock:
-                b.running -= 1
-                b.spent += dt
-                b.ntasks += 1
-                observe(b, op, dt, moved)
-                self._complete_locked(op, result, error, resolve, runnable)
-            self._after(resolve, runnable)
-            del op, result, error, resolve, runnable
+            op.state = RUNNING
+            b.queued_est -= op.estimate
+            b.nqueued -= 1
+            b.running += 1
+            b.running_start = t0 = _perf()
+            b.running_est = op.estimate
+        # PENDING -> RUNNING needs no notification, and once op is RUNNING nothing else changes its
+        # future's state (cancel() goes through the graph): set_running_or_notify_cancel without the lock
+        op.future._state = _RUNNING
+        result, error = self._call(op, device)
+        dt = _perf() - t0
+        moved = take_transfers()
+        resolve: list = []
+        runnable: list = []
+        with lock:
+            b.running -= 1
+            b.spent += dt
+            b.ntasks += 1
+            observe(b, op, dt, moved)
+            self._complete_locked(op, result, error, resolve, runnable)
+        self._after(resolve, runnable)
 
     # ------------------------------------------------------------------ cancellation, waiting
     def _cancel_op(self, op: Op) -> bool:
@@ -578,6 +606,9 @@ class Executor:
             if self._stopped:
                 return
             self._stopped = True
+        fin = getattr(self, "_finalizer", None)
+        if fin is not None:
+            fin.detach()
         for b in self.backends:
             b.stop()
         for b in self.backends:
