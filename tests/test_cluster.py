@@ -615,3 +615,19 @@ def test_demo_section_runs_on_a_local_cluster():
     text = "\n".join(lines)
     assert "result matches NumPy" in text and "the same call again: 0 bytes sent" in text, text
     assert "dask.array matmul" in text and "cluster shut down" in text
+
+
+def test_dropped_runtime_closes_the_cluster_it_made():
+    import gc
+
+    r = tileblas.Runtime(devices="dask:1", tile_size=64)
+    rng = np.random.default_rng(11)
+    a = _rand(rng, (128, 128))
+    c = np.zeros((128, 128), order="F")
+    r.gemm(1.0, a, a, 0.0, c)
+    assert np.all(np.abs(c - a @ a) <= 8 * 128 * np.finfo(float).eps * (np.abs(a) @ np.abs(a)))
+    pids = list(r.client.run(os.getpid).values())
+    assert pids
+    del r
+    gc.collect()
+    assert not _wait_gone(pids), "a dropped Runtime('dask:1') left its worker processes running"

@@ -56,6 +56,7 @@ import itertools
 import queue
 import threading
 import time
+import weakref
 import uuid
 import warnings
 from collections import OrderedDict, deque
@@ -327,6 +328,16 @@ class _Lost(Exception):
 # ---------------------------------------------------------------------------------------------------
 
 
+def _close_all(owned: list) -> None:
+    """Close the clients and clusters a runtime made (best effort: this also runs at interpreter exit)."""
+    for obj in owned:
+        try:
+            obj.close()
+        except Exception:  # pragma: no cover - best effort at shutdown
+            pass
+    owned.clear()
+
+
 class ClusterRuntime(Runtime):
     """A Runtime whose devices are the workers of a Dask cluster (see the module notes).
 
@@ -385,6 +396,9 @@ class ClusterRuntime(Runtime):
         if not isinstance(worker_wait_s, (int, float)) or isinstance(worker_wait_s, bool) or worker_wait_s < 0:
             raise ValueError(f"worker_wait_s must be a non-negative number; got {worker_wait_s!r}")
         self._owned: list = []
+        # a dropped runtime closes the client and cluster it made (the list is shared with the finalizer,
+        # which must not hold the runtime itself)
+        self._finalizer = weakref.finalize(self, _close_all, self._owned)
         self._client = self._connect(devices, security, dict(client_kwargs or {}))
         from tileblas.devices.dask import DaskWorkerDevice, worker_info  # noqa: F401
 
@@ -537,12 +551,7 @@ class ClusterRuntime(Runtime):
         self._closed = True
         self._store.clear()
         self._pool.shutdown(wait=True)
-        for obj in self._owned:
-            try:
-                obj.close()
-            except Exception:  # pragma: no cover - best effort at shutdown
-                pass
-        self._owned.clear()
+        self._finalizer()  # closes what this runtime made, once
 
     close = shutdown
 
