@@ -370,3 +370,15 @@ def test_bench_grid_resumes_a_partial_run(tmp_path, capsys):
     rc = main(common[:-4] + ["--json", str(tmp_path / "bad.json"), "--png", "", "--resume"])
     assert rc not in (0, None) and "bad.json is not a grid benchmark JSON file" in capsys.readouterr().err
     assert (tmp_path / "bad.json").read_text() == "[1, 2]"
+
+
+def test_save_policy_under_a_file_names_the_path(tmp_path):
+    from tileblas.perf import _paths
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    target = afile / "paths.json"
+    with pytest.raises(OSError, match="cannot write the path policy .*a parent path is a file") as info:
+        _paths.save_policy(_paths.PathPolicy(), target)
+    assert str(target) in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing left behind

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from tileblas.perf._repository import RepositoryError
 
-        if not isinstance(exc, (ValueError, TypeError, RepositoryError)):
+        if not isinstance(exc, (ValueError, TypeError, OSError, RepositoryError)):
             raise
         print(f"tileblas {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -219,9 +219,19 @@ def reload() -> PathPolicy:
 def save_policy(p: PathPolicy, path: str | os.PathLike | None = None) -> Path:
     """Write ``p`` (atomically) to ``path`` (default :func:`policy_path`) and return the path."""
     path = Path(path) if path is not None else policy_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(p.to_json(), f, indent=1)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(p.to_json(), f, indent=1)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        why = "a parent path is a file, not a directory" if isinstance(exc, (FileExistsError, NotADirectoryError)) \
+            else "no permission to write there" if isinstance(exc, PermissionError) else str(exc)
+        raise OSError(exc.errno, f"cannot write the path policy {path}: {why}; pass another path or set "
+                                 "TILEBLAS_PATHS") from exc
     return path
