@@ -328,7 +328,7 @@ def test_output_aliasing_an_input_is_exact(prefix):
     check_same(r, want, prefix)
 
 
-def test_c_order_inputs_reach_the_kernels_uncopied(monkeypatch):
+def test_c_order_inputs_reach_the_kernels_uncopied(monkeypatch, request):
     seen = []
     real = _dispatch.level3
 
@@ -337,6 +337,8 @@ def test_c_order_inputs_reach_the_kernels_uncopied(monkeypatch):
         return real(name, *args, **kw)
 
     monkeypatch.setattr(_dispatch, "level3", spy)
+    prev = _dispatch.set_small_path(False)  # the Python path's layout handling (the C path's: test_fastpath)
+    request.addfinalizer(lambda: _dispatch.set_small_path(prev))
     rng = np.random.default_rng(1)
     a = rng.standard_normal((5, 4))
     b = rng.standard_normal((4, 3))

@@ -16,10 +16,11 @@ itself.  ``tileblas tune`` calls :func:`apply_policy` again after storing new cr
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any
 
-__all__ = ["level3", "apply_policy", "fastpath_limits"]
+__all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "set_small_path"]
 
 _APPLIED = [False]
 
@@ -64,4 +65,61 @@ def level3(name: str, *args: Any, **kwargs: Any) -> None:
 
     if not _APPLIED[0]:
         apply_policy()
-    get_runtime().run(name, *args, **kwargs)
+    rt = get_runtime()
+    rt.run(name, *args, **kwargs)
+    if _FAST[0] is not rt and _ALLOWED[0]:
+        _sync_fastpath(rt)
+
+
+#: The runtime the C small-call path stands in for (None: the path is off).
+_FAST: list[Any] = [None]
+#: Whether the small-call path may be used at all ($TILEBLAS_SMALL_PATH=0 or :func:`set_small_path` turn
+#: it off: every call then takes the Python path and the runtime).
+_ALLOWED = [os.environ.get("TILEBLAS_SMALL_PATH", "1").strip() not in ("0", "off", "false", "no")]
+
+
+def set_small_path(enabled: bool) -> bool:
+    """Allow (True) or forbid (False) the C small-call path of the Level-3 routines; returns the previous
+    setting.  Forbidden, every call goes through the Python path and the current runtime (whose profile
+    then records it)."""
+    prev = _ALLOWED[0]
+    _ALLOWED[0] = bool(enabled)
+    if not enabled:
+        fastpath_off()
+    return prev
+
+
+def _sync_fastpath(rt: Any) -> None:
+    """Turn the C small-call path on when ``rt`` is the default runtime tileblas made itself (not one a
+    caller made or set: its profile records every call) and takes the path policy's native path (host
+    devices only), with the OpenBLAS instance of its thread count; else off."""
+    try:
+        from tileblas import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    from tileblas import _kernels
+    from tileblas.runtime import _runtime
+
+    threads = int(getattr(rt, "_policy_threads", 0) or 0)
+    ok = (_ALLOWED[0] and _runtime._CURRENT.get() is None and _runtime._DEFAULT is rt and threads > 0 and not rt.closed
+          and getattr(rt, "_made_default", False))
+    if not ok:
+        fastpath_off()
+        return
+    lib = _kernels.get_library(threads)
+    families = {"gemm": "sdcz", "symm": "sdcz", "hemm": "cz", "syrk": "sdcz", "herk": "cz", "syr2k": "sdcz",
+                "her2k": "cz", "trmm": "sdcz", "trsm": "sdcz"}
+    _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in families.items() for p in ps})
+    _FAST[0] = rt
+    _fastpath.set_state(True, _runtime._CURRENT)
+
+
+def fastpath_off() -> None:
+    """Turn the C small-call path off until the next Python-path call decides again (the default runtime
+    was replaced or closed)."""
+    _FAST[0] = None
+    try:
+        from tileblas import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    _fastpath.set_state(False, None)

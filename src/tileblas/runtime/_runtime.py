@@ -247,6 +247,10 @@ class Runtime:
         threads at once, is harmless.  A Runtime that is dropped without being closed releases its workers
         when it is garbage collected.
         """
+        from tileblas import _dispatch
+
+        if _dispatch._FAST[0] is self:
+            _dispatch.fastpath_off()
         self._sched.shutdown()
 
     close = shutdown
@@ -579,6 +583,8 @@ def get_runtime() -> Runtime:
     with _DEFAULT_LOCK:
         if _DEFAULT is None or _DEFAULT.closed:
             _DEFAULT = Runtime()
+            # the runtime tileblas made itself: the drop-in's C small-call path may stand in for it
+            _DEFAULT._made_default = True
         return _DEFAULT
 
 
@@ -590,6 +596,9 @@ def set_runtime(rt: Runtime | None) -> Runtime | None:
         raise TypeError(f"rt must be a Runtime or None; got {type(rt).__name__}")
     with _DEFAULT_LOCK:
         prev, _DEFAULT = _DEFAULT, rt
+    from tileblas import _dispatch
+
+    _dispatch.fastpath_off()  # the small-call path stood in for the previous default
     return prev
 
 

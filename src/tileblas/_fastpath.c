@@ -1,0 +1,692 @@
+/*
+ * tileblas._fastpath -- the small-call path of the Level-3 drop-in routines.
+ *
+ * Each public Level-3 routine of tileblas.blas (tileblas._blas3) first hands its arguments, all of them
+ * positionally, to a Level3 object of this module.  When the call is a common one, the object does the
+ * whole call here: one validation, one native BLAS call on tileblas' OpenBLAS instance of the path
+ * policy's thread count, the result array returned.  Anything else -- other types or dtypes, N-d or
+ * empty operands, shapes that do not fit, flag values out of range, memory shared between the output and
+ * an input, calls at or above the flop limit where the path policy tiles or recurses, a runtime other
+ * than the process default in force -- returns NotImplemented *before anything is written*, and the
+ * Python implementation takes over: it raises the errors (naming the argument) and runs the runtime.
+ *
+ * Semantics are those of the Python implementation (SciPy's): the output is a new Fortran-ordered array
+ * unless overwrite_* is set and the caller's array is already a Fortran-contiguous, aligned, writeable
+ * array of the routine's dtype, which is then updated in place.  Read-only operands are used in place
+ * when Fortran- or C-contiguous: a C-ordered operand is passed as the transpose of a Fortran-ordered
+ * one by flipping the trans/uplo flags (where the algebra allows it; otherwise it is copied, as f2py
+ * copies it).
+ *
+ * Module state set from Python (tileblas._dispatch):
+ *   set_level3_limits({family: flops})   calls with at least this many flops take the Python path
+ *   set_level3_library({name: address})  Fortran entry points ('dgemm' -> address of dgemm_)
+ *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
+ *                                        calls; contextvar: the current-runtime variable (a value in it
+ *                                        means a `with Runtime(...)` block is active: Python path)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { GEMM, SYMM, HEMM, SYRK, HERK, SYR2K, HER2K, TRMM, TRSM, NFAM };
+static const char *FAMILY[NFAM] = {"gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm"};
+static const char PREFIXES[4] = {'s', 'd', 'c', 'z'};
+static const int TYPENUM[4] = {NPY_FLOAT, NPY_DOUBLE, NPY_CFLOAT, NPY_CDOUBLE};
+
+static double limits[NFAM];           /* flops from which the Python path runs (0: never fast) */
+static void *entry[NFAM][4];          /* Fortran entry points, NULL: not set */
+static int enabled = 0;
+static PyObject *current_var = NULL;  /* contextvars.ContextVar of the current runtime */
+
+/* Above this many flops the BLAS call runs without the GIL (below, releasing it costs more than it
+ * lets other threads gain). */
+#define GIL_FLOPS 32768.0
+
+typedef union {
+    float f;
+    double d;
+    float cf[2];
+    double cd[2];
+} scalar_t;
+
+typedef struct {
+    PyObject_HEAD
+    int fam;
+    int prec;                          /* index into PREFIXES */
+    vectorcallfunc vectorcall;
+} Level3Object;
+
+/* ------------------------------------------------------------------------------------- conversion */
+
+/* A scalar as the routine's type; 0 when the object is not a plain Python number (Python path).
+ * Real routines take the real part of a complex number, as the Python implementation does. */
+static int
+get_scalar(PyObject *o, int prec, int real_only, scalar_t *out)
+{
+    double re, im = 0.0;
+    if (PyFloat_Check(o)) {
+        re = PyFloat_AS_DOUBLE(o);
+    }
+    else if (PyLong_Check(o)) {
+        re = PyLong_AsDouble(o);
+        if (re == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    else if (PyComplex_Check(o)) {
+        re = PyComplex_RealAsDouble(o);
+        im = PyComplex_ImagAsDouble(o);
+    }
+    else {
+        return 0;
+    }
+    if (real_only || prec < 2) im = 0.0;
+    if (real_only) {  /* herk/her2k real scalars of the component precision */
+        if (prec == 2) out->f = (float)re; else out->d = re;
+        return 1;
+    }
+    switch (prec) {
+    case 0: out->f = (float)re; break;
+    case 1: out->d = re; break;
+    case 2: out->cf[0] = (float)re; out->cf[1] = (float)im; break;
+    default: out->cd[0] = re; out->cd[1] = im; break;
+    }
+    return 1;
+}
+
+/* An integer flag: None -> 0; an exact int in [0, hi]; -1 otherwise (Python path). */
+static int
+get_flag(PyObject *o, int hi)
+{
+    long v;
+    if (o == Py_None) return 0;
+    if (!PyLong_CheckExact(o)) return -1;
+    v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (v >= 0 && v <= hi) ? (int)v : -1;
+}
+
+/* overwrite_*: None -> 0, exact int -> (v != 0), -1 otherwise. */
+static int
+get_overwrite(PyObject *o)
+{
+    int overflow;
+    long v;
+    if (o == Py_None) return 0;
+    if (!PyLong_CheckExact(o)) return -1;
+    v = PyLong_AsLongAndOverflow(o, &overflow);
+    if (overflow) return 1;
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return v != 0;
+}
+
+/* A 2-D operand of the routine's dtype, as given (no conversion): NULL when not one (Python path). */
+static PyArrayObject *
+plain_matrix(PyObject *o, int prec)
+{
+    PyArrayObject *a;
+    if (!PyArray_CheckExact(o)) return NULL;
+    a = (PyArrayObject *)o;
+    if (PyArray_NDIM(a) != 2 || PyArray_TYPE(a) != TYPENUM[prec] || !PyArray_ISALIGNED(a)
+        || !PyArray_ISNOTSWAPPED(a))
+        return NULL;
+    if (PyArray_DIM(a, 0) < 1 || PyArray_DIM(a, 1) < 1 || PyArray_DIM(a, 0) > INT32_MAX
+        || PyArray_DIM(a, 1) > INT32_MAX)
+        return NULL;
+    return a;
+}
+
+/* Layout of a read-only operand: 'F' Fortran-contiguous, 'C' C-contiguous only, 0 neither. */
+static char
+layout(PyArrayObject *a)
+{
+    if (PyArray_IS_F_CONTIGUOUS(a)) return 'F';
+    if (PyArray_IS_C_CONTIGUOUS(a)) return 'C';
+    return 0;
+}
+
+/* A new Fortran-ordered copy (a new reference, NULL with an exception set on failure). */
+static PyArrayObject *
+fortran_copy(PyArrayObject *a)
+{
+    return (PyArrayObject *)PyArray_NewCopy(a, NPY_FORTRANORDER);
+}
+
+static int
+overlaps(PyArrayObject *a, PyArrayObject *b)
+{
+    char *a0 = PyArray_BYTES(a), *b0 = PyArray_BYTES(b);
+    char *a1 = a0 + PyArray_NBYTES(a), *b1 = b0 + PyArray_NBYTES(b);
+    return a0 < b1 && b0 < a1;
+}
+
+/* The output: *given* updated in place when allowed, else a new Fortran array (zeros when ``zero``,
+ * else uninitialised, when *given* is None; a copy of *given* otherwise).  NULL + no exception: Python
+ * path; NULL + exception: error.  ``inputs`` are checked for shared memory with an in-place output. */
+static PyArrayObject *
+output(PyObject *given, int prec, int overwrite, npy_intp m, npy_intp n, int zero,
+       PyArrayObject **inputs, int ninputs)
+{
+    PyArrayObject *c;
+    if (given == Py_None) {
+        npy_intp dims[2] = {m, n};
+        if (zero)
+            return (PyArrayObject *)PyArray_ZEROS(2, dims, TYPENUM[prec], 1);
+        return (PyArrayObject *)PyArray_EMPTY(2, dims, TYPENUM[prec], 1);
+    }
+    c = plain_matrix(given, prec);
+    if (c == NULL || PyArray_DIM(c, 0) != m || PyArray_DIM(c, 1) != n) return NULL;
+    if (overwrite && PyArray_IS_F_CONTIGUOUS(c) && PyArray_ISWRITEABLE(c)) {
+        for (int i = 0; i < ninputs; i++)
+            if (overlaps(c, inputs[i])) return NULL;
+        Py_INCREF(c);
+        return c;
+    }
+    return fortran_copy(c);
+}
+
+/* ----------------------------------------------------------------------------------- native calls */
+
+typedef void (*gemm_t)(const char *, const char *, const int *, const int *, const int *, const void *,
+                       const void *, const int *, const void *, const int *, const void *, void *,
+                       const int *, size_t, size_t);
+typedef void (*symm_t)(const char *, const char *, const int *, const int *, const void *, const void *,
+                       const int *, const void *, const int *, const void *, void *, const int *, size_t,
+                       size_t);
+typedef void (*syrk_t)(const char *, const char *, const int *, const int *, const void *, const void *,
+                       const int *, const void *, void *, const int *, size_t, size_t);
+typedef void (*syr2k_t)(const char *, const char *, const int *, const int *, const void *, const void *,
+                        const int *, const void *, const int *, const void *, void *, const int *, size_t,
+                        size_t);
+typedef void (*trmm_t)(const char *, const char *, const char *, const char *, const int *, const int *,
+                       const void *, const void *, const int *, void *, const int *, size_t, size_t,
+                       size_t, size_t);
+
+static int
+ld(PyArrayObject *a)  /* leading dimension of a Fortran-contiguous operand */
+{
+    npy_intp r = PyArray_DIM(a, 0);
+    return (int)(r > 1 ? r : 1);
+}
+
+/* ------------------------------------------------------------------------------------ the routines */
+
+#define NOT_HANDLED goto python
+#define FAIL goto error
+
+static PyObject *
+level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Level3Object *self = (Level3Object *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    int fam = self->fam, prec = self->prec, cplx = prec >= 2;
+    void *fn = entry[fam][prec];
+    PyArrayObject *a = NULL, *b = NULL, *out = NULL, *acopy = NULL, *bcopy = NULL;
+    scalar_t alpha, beta;
+    double flops;
+    Py_ssize_t want = (fam == SYRK || fam == HERK) ? 7 : 8;
+
+    if (kwnames != NULL || nargs != want || !enabled || fn == NULL) NOT_HANDLED;
+    if (current_var != NULL) {
+        PyObject *cur = NULL;
+        if (PyContextVar_Get(current_var, Py_None, &cur) < 0) {
+            PyErr_Clear();
+            NOT_HANDLED;
+        }
+        Py_XDECREF(cur);
+        if (cur != Py_None) NOT_HANDLED;
+    }
+
+    switch (fam) {
+    case GEMM: {
+        /* gemm(alpha, a, b, beta, c, trans_a, trans_b, overwrite_c) */
+        int ta = get_flag(args[5], 2), tb = get_flag(args[6], 2), ow = get_overwrite(args[7]);
+        char la, lb, tra, trb;
+        int m, n, k, kb, lda, ldb, ldc;
+        if (ta < 0 || tb < 0 || ow < 0) NOT_HANDLED;
+        if (!cplx) { if (ta == 2) ta = 1; if (tb == 2) tb = 1; }
+        if (!get_scalar(args[0], prec, 0, &alpha)) NOT_HANDLED;
+        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
+        else if (!get_scalar(args[3], prec, 0, &beta)) NOT_HANDLED;
+        if ((a = plain_matrix(args[1], prec)) == NULL || (b = plain_matrix(args[2], prec)) == NULL) NOT_HANDLED;
+        m = (int)PyArray_DIM(a, ta ? 1 : 0);
+        k = (int)PyArray_DIM(a, ta ? 0 : 1);
+        kb = (int)PyArray_DIM(b, tb ? 1 : 0);
+        n = (int)PyArray_DIM(b, tb ? 0 : 1);
+        if (kb != k) NOT_HANDLED;
+        flops = 2.0 * m * n * k * (cplx ? 4.0 : 1.0);
+        if (!(flops < limits[fam])) NOT_HANDLED;
+        la = layout(a);
+        lb = layout(b);
+        /* a C-ordered operand is the Fortran-ordered transpose: op(a) = a -> 'T' on it, a.T -> 'N' */
+        if (la == 'C' && ta != 2) { tra = ta ? 'N' : 'T'; lda = (int)PyArray_DIM(a, 1); }
+        else {
+            if (la != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            tra = "NTC"[ta];
+            lda = ld(a);
+        }
+        if (lb == 'C' && tb != 2) { trb = tb ? 'N' : 'T'; ldb = (int)PyArray_DIM(b, 1); }
+        else {
+            if (lb != 'F') { if ((b = bcopy = fortran_copy(b)) == NULL) FAIL; }
+            trb = "NTC"[tb];
+            ldb = ld(b);
+        }
+        if (lda < 1) lda = 1;
+        if (ldb < 1) ldb = 1;
+        {
+            PyArrayObject *ins[2] = {a, b};
+            int beta_zero = cplx ? (prec == 2 ? (beta.cf[0] == 0 && beta.cf[1] == 0)
+                                              : (beta.cd[0] == 0 && beta.cd[1] == 0))
+                                 : (prec == 0 ? beta.f == 0 : beta.d == 0);
+            out = output(args[4], prec, ow, m, n, !beta_zero, ins, 2);
+        }
+        if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
+        ldc = ld(out);
+        if (flops > GIL_FLOPS) {
+            Py_BEGIN_ALLOW_THREADS
+            ((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
+                         PyArray_DATA(out), &ldc, 1, 1);
+            Py_END_ALLOW_THREADS
+        }
+        else {
+            ((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
+                         PyArray_DATA(out), &ldc, 1, 1);
+        }
+        break;
+    }
+    case SYMM:
+    case HEMM: {
+        /* symm(alpha, a, b, beta, c, side, lower, overwrite_c); a square, b m x n */
+        int sd = get_flag(args[5], 1), lo = get_flag(args[6], 1), ow = get_overwrite(args[7]);
+        char side, uplo;
+        int m, n, s, lda, ldb, ldc;
+        if (sd < 0 || lo < 0 || ow < 0) NOT_HANDLED;
+        if (!get_scalar(args[0], prec, 0, &alpha)) NOT_HANDLED;
+        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
+        else if (!get_scalar(args[3], prec, 0, &beta)) NOT_HANDLED;
+        if ((a = plain_matrix(args[1], prec)) == NULL || (b = plain_matrix(args[2], prec)) == NULL) NOT_HANDLED;
+        s = (int)PyArray_DIM(a, 0);
+        if (PyArray_DIM(a, 1) != s) NOT_HANDLED;
+        m = (int)PyArray_DIM(b, 0);
+        n = (int)PyArray_DIM(b, 1);
+        if ((sd == 0 ? m : n) != s) NOT_HANDLED;
+        flops = 2.0 * m * n * s * (cplx ? 4.0 : 1.0);
+        if (!(flops < limits[fam])) NOT_HANDLED;
+        uplo = lo ? 'L' : 'U';
+        /* a C-ordered symmetric a is its own transpose in Fortran order: the other triangle */
+        if (layout(a) == 'C' && fam == SYMM) { uplo = lo ? 'U' : 'L'; lda = (int)PyArray_DIM(a, 1); }
+        else {
+            if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            lda = ld(a);
+        }
+        if (layout(b) != 'F') { if ((b = bcopy = fortran_copy(b)) == NULL) FAIL; }
+        ldb = ld(b);
+        side = sd ? 'R' : 'L';
+        {
+            PyArrayObject *ins[2] = {a, b};
+            int beta_zero = cplx ? (prec == 2 ? (beta.cf[0] == 0 && beta.cf[1] == 0)
+                                              : (beta.cd[0] == 0 && beta.cd[1] == 0))
+                                 : (prec == 0 ? beta.f == 0 : beta.d == 0);
+            out = output(args[4], prec, ow, m, n, !beta_zero, ins, 2);
+        }
+        if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
+        ldc = ld(out);
+        if (flops > GIL_FLOPS) {
+            Py_BEGIN_ALLOW_THREADS
+            ((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
+                         PyArray_DATA(out), &ldc, 1, 1);
+            Py_END_ALLOW_THREADS
+        }
+        else {
+            ((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
+                         PyArray_DATA(out), &ldc, 1, 1);
+        }
+        break;
+    }
+    case SYRK:
+    case HERK:
+    case SYR2K:
+    case HER2K: {
+        /* syrk(alpha, a, beta, c, trans, lower, overwrite_c); syr2k(alpha, a, b, beta, c, trans, lower, ow) */
+        int two = (fam == SYR2K || fam == HER2K), herm = (fam == HERK || fam == HER2K);
+        int o = two ? 1 : 0;
+        int tr = get_flag(args[4 + o], 2), lo = get_flag(args[5 + o], 1), ow = get_overwrite(args[6 + o]);
+        char trans, uplo;
+        int n, k, lda, ldb = 1, ldc;
+        if (tr < 0 || lo < 0 || ow < 0) NOT_HANDLED;
+        if (cplx && (herm ? tr == 1 : tr == 2)) NOT_HANDLED;  /* BLAS rejects these: Python raises */
+        if (!get_scalar(args[0], prec, fam == HERK, &alpha)) NOT_HANDLED;
+        if (args[2 + o] == Py_None) memset(&beta, 0, sizeof beta);
+        else if (!get_scalar(args[2 + o], prec, herm, &beta)) NOT_HANDLED;
+        if ((a = plain_matrix(args[1], prec)) == NULL) NOT_HANDLED;
+        if (two) {
+            if ((b = plain_matrix(args[2], prec)) == NULL) NOT_HANDLED;
+            if (PyArray_DIM(b, 0) != PyArray_DIM(a, 0) || PyArray_DIM(b, 1) != PyArray_DIM(a, 1)) NOT_HANDLED;
+        }
+        n = (int)PyArray_DIM(a, tr ? 1 : 0);
+        k = (int)PyArray_DIM(a, tr ? 0 : 1);
+        flops = (two ? 2.0 : 1.0) * n * (n + 1.0) * k * (cplx ? 4.0 : 1.0);
+        if (!(flops < limits[fam])) NOT_HANDLED;
+        trans = tr == 0 ? 'N' : ((tr == 2 && cplx) ? 'C' : 'T');
+        uplo = lo ? 'L' : 'U';
+        /* C-ordered operands (both of them, symmetric routines): the transposed problem, trans flipped */
+        if (!herm && layout(a) == 'C' && (!two || layout(b) == 'C')) {
+            trans = trans == 'N' ? 'T' : 'N';
+            lda = (int)PyArray_DIM(a, 1);
+            if (two) ldb = (int)PyArray_DIM(b, 1);
+        }
+        else {
+            if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            lda = ld(a);
+            if (two) {
+                if (layout(b) != 'F') { if ((b = bcopy = fortran_copy(b)) == NULL) FAIL; }
+                ldb = ld(b);
+            }
+        }
+        {
+            PyArrayObject *ins[2] = {a, b};
+            out = output(args[3 + o], prec, ow, n, n, 1, ins, two ? 2 : 1);
+        }
+        if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
+        ldc = ld(out);
+        if (two) {
+            if (flops > GIL_FLOPS) {
+                Py_BEGIN_ALLOW_THREADS
+                ((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb,
+                              &beta, PyArray_DATA(out), &ldc, 1, 1);
+                Py_END_ALLOW_THREADS
+            }
+            else {
+                ((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb,
+                              &beta, PyArray_DATA(out), &ldc, 1, 1);
+            }
+        }
+        else {
+            if (flops > GIL_FLOPS) {
+                Py_BEGIN_ALLOW_THREADS
+                ((syrk_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, &beta, PyArray_DATA(out),
+                             &ldc, 1, 1);
+                Py_END_ALLOW_THREADS
+            }
+            else {
+                ((syrk_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, &beta, PyArray_DATA(out),
+                             &ldc, 1, 1);
+            }
+        }
+        break;
+    }
+    case TRMM:
+    case TRSM: {
+        /* trmm(alpha, a, b, side, lower, trans_a, diag, overwrite_b); a square of order m (side 0) or n */
+        int sd = get_flag(args[3], 1), lo = get_flag(args[4], 1), ta = get_flag(args[5], 2);
+        int dg = get_flag(args[6], 1), ow = get_overwrite(args[7]);
+        char side, uplo, transa, diag;
+        int m, n, s, lda, ldb;
+        PyArrayObject *bin;
+        if (sd < 0 || lo < 0 || ta < 0 || dg < 0 || ow < 0) NOT_HANDLED;
+        if (!cplx && ta == 2) ta = 1;
+        if (!get_scalar(args[0], prec, 0, &alpha)) NOT_HANDLED;
+        if ((a = plain_matrix(args[1], prec)) == NULL || (bin = plain_matrix(args[2], prec)) == NULL) NOT_HANDLED;
+        m = (int)PyArray_DIM(bin, 0);
+        n = (int)PyArray_DIM(bin, 1);
+        s = sd ? n : m;
+        if (PyArray_DIM(a, 0) != s || PyArray_DIM(a, 1) != s) NOT_HANDLED;
+        flops = 1.0 * m * n * s * (cplx ? 4.0 : 1.0);
+        if (!(flops < limits[fam])) NOT_HANDLED;
+        uplo = lo ? 'L' : 'U';
+        transa = "NTC"[ta];
+        if (layout(a) == 'C' && ta != 2) {  /* the Fortran-ordered transpose: other triangle, trans flipped */
+            uplo = lo ? 'U' : 'L';
+            transa = ta ? 'N' : 'T';
+            lda = s;
+        }
+        else {
+            if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            lda = ld(a);
+        }
+        {
+            PyArrayObject *ins[1] = {a};
+            out = output(args[2], prec, ow, m, n, 0, ins, 1);
+        }
+        if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
+        ldb = ld(out);
+        side = sd ? 'R' : 'L';
+        diag = dg ? 'U' : 'N';
+        if (flops > GIL_FLOPS) {
+            Py_BEGIN_ALLOW_THREADS
+            ((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out),
+                         &ldb, 1, 1, 1, 1);
+            Py_END_ALLOW_THREADS
+        }
+        else {
+            ((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out),
+                         &ldb, 1, 1, 1, 1);
+        }
+        break;
+    }
+    default:
+        NOT_HANDLED;
+    }
+    Py_XDECREF(acopy);
+    Py_XDECREF(bcopy);
+    return (PyObject *)out;
+
+python:
+    Py_XDECREF(acopy);
+    Py_XDECREF(bcopy);
+    Py_XDECREF(out);
+    Py_RETURN_NOTIMPLEMENTED;
+
+error:
+    Py_XDECREF(acopy);
+    Py_XDECREF(bcopy);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------ the type */
+
+static PyObject *
+level3_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    const char *fam, *prefix;
+    Level3Object *self;
+    int f = -1, p = -1;
+    static char *kwlist[] = {"family", "prefix", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ss", kwlist, &fam, &prefix))
+        return NULL;
+    for (int i = 0; i < NFAM; i++)
+        if (strcmp(fam, FAMILY[i]) == 0) f = i;
+    for (int i = 0; i < 4; i++)
+        if (prefix[0] == PREFIXES[i] && prefix[1] == '\0') p = i;
+    if (f < 0 || p < 0) {
+        PyErr_Format(PyExc_ValueError, "unknown Level-3 routine %s%s", prefix, fam);
+        return NULL;
+    }
+    if ((f == HEMM || f == HERK || f == HER2K) && p < 2) {
+        PyErr_Format(PyExc_ValueError, "%s%s does not exist (Hermitian routines are complex)", prefix, fam);
+        return NULL;
+    }
+    self = (Level3Object *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->fam = f;
+    self->prec = p;
+    self->vectorcall = level3_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyObject *
+level3_repr(Level3Object *self)
+{
+    return PyUnicode_FromFormat("<tileblas small-call path of %c%s>", PREFIXES[self->prec], FAMILY[self->fam]);
+}
+
+static PyTypeObject Level3Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tileblas._fastpath.Level3",
+    .tp_basicsize = sizeof(Level3Object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Level3(family, prefix): the small-call path of one Level-3 routine; called with all the\n"
+              "routine's arguments positionally, it returns the result or NotImplemented (Python path).",
+    .tp_new = level3_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Level3Object, vectorcall),
+    .tp_repr = (reprfunc)level3_repr,
+};
+
+/* ----------------------------------------------------------------------------------- module state */
+
+static int
+family_index(PyObject *key)
+{
+    const char *s = PyUnicode_AsUTF8(key);
+    if (s == NULL) return -1;
+    for (int i = 0; i < NFAM; i++)
+        if (strcmp(s, FAMILY[i]) == 0) return i;
+    PyErr_Format(PyExc_ValueError, "unknown Level-3 family %R", key);
+    return -1;
+}
+
+static PyObject *
+set_level3_limits(PyObject *mod, PyObject *arg)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    double newlim[NFAM];
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_level3_limits takes a dict {family: flops}");
+        return NULL;
+    }
+    memcpy(newlim, limits, sizeof limits);
+    while (PyDict_Next(arg, &pos, &key, &value)) {
+        int f = family_index(key);
+        double v;
+        if (f < 0) return NULL;
+        v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred()) return NULL;
+        newlim[f] = v;
+    }
+    memcpy(limits, newlim, sizeof limits);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+get_level3_limits(PyObject *mod, PyObject *unused)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (int i = 0; i < NFAM; i++) {
+        PyObject *v = PyFloat_FromDouble(limits[i]);
+        if (v == NULL || PyDict_SetItemString(d, FAMILY[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *
+set_level3_library(PyObject *mod, PyObject *arg)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    void *newentry[NFAM][4];
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_level3_library takes a dict {'dgemm': address, ...}");
+        return NULL;
+    }
+    memset(newentry, 0, sizeof newentry);
+    while (PyDict_Next(arg, &pos, &key, &value)) {
+        const char *s = PyUnicode_AsUTF8(key);
+        int p = -1, f = -1;
+        void *addr;
+        if (s == NULL) return NULL;
+        for (int i = 0; i < 4; i++)
+            if (s[0] == PREFIXES[i]) p = i;
+        if (p >= 0)
+            for (int i = 0; i < NFAM; i++)
+                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
+        if (p < 0 || f < 0) {
+            PyErr_Format(PyExc_ValueError, "unknown Level-3 routine %R", key);
+            return NULL;
+        }
+        addr = PyLong_AsVoidPtr(value);
+        if (addr == NULL && PyErr_Occurred()) return NULL;
+        newentry[f][p] = addr;
+    }
+    memcpy(entry, newentry, sizeof entry);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_state(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    int on;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_state(enabled, contextvar)");
+        return NULL;
+    }
+    on = PyObject_IsTrue(args[0]);
+    if (on < 0) return NULL;
+    if (args[1] != Py_None && !PyContextVar_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "contextvar must be a contextvars.ContextVar or None");
+        return NULL;
+    }
+    Py_XINCREF(args[1] == Py_None ? NULL : args[1]);
+    Py_XSETREF(current_var, args[1] == Py_None ? NULL : args[1]);
+    enabled = on;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+is_enabled(PyObject *mod, PyObject *unused)
+{
+    return PyBool_FromLong(enabled);
+}
+
+static PyMethodDef methods[] = {
+    {"set_level3_limits", set_level3_limits, METH_O,
+     "set_level3_limits({family: flops}): calls with at least this many flops take the Python path."},
+    {"get_level3_limits", get_level3_limits, METH_NOARGS, "The flop limits in force, per family."},
+    {"set_level3_library", set_level3_library, METH_O,
+     "set_level3_library({'dgemm': address, ...}): the Fortran entry points the small-call path calls."},
+    {"set_state", (PyCFunction)(void (*)(void))set_state, METH_FASTCALL,
+     "set_state(enabled, contextvar): turn the small-call path on or off; the current-runtime variable."},
+    {"enabled", is_enabled, METH_NOARGS, "Whether the small-call path is on."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "tileblas._fastpath", "The small-call path of the Level-3 drop-in routines.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC
+PyInit__fastpath(void)
+{
+    PyObject *m;
+    import_array();
+    if (PyType_Ready(&Level3Type) < 0) return NULL;
+    m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&Level3Type);
+    if (PyModule_AddObject(m, "Level3", (PyObject *)&Level3Type) < 0) {
+        Py_DECREF(&Level3Type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,303 @@
+"""The C small-call path of the Level-3 drop-in routines (tileblas._fastpath).
+
+Every routine, flag and operand layout it handles gives SciPy's result (values within an error bound,
+same dtype, shape, Fortran order, same in-place behaviour), and everything it does not handle reaches the
+Python path unchanged: errors name the argument, runtimes in force are used, and calls at or above the
+path policy's limits are run by the runtime.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.linalg.blas as sb
+
+import tileblas
+import tileblas.blas as tb
+from tileblas import _dispatch
+from tileblas.runtime import _runtime
+
+fp = pytest.importorskip("tileblas._fastpath")
+
+DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+FAMILIES = {"gemm": "sdcz", "symm": "sdcz", "hemm": "cz", "syrk": "sdcz", "herk": "cz", "syr2k": "sdcz",
+            "her2k": "cz", "trmm": "sdcz", "trsm": "sdcz"}
+
+
+@pytest.fixture(autouse=True)
+def _fast_on():
+    """The default runtime, the small-call path on (one Python-path call decides it)."""
+    _runtime.set_runtime(None)
+    tb.dgemm(1.0, np.ones((1, 1)), np.ones((1, 1)), trans_a=True)  # bool flag: Python path
+    assert fp.enabled()
+    yield
+
+
+def _rand(rng, shape, dtype, layout="F"):
+    x = rng.uniform(-1, 1, shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.uniform(-1, 1, shape)
+    x = x.astype(dtype)
+    if layout == "F":
+        return np.asfortranarray(x)
+    if layout == "C":
+        return np.ascontiguousarray(x)
+    big = np.zeros((shape[0] * 2, shape[1] * 2), dtype, order="F")  # strided view
+    big[::2, ::2] = x
+    return big[::2, ::2]
+
+
+def _tri(rng, n, dtype, layout):
+    a = _rand(rng, (n, n), dtype, "F") + (2 * n) * np.eye(n, dtype=dtype)  # well conditioned
+    return _rand_like(a, layout)
+
+
+def _rand_like(a, layout):
+    if layout == "F":
+        return np.asfortranarray(a)
+    if layout == "C":
+        return np.ascontiguousarray(a)
+    big = np.zeros((a.shape[0] * 2, a.shape[1] * 2), a.dtype, order="F")
+    big[::2, ::2] = a
+    return big[::2, ::2]
+
+
+def _dup(v):
+    """A copy with the same layout (Fortran, C, or a strided view)."""
+    if not isinstance(v, np.ndarray):
+        return v
+    if v.flags.f_contiguous or v.flags.c_contiguous:
+        return v.copy(order="K")
+    return _rand_like(v.copy(), "S")
+
+
+def _close(got, ref, scale, k, dtype):
+    eps = np.finfo(dtype).eps
+    bound = 16 * (k + 2) * eps * max(scale, 1e-30)
+    err = float(np.max(np.abs(np.asarray(got) - np.asarray(ref)), initial=0.0))
+    assert err <= bound, f"error {err:.3g} above bound {bound:.3g}"
+
+
+def _cases():
+    for fam, prefixes in FAMILIES.items():
+        for p in prefixes:
+            yield fam, p
+
+
+@pytest.mark.parametrize("fam,p", list(_cases()))
+def test_small_path_matches_scipy(fam, p):
+    dt = DT[p]
+    rng = np.random.default_rng(abs(hash((fam, p))) % 2**32)
+    name = p + fam
+    small = fp.Level3(fam, p)
+    mine, theirs = getattr(tb, name), getattr(sb, name)
+    handled = 0
+    layouts = ("F", "C", "S")
+    for n in (1, 5, 16):
+        m, k = n + 2, n + 1
+        if fam == "gemm":
+            for ta, tbf, la, lb in itertools.product((0, 1, 2), (0, 1, 2), layouts, layouts):
+                a = _rand(rng, (k, m) if ta else (m, k), dt, la)
+                b = _rand(rng, (n, k) if tbf else (k, n), dt, lb)
+                args, kw = (1.5, a, b), dict(trans_a=ta, trans_b=tbf)
+                scale = 1.5 * np.max(np.abs(a)) * np.max(np.abs(b)) * k
+                handled += _compare(small, mine, theirs, args, kw, scale, k, dt, out_shape=(m, n))
+        elif fam in ("symm", "hemm"):
+            for sd, lo, la, lb in itertools.product((0, 1), (0, 1), layouts, layouts):
+                s = m if sd == 0 else n
+                a = _rand(rng, (s, s), dt, la)
+                b = _rand(rng, (m, n), dt, lb)
+                scale = 1.5 * np.max(np.abs(a)) * np.max(np.abs(b)) * s
+                handled += _compare(small, mine, theirs, (1.5, a, b), dict(side=sd, lower=lo), scale, s, dt,
+                                    out_shape=(m, n))
+        elif fam in ("syrk", "herk", "syr2k", "her2k"):
+            two = fam.endswith("2k")
+            herm = fam.startswith("her")
+            trs = (0, 1, 2) if p in "sd" else ((0, 2) if herm else (0, 1))
+            for tr, lo, la, lb in itertools.product(trs, (0, 1), layouts, layouts if two else ("F",)):
+                a = _rand(rng, (k, n) if tr else (n, k), dt, la)
+                args = (1.5, a) + ((_rand(rng, a.shape, dt, lb),) if two else ())
+                scale = 1.5 * np.max(np.abs(a)) ** 2 * k * (3 if two else 1)
+                handled += _compare(small, mine, theirs, args, dict(trans=tr, lower=lo), scale, k, dt,
+                                    out_shape=(n, n), rank=True)
+        else:
+            for sd, lo, ta, dg, la, lb in itertools.product((0, 1), (0, 1), (0, 1, 2), (0, 1), layouts, layouts):
+                s = m if sd == 0 else n
+                a = _tri(rng, s, dt, la)
+                b = _rand(rng, (m, n), dt, lb)
+                if fam == "trmm":
+                    scale = 1.5 * np.max(np.abs(a)) * np.max(np.abs(b)) * s
+                else:
+                    scale = 1.5 * np.max(np.abs(b)) * 4  # diagonally dominant: |x| <~ |b| / n
+                flags = dict(side=sd, lower=lo, trans_a=ta, diag=dg)
+                handled += _compare(small, mine, theirs, (1.5, a, b), flags, scale, s, dt,
+                                    out_shape=(m, n), out_name="b")
+    assert handled > 0
+
+
+_PARAMS = {
+    "gemm": ("alpha", "a", "b", "beta", "c", "trans_a", "trans_b", "overwrite_c"),
+    "symm": ("alpha", "a", "b", "beta", "c", "side", "lower", "overwrite_c"),
+    "syrk": ("alpha", "a", "beta", "c", "trans", "lower", "overwrite_c"),
+    "syr2k": ("alpha", "a", "b", "beta", "c", "trans", "lower", "overwrite_c"),
+    "trmm": ("alpha", "a", "b", "side", "lower", "trans_a", "diag", "overwrite_b"),
+}
+_PARAMS.update(hemm=_PARAMS["symm"], herk=_PARAMS["syrk"], her2k=_PARAMS["syr2k"], trsm=_PARAMS["trmm"])
+_DEFAULTS = {"beta": 0.0, "c": None, "trans_a": 0, "trans_b": 0, "overwrite_c": 0, "side": 0, "lower": 0,
+             "trans": 0, "diag": 0, "overwrite_b": 0}
+
+
+def _positional(fam, args, kw):
+    names = _PARAMS[fam]
+    full = dict(zip(names, args))
+    for nm in names[len(args):]:
+        full[nm] = kw.get(nm, _DEFAULTS[nm])
+    return tuple(full[nm] for nm in names)
+
+
+def _compare(small, mine, theirs, args, kw, scale, k, dt, out_shape, out_name="c", rank=False):
+    """Compare the three ways (C path directly, the public routine, SciPy) on one call, with the output
+    given or not, beta 0 or not, overwrite or not.  Returns how many calls the C path handled."""
+    fam = mine.__name__[1:]
+    handled = 0
+    rng = np.random.default_rng(0)
+    variants = [dict()]
+    if out_name == "c":
+        c0 = _rand(rng, out_shape, dt, "F")
+        if rank:  # a Hermitian result's diagonal must be real for herk/her2k's beta*c
+            c0 = np.asfortranarray(c0 + c0.conj().T) if fam.startswith("her") else c0
+        variants += [dict(beta=0.5, c=c0), dict(beta=0.5, c=c0, overwrite_c=1),
+                     dict(beta=0.5, c=np.ascontiguousarray(c0), overwrite_c=1)]
+    else:
+        variants += [dict(overwrite_b=1)]
+    for extra in variants:
+        kw2 = {**kw, **extra}
+        ins = [_dup(v) for v in args]
+        cval = kw2.get(out_name) if out_name == "c" else ins[2]
+        sc = scale + (0.5 * float(np.max(np.abs(cval))) if out_name == "c" and "c" in extra else 0.0)
+        # SciPy on copies
+        s_args = [_dup(v) for v in ins]
+        s_kw = {kk: _dup(v) for kk, v in kw2.items()}
+        ref = theirs(*s_args, **s_kw)
+        s_inplace = (ref is s_kw.get(out_name)) if out_name == "c" else (ref is s_args[2])
+        # the C path directly
+        d_args = [_dup(v) for v in ins]
+        d_kw = {kk: _dup(v) for kk, v in kw2.items()}
+        got = small(*_positional(fam, d_args, d_kw))
+        if got is not NotImplemented:
+            handled += 1
+            d_out = d_kw.get(out_name) if out_name == "c" else d_args[2]
+            assert (got is d_out) == s_inplace
+            _check_result(got, ref, sc, k, dt)
+        # the public routine
+        p_args = [_dup(v) for v in ins]
+        p_kw = {kk: _dup(v) for kk, v in kw2.items()}
+        res = mine(*p_args, **p_kw)
+        p_out = p_kw.get(out_name) if out_name == "c" else p_args[2]
+        assert (res is p_out) == s_inplace
+        _check_result(res, ref, sc, k, dt)
+    return handled
+
+
+def _check_result(got, ref, scale, k, dt):
+    assert isinstance(got, np.ndarray) and got.dtype == ref.dtype and got.shape == ref.shape
+    assert got.flags.f_contiguous
+    _close(got, ref, scale, k, dt)
+
+
+def test_common_calls_take_the_small_path():
+    """The C path really handles the common cases (not only falls back)."""
+    rng = np.random.default_rng(1)
+    a, b = _rand(rng, (16, 16), np.float64), _rand(rng, (16, 16), np.float64, "C")
+    assert fp.Level3("gemm", "d")(1.0, a, b, 0.0, None, 0, 0, 0) is not NotImplemented
+    assert fp.Level3("syrk", "z")(1.0, a.astype(complex), 0.0, None, 1, 0, 0) is not NotImplemented
+    t = _tri(rng, 16, np.float32, "C")
+    assert fp.Level3("trsm", "s")(1.0, t, b.astype(np.float32), 1, 1, 1, 0, 0) is not NotImplemented
+
+
+@pytest.mark.parametrize("args", [
+    (1.0, [[1.0]], np.ones((1, 1)), 0.0, None, 0, 0, 0),              # a list: Python converts
+    (1.0, np.ones((2, 2), np.float32), np.ones((2, 2)), 0.0, None, 0, 0, 0),   # another dtype
+    (1.0, np.ones((2, 3)), np.ones((2, 2)), 0.0, None, 0, 0, 0),      # shapes do not fit: Python raises
+    (1.0, np.ones((2, 2)), np.ones((2, 2)), 0.0, None, 3, 0, 0),      # flag out of range
+    (1.0, np.ones((2, 2)), np.ones((2, 2)), 0.0, None, True, 0, 0),   # bool flag
+    ("1", np.ones((2, 2)), np.ones((2, 2)), 0.0, None, 0, 0, 0),      # not a number
+    (1.0, np.ones((0, 2)), np.ones((2, 2)), 0.0, None, 0, 0, 0),      # empty
+    (1.0, np.ones((2, 2)), np.ones((2, 2)), 0.0, np.ones((3, 3)), 0, 0, 0),  # c of another shape
+    (1.0, np.ones(2), np.ones((2, 2)), 0.0, None, 0, 0, 0),           # 1-d operand
+])
+def test_unusual_calls_go_to_the_python_path(args):
+    assert fp.Level3("gemm", "d")(*args) is NotImplemented
+
+
+def test_errors_still_name_the_argument():
+    with pytest.raises(ValueError, match="trans_a"):
+        tb.dgemm(1.0, np.ones((2, 2)), np.ones((2, 2)), trans_a=3)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        tb.dgemm(1.0, np.ones((2, 3)), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="c has shape"):
+        tb.dgemm(1.0, np.ones((2, 2)), np.ones((2, 2)), 1.0, np.ones((3, 3)))
+
+
+def test_in_place_output_sharing_an_input_is_exact():
+    """An output that is also an input goes to the Python path, which copies the input first."""
+    rng = np.random.default_rng(2)
+    a = _rand(rng, (8, 8), np.float64)
+    ref = 2.0 * (a @ a)
+    assert fp.Level3("gemm", "d")(2.0, a, a, 0.0, a, 0, 0, 1) is NotImplemented
+    out = tb.dgemm(2.0, a, a, 0.0, a, overwrite_c=1)
+    assert out is a
+    _close(out, ref, 2 * 8 * np.max(np.abs(ref)), 8, np.float64)
+
+
+def test_a_runtime_in_force_gets_the_call():
+    rng = np.random.default_rng(3)
+    a = _rand(rng, (16, 16), np.float64)
+    with tileblas.Runtime(2) as rt:
+        assert fp.Level3("gemm", "d")(1.0, a, a, 0.0, None, 0, 0, 0) is NotImplemented
+        n0 = rt.stats()["calls"] if "calls" in rt.stats() else None
+        c = tb.dgemm(1.0, a, a)
+        assert rt.last_profile() is not None and rt.last_profile().shape[:2] == (16, 16)
+        if n0 is not None:
+            assert rt.stats()["calls"] == n0 + 1
+    _close(c, a @ a, 16 * np.max(np.abs(a)) ** 2, 16, np.float64)
+
+
+def test_replaced_default_runtime_turns_the_path_off():
+    rng = np.random.default_rng(4)
+    a = _rand(rng, (16, 16), np.float64)
+    mine = tileblas.Runtime(2)
+    prev = _runtime.set_runtime(mine)
+    try:
+        assert not fp.enabled()
+        tb.dgemm(1.0, a, a)
+        assert mine.last_profile() is not None  # the replacement ran it
+    finally:
+        _runtime.set_runtime(prev)
+        mine.close()
+
+
+def test_calls_at_the_limit_go_to_the_runtime(monkeypatch):
+    rng = np.random.default_rng(5)
+    a = _rand(rng, (16, 16), np.float64)
+    saved = fp.get_level3_limits()
+    try:
+        fp.set_level3_limits({"gemm": 2.0 * 16 ** 3})  # exactly this call's flops: the runtime's
+        assert fp.Level3("gemm", "d")(1.0, a, a, 0.0, None, 0, 0, 0) is NotImplemented
+        a15 = a[:15, :15].copy(order="F")
+        assert fp.Level3("gemm", "d")(1.0, a15, a15, 0.0, None, 0, 0, 0) is not NotImplemented
+    finally:
+        fp.set_level3_limits(saved)
+    assert _dispatch.fastpath_limits()["gemm"] == saved["gemm"]
+
+
+def test_bad_module_state_arguments_are_refused():
+    with pytest.raises(ValueError, match="unknown Level-3"):
+        fp.Level3("gemv", "d")
+    with pytest.raises(ValueError, match="Hermitian"):
+        fp.Level3("hemm", "d")
+    with pytest.raises(ValueError, match="unknown Level-3 family"):
+        fp.set_level3_limits({"gemv": 1.0})
+    with pytest.raises(TypeError):
+        fp.set_level3_limits([1.0])
