@@ -54,6 +54,7 @@ from tileblas._blas_common import (
     check_span,
     default_len,
     default_len_rot,
+    small_path,
 )
 from tileblas._kernels import get_library
 
@@ -287,10 +288,14 @@ def _make_swap(p: str) -> Callable[..., Any]:
     dt = DTYPE[p]
     it = dt.itemsize
     addr = _fortran(p + "swap")
+    small = small_path("swap", p, addr)
 
     def swap(
         x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1
     ) -> tuple[np.ndarray, np.ndarray]:
+        r = small(x, y, n, offx, incx, offy, incy)
+        if r is not NotImplemented:
+            return r
         if n is None and offx == 0 == offy and incx == 1 == incy:
             try:
                 if x.dtype is dt is y.dtype and (
@@ -319,8 +324,12 @@ def _make_scal(p: str) -> Callable[..., Any]:
     sc = SCALAR_CODE[p]
     sig_fast = "vi" + sc + "ai"
     sig = "vi" + sc + "Ai"
+    small = small_path("scal", p, addr)
 
     def scal(a: Any, x: Any, n: Any = None, offx: Any = 0, incx: Any = 1) -> np.ndarray:
+        r = small(a, x, n, offx, incx)
+        if r is not NotImplemented:
+            return r
         if n is None and offx == 0 and incx == 1:
             try:
                 if x.dtype is dt and ((x.base is None and x.ndim == 1) or _writable_f(x)):
@@ -361,8 +370,12 @@ def _make_copy(p: str) -> Callable[..., Any]:
     dt = DTYPE[p]
     it = dt.itemsize
     addr = _fortran(p + "copy")
+    small = small_path("copy", p, addr)
 
     def copy(x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1) -> np.ndarray:
+        r = small(x, y, n, offx, incx, offy, incy)
+        if r is not NotImplemented:
+            return r
         if n is None and offx == 0 == offy and incx == 1 == incy:
             try:
                 if x.dtype is dt is y.dtype and (
@@ -389,10 +402,14 @@ def _make_axpy(p: str) -> Callable[..., Any]:
     sc = SCALAR_CODE[p]
     sig_fast = "vi" + sc + "aiai"
     sig = "vi" + sc + "AiAi"
+    small = small_path("axpy", p, addr)
 
     def axpy(
         x: Any, y: Any, n: Any = None, a: Any = 1.0, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1
     ) -> np.ndarray:
+        r = small(x, y, n, a, offx, incx, offy, incy)
+        if r is not NotImplemented:
+            return r
         if n is None and offx == 0 == offy and incx == 1 == incy:
             try:
                 if x.dtype is dt is y.dtype and (
@@ -429,8 +446,12 @@ def _make_dot(name: str, vp: str) -> Callable[..., Any]:
         rk = "f" if vp == "s" else "d"
         sig_fast = rk + "iaiai"
         sig = rk + "iAiAi"
+        small = small_path("dot", vp, addr)
 
         def dot(x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1) -> float:
+            r = small(x, y, n, offx, incx, offy, incy)
+            if r is not NotImplemented:
+                return r
             if n is None and offx == 0 == offy and incx == 1 == incy:
                 try:
                     if x.dtype is dt is y.dtype and (
@@ -447,8 +468,12 @@ def _make_dot(name: str, vp: str) -> Callable[..., Any]:
 
     else:
         caddr = _LIB.address("cblas_" + name + "_sub")
+        small = small_path(name[1:], vp, caddr)
 
         def dot(x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1) -> complex:
+            r = small(x, y, n, offx, incx, offy, incy)
+            if r is not NotImplemented:
+                return r
             _, xf, _, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 0, 0)
             out = np.zeros(1, dtype=dt)
             _call(caddr, "vIAIAIa", n, xf, offx * it, incx, yf, offy * it, incy, out)
@@ -470,8 +495,12 @@ def _make_reduce(name: str, vp: str, kind: str) -> Callable[..., Any]:
     sig = rk + "iAi"
     positive = kind == "nrm2"
     index = kind == "iamax"
+    small = small_path(kind, vp, addr)
 
     def reduce(x: Any, n: Any = None, offx: Any = 0, incx: Any = 1) -> Any:
+        r = small(x, n, offx, incx)
+        if r is not NotImplemented:
+            return r
         if n is None and offx == 0 and incx == 1:
             try:
                 if x.dtype is dt and ((x.base is None and x.ndim == 1) or x.flags.f_contiguous) and x.size:

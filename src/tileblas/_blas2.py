@@ -61,6 +61,7 @@ from tileblas._blas_common import (
     check_span,
     column_major,
     default_len_rot,
+    small_path,
 )
 from tileblas._kernels import get_library
 
@@ -162,6 +163,7 @@ def _make_gemv(p: str) -> Callable[..., Any]:
     sig = "vcii" + s + "aiAi" + s + "Ai"
     fast_sig = "vcii" + s + "aiai" + s + "ai"
     real = p in "sd"
+    small = small_path("gemv", p, addr)
 
     def gemv(
         alpha: Any,
@@ -176,6 +178,9 @@ def _make_gemv(p: str) -> Callable[..., Any]:
         trans: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
+        r = small(alpha, a, x, beta, y, offx, incx, offy, incy, trans, overwrite_y)
+        if r is not NotImplemented:
+            return r
         if y is None and offx == 0 == offy and incx == 1 == incy and (trans == 0 or trans == 1):
             # fast path: exact-dtype 2-D a in either memory order, contiguous x, fresh y
             try:

@@ -31,7 +31,7 @@ What it must not touch
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -239,6 +239,22 @@ def as_inout(obj: Any, dtype: np.dtype, name: str, overwrite: Any = True) -> tup
             out = out.reshape(1)
     flat = out if out.ndim == 1 else out.reshape(-1, order="F")
     return out, flat
+
+
+def small_path(kind: str, prefix: str, address: int) -> Callable[..., Any]:
+    """The C small-call path of a Level-1/2 routine (:class:`tileblas._fastpath.Level12`): given every
+    argument positionally it computes a common call at once (default n, offsets 0, increments 1, operands
+    BLAS takes as they are) or returns NotImplemented, having done nothing.  Without the compiled module,
+    a function that always returns NotImplemented."""
+    try:
+        from tileblas._fastpath import Level12
+    except ImportError:  # pragma: no cover - a build without the C module
+        return _not_handled
+    return Level12(kind, prefix, address)
+
+
+def _not_handled(*args: Any) -> Any:
+    return NotImplemented
 
 
 #: The largest count, dimension or increment the (LP64) BLAS library takes: its integers have 32 bits.

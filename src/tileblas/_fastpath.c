@@ -1,5 +1,6 @@
 /*
- * tileblas._fastpath -- the small-call path of the Level-3 drop-in routines.
+ * tileblas._fastpath -- the small-call path of the drop-in routines (Level 3 below; Level 1/2 further
+ * down, with their own notes).
  *
  * Each public Level-3 routine of tileblas.blas (tileblas._blas3) first hands its arguments, all of them
  * positionally, to a Level3 object of this module.  When the call is a common one, the object does the
@@ -545,6 +546,274 @@ static PyTypeObject Level3Type = {
     .tp_repr = (reprfunc)level3_repr,
 };
 
+/* ====================================================================================== Level 1/2 */
+/*
+ * Level12(kind, prefix, address): the small-call path of one Level-1/2 routine of tileblas.blas, called
+ * with all the routine's arguments positionally.  It handles the calls the Python fast paths of
+ * tileblas._blas1 / _blas2 handle (default n, offsets 0, increments 1, operands of the routine's dtype that
+ * BLAS can take as they are), with the same results, and returns NotImplemented for everything else.
+ * The BLAS instance is the single-threaded one the Python code uses (``address`` is its entry point).
+ */
+
+enum { AXPY, SCAL, COPY, SWAP, DOT, DOTU, DOTC, NRM2, ASUM, IAMAX, GEMV, NKIND };
+static const char *KIND[NKIND] = {"axpy", "scal", "copy", "swap", "dot", "dotu", "dotc", "nrm2", "asum",
+                                  "iamax", "gemv"};
+static const Py_ssize_t NARGS[NKIND] = {8, 5, 7, 7, 7, 7, 7, 4, 4, 4, 11};
+
+/* Above this many elements a Level-1/2 call runs without the GIL. */
+#define GIL_ELEMENTS 4096
+
+typedef struct {
+    PyObject_HEAD
+    int kind;
+    int prec;
+    void *fn;
+    vectorcallfunc vectorcall;
+} Level12Object;
+
+/* Exactly the Python int ``v``. */
+static int
+is_int(PyObject *o, long v)
+{
+    long got;
+    if (!PyLong_CheckExact(o)) return 0;
+    got = PyLong_AsLong(o);
+    if (got == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return got == v;
+}
+
+/* A vector BLAS takes as it is: an ndarray of the dtype, Fortran-contiguous (any rank, read in Fortran
+ * order as f2py does), aligned; ``write``: writeable or owning its memory (f2py writes such arrays). */
+static PyArrayObject *
+plain_vector(PyObject *o, int prec, int write)
+{
+    PyArrayObject *a;
+    if (!PyArray_CheckExact(o)) return NULL;
+    a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != TYPENUM[prec] || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISALIGNED(a)
+        || !PyArray_IS_F_CONTIGUOUS(a))
+        return NULL;
+    if (write && !PyArray_ISWRITEABLE(a) && PyArray_BASE(a) != NULL) return NULL;
+    if (PyArray_SIZE(a) > INT32_MAX) return NULL;
+    return a;
+}
+
+typedef void (*axpy_t)(const int *, const void *, const void *, const int *, void *, const int *);
+typedef void (*scal_t)(const int *, const void *, void *, const int *);
+typedef void (*copy_t)(const int *, const void *, const int *, void *, const int *);
+typedef float (*sdot_t)(const int *, const void *, const int *, const void *, const int *);
+typedef double (*ddot_t)(const int *, const void *, const int *, const void *, const int *);
+typedef void (*cdot_sub_t)(int, const void *, int, const void *, int, void *);
+typedef float (*snrm_t)(const int *, const void *, const int *);
+typedef double (*dnrm_t)(const int *, const void *, const int *);
+typedef int (*iamax_t)(const int *, const void *, const int *);
+typedef void (*gemv_t)(const char *, const int *, const int *, const void *, const void *, const int *,
+                       const void *, const int *, const void *, void *, const int *, size_t);
+
+#define RUN(n, stmt)                       \
+    do {                                   \
+        if ((n) > GIL_ELEMENTS) {          \
+            Py_BEGIN_ALLOW_THREADS         \
+            stmt;                          \
+            Py_END_ALLOW_THREADS           \
+        }                                  \
+        else {                             \
+            stmt;                          \
+        }                                  \
+    } while (0)
+
+static PyObject *
+level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Level12Object *self = (Level12Object *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    int kind = self->kind, prec = self->prec, one = 1, k;
+    void *fn = self->fn;
+    PyArrayObject *x, *y;
+    scalar_t s;
+
+    if (kwnames != NULL || nargs != NARGS[kind] || fn == NULL) Py_RETURN_NOTIMPLEMENTED;
+    switch (kind) {
+    case AXPY:  /* axpy(x, y, n, a, offx, incx, offy, incy) */
+    case COPY:  /* copy(x, y, n, offx, incx, offy, incy) */
+    case SWAP:
+    case DOT:
+    case DOTU:
+    case DOTC: {
+        int o = kind == AXPY ? 1 : 0;
+        if (args[2] != Py_None || !is_int(args[3 + o], 0) || !is_int(args[4 + o], 1) || !is_int(args[5 + o], 0)
+            || !is_int(args[6 + o], 1))
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[0], prec, kind == SWAP)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        if ((y = plain_vector(args[1], prec, kind == AXPY || kind == COPY || kind == SWAP)) == NULL)
+            Py_RETURN_NOTIMPLEMENTED;
+        k = (int)PyArray_SIZE(x);
+        if (k < 1 || PyArray_SIZE(y) < k) Py_RETURN_NOTIMPLEMENTED;
+        if (kind == AXPY) {
+            if (!get_scalar(args[3], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+            RUN(k, ((axpy_t)fn)(&k, &s, PyArray_DATA(x), &one, PyArray_DATA(y), &one));
+            Py_INCREF(y);
+            return (PyObject *)y;
+        }
+        if (kind == COPY) {
+            RUN(k, ((copy_t)fn)(&k, PyArray_DATA(x), &one, PyArray_DATA(y), &one));
+            Py_INCREF(y);
+            return (PyObject *)y;
+        }
+        if (kind == SWAP) {
+            RUN(k, ((copy_t)fn)(&k, PyArray_DATA(x), &one, PyArray_DATA(y), &one));
+            return PyTuple_Pack(2, (PyObject *)x, (PyObject *)y);
+        }
+        if (kind == DOT) {
+            if (prec == 0) {
+                float r = 0;
+                RUN(k, r = ((sdot_t)fn)(&k, PyArray_DATA(x), &one, PyArray_DATA(y), &one));
+                return PyFloat_FromDouble((double)r);
+            }
+            else {
+                double r = 0;
+                RUN(k, r = ((ddot_t)fn)(&k, PyArray_DATA(x), &one, PyArray_DATA(y), &one));
+                return PyFloat_FromDouble(r);
+            }
+        }
+        /* dotu / dotc through CBLAS's *_sub form (no complex return value across the ABI) */
+        RUN(k, ((cdot_sub_t)fn)(k, PyArray_DATA(x), 1, PyArray_DATA(y), 1, &s));
+        if (prec == 2) return PyComplex_FromDoubles((double)s.cf[0], (double)s.cf[1]);
+        return PyComplex_FromDoubles(s.cd[0], s.cd[1]);
+    }
+    case SCAL: {  /* scal(a, x, n, offx, incx) */
+        if (args[2] != Py_None || !is_int(args[3], 0) || !is_int(args[4], 1)) Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[1], prec, 1)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        k = (int)PyArray_SIZE(x);
+        if (k < 1 || !get_scalar(args[0], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+        RUN(k, ((scal_t)fn)(&k, &s, PyArray_DATA(x), &one));
+        Py_INCREF(x);
+        return (PyObject *)x;
+    }
+    case NRM2:
+    case ASUM:
+    case IAMAX: {  /* nrm2(x, n, offx, incx); the vector's precision */
+        if (args[1] != Py_None || !is_int(args[2], 0) || !is_int(args[3], 1)) Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[0], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        k = (int)PyArray_SIZE(x);
+        if (k < 1) Py_RETURN_NOTIMPLEMENTED;
+        if (kind == IAMAX) {
+            int r = 0;
+            RUN(k, r = ((iamax_t)fn)(&k, PyArray_DATA(x), &one));
+            return PyLong_FromLong((long)r - 1);
+        }
+        if (prec == 0 || prec == 2) {
+            float r = 0;
+            RUN(k, r = ((snrm_t)fn)(&k, PyArray_DATA(x), &one));
+            return PyFloat_FromDouble((double)r);
+        }
+        else {
+            double r = 0;
+            RUN(k, r = ((dnrm_t)fn)(&k, PyArray_DATA(x), &one));
+            return PyFloat_FromDouble(r);
+        }
+    }
+    case GEMV: {  /* gemv(alpha, a, x, beta, y, offx, incx, offy, incy, trans, overwrite_y) */
+        PyArrayObject *a, *out;
+        scalar_t beta;
+        int tr, m, n, rows, cols, M, N;
+        char t;
+        npy_intp dims[1];
+        if (args[4] != Py_None || !is_int(args[5], 0) || !is_int(args[6], 1) || !is_int(args[7], 0)
+            || !is_int(args[8], 1))
+            Py_RETURN_NOTIMPLEMENTED;
+        if (is_int(args[9], 0)) tr = 0;
+        else if (is_int(args[9], 1)) tr = 1;
+        else Py_RETURN_NOTIMPLEMENTED;
+        if (!PyArray_CheckExact(args[1])) Py_RETURN_NOTIMPLEMENTED;
+        a = (PyArrayObject *)args[1];
+        if (PyArray_NDIM(a) != 2 || PyArray_TYPE(a) != TYPENUM[prec] || !PyArray_ISNOTSWAPPED(a)
+            || !PyArray_ISALIGNED(a) || PyArray_DIM(a, 0) > INT32_MAX || PyArray_DIM(a, 1) > INT32_MAX)
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[2], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[0], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
+        else if (!get_scalar(args[3], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        m = (int)PyArray_DIM(a, 0);
+        n = (int)PyArray_DIM(a, 1);
+        rows = tr ? n : m;
+        cols = tr ? m : n;
+        if (rows < 1 || PyArray_SIZE(x) < (cols > 1 ? cols : 1)) Py_RETURN_NOTIMPLEMENTED;
+        if (PyArray_IS_F_CONTIGUOUS(a)) { M = m; N = n; t = tr ? 'T' : 'N'; }
+        else if (PyArray_IS_C_CONTIGUOUS(a)) { M = n; N = m; t = tr ? 'N' : 'T'; }  /* a.T is Fortran */
+        else Py_RETURN_NOTIMPLEMENTED;
+        if (M < 1) Py_RETURN_NOTIMPLEMENTED;
+        dims[0] = rows;
+        out = (PyArrayObject *)PyArray_ZEROS(1, dims, TYPENUM[prec], 0);
+        if (out == NULL) return NULL;
+        RUN((long)M * N, ((gemv_t)fn)(&t, &M, &N, &s, PyArray_DATA(a), &M, PyArray_DATA(x), &one, &beta,
+                                        PyArray_DATA(out), &one, 1));
+        return (PyObject *)out;
+    }
+    default:
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+}
+
+static PyObject *
+level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    const char *kind, *prefix;
+    PyObject *addr;
+    Level12Object *self;
+    int f = -1, p = -1;
+    void *fn;
+    static char *kwlist[] = {"kind", "prefix", "address", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssO", kwlist, &kind, &prefix, &addr))
+        return NULL;
+    for (int i = 0; i < NKIND; i++)
+        if (strcmp(kind, KIND[i]) == 0) f = i;
+    for (int i = 0; i < 4; i++)
+        if (prefix[0] == PREFIXES[i] && prefix[1] == '\0') p = i;
+    if (f < 0 || p < 0) {
+        PyErr_Format(PyExc_ValueError, "unknown Level-1/2 routine kind %s with prefix %s", kind, prefix);
+        return NULL;
+    }
+    if ((f == DOT && p >= 2) || ((f == DOTU || f == DOTC) && p < 2)) {
+        PyErr_Format(PyExc_ValueError, "%s%s does not exist (dot is real, dotu/dotc complex)", prefix, kind);
+        return NULL;
+    }
+    fn = PyLong_AsVoidPtr(addr);
+    if (fn == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "address must not be 0");
+        return NULL;
+    }
+    self = (Level12Object *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->kind = f;
+    self->prec = p;
+    self->fn = fn;
+    self->vectorcall = level12_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyObject *
+level12_repr(Level12Object *self)
+{
+    return PyUnicode_FromFormat("<tileblas small-call path of %s (%c)>", KIND[self->kind], PREFIXES[self->prec]);
+}
+
+static PyTypeObject Level12Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tileblas._fastpath.Level12",
+    .tp_basicsize = sizeof(Level12Object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Level12(kind, prefix, address): the small-call path of one Level-1/2 routine; called with\n"
+              "all the routine's arguments positionally, it returns the result or NotImplemented.",
+    .tp_new = level12_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Level12Object, vectorcall),
+    .tp_repr = (reprfunc)level12_repr,
+};
+
 /* ----------------------------------------------------------------------------------- module state */
 
 static int
@@ -670,7 +939,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "tileblas._fastpath", "The small-call path of the Level-3 drop-in routines.", -1,
+    PyModuleDef_HEAD_INIT, "tileblas._fastpath", "The small-call path of the drop-in BLAS routines.", -1,
     methods,
 };
 
@@ -682,9 +951,16 @@ PyInit__fastpath(void)
     if (PyType_Ready(&Level3Type) < 0) return NULL;
     m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    if (PyType_Ready(&Level12Type) < 0) return NULL;
     Py_INCREF(&Level3Type);
     if (PyModule_AddObject(m, "Level3", (PyObject *)&Level3Type) < 0) {
         Py_DECREF(&Level3Type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&Level12Type);
+    if (PyModule_AddObject(m, "Level12", (PyObject *)&Level12Type) < 0) {
+        Py_DECREF(&Level12Type);
         Py_DECREF(m);
         return NULL;
     }
