@@ -301,3 +301,76 @@ def test_bad_module_state_arguments_are_refused():
         fp.set_level3_limits({"gemv": 1.0})
     with pytest.raises(TypeError):
         fp.set_level3_limits([1.0])
+
+
+# ------------------------------------------------------------------------------------------ Level 1/2
+def _l12_calls(p, n=7):
+    """(name, args, index of an argument written in place or None) of common calls of each routine."""
+    rng = np.random.default_rng(6)
+    dt = DT[p]
+    v = lambda: _rand(rng, (n, 1), dt)[:, 0].copy()  # noqa: E731
+    m = lambda order: _rand_like(_rand(rng, (n, n), dt) + n * np.eye(n, dtype=dt), order)  # noqa: E731
+    cplx = p in "cz"
+    calls = [("axpy", (v(), v()), 1), ("scal", (1.5, v()), 1), ("copy", (v(), v()), 1), ("swap", (v(), v()), 0),
+             ("nrm2" if not cplx else {"c": "=scnrm2", "z": "=dznrm2"}[p], (v(),), None),
+             ("asum" if not cplx else {"c": "=scasum", "z": "=dzasum"}[p], (v(),), None),
+             ("=i" + p + "amax", (v(),), None)]
+    calls += [("dot", (v(), v()), None)] if not cplx else [("dotu", (v(), v()), None), ("dotc", (v(), v()), None)]
+    for order in "FC":
+        calls += [("gemv", (1.5, m(order), v()), None), ("trmv", (m(order), v()), None),
+                  ("trsv", (m(order), v()), None)]
+        calls += [("symv", (1.5, m(order), v()), None)] if not cplx else [("hemv", (1.5, m(order), v()), None)]
+    calls += [("trmv", (m("F"), v(), 0, 1, 1, 2, 1, 1), 1), ("trsv", (m("C"), v(), 1, 0, 1, 1, 0, 0), None)]
+    calls += ([("ger", (1.5, v(), v()), None), ("syr2", (1.5, v(), v()), None)] if not cplx
+              else [("geru", (1.5, v(), v()), None), ("gerc", (1.5, v(), v()), None), ("her", (1.5, v()), None),
+                    ("her2", (1.5, v(), v()), None)])
+    calls += [("syr", (1.5, v(), 1), None)]
+    out = []
+    for nm, args, inplace in calls:
+        out.append((nm[1:] if nm.startswith("=") else p + nm, args, inplace))
+    return out
+
+
+@pytest.mark.parametrize("p", list(DT))
+def test_level12_small_path_matches_scipy(p):
+    import inspect
+
+    dt = DT[p]
+    eps = np.finfo(dt).eps
+    for name, args, inplace in _l12_calls(p):
+        mine, theirs = getattr(tb, name), getattr(sb, name)
+        a1 = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args]
+        a2 = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args]
+        got, ref = mine(*a1), theirs(*a2)
+        scale = max(float(np.max(np.abs(a))) for a in args if isinstance(a, np.ndarray)) ** 2 * 16
+        for g, r in zip(got if isinstance(got, tuple) else (got,), ref if isinstance(ref, tuple) else (ref,)):
+            assert np.shape(g) == np.shape(r) and np.asarray(g).dtype == np.asarray(r).dtype, name
+            assert np.max(np.abs(np.asarray(g) - np.asarray(r)), initial=0) <= 64 * 7 * eps * scale, name
+        for x1, x2 in zip(a1, a2):  # same in-place effects
+            if isinstance(x1, np.ndarray):
+                assert np.max(np.abs(x1 - x2), initial=0) <= 64 * 7 * eps * scale, name
+        if inplace is not None:
+            r0 = got[0] if isinstance(got, tuple) else got
+            assert (r0 is a1[inplace]) == ((ref[0] if isinstance(ref, tuple) else ref) is a2[inplace]), name
+        # the C path itself handles the call: given every argument positionally, it returns a result
+        small = next(c.cell_contents for c in mine.__closure__ if type(c.cell_contents) is fp.Level12)
+        params = list(inspect.signature(mine).parameters.values())
+        full = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args]
+        full += [q.default for q in params[len(args):]]
+        hermitian_c = name[1:] == "hemv" and not args[1].flags.f_contiguous  # a.T is conj(a): Python path
+        assert (small(*full) is NotImplemented) == hermitian_c, name
+        assert small(*full[:-1]) is NotImplemented, name  # a call it does not know: the Python path
+
+
+def test_level12_unusual_calls_go_to_the_python_path():
+    x = np.arange(1.0, 9.0)
+    assert tb.daxpy(x[::2], np.ones(4)).tolist() == sb.daxpy(x[::2], np.ones(4)).tolist()  # strided
+    assert tb.ddot(x, x, n=3) == sb.ddot(x, x, n=3)
+    assert tb.dnrm2([3.0, 4.0]) == 5.0  # a list
+    with pytest.raises(ValueError, match="incx"):
+        tb.daxpy(x, x, incx=0)
+    ro = np.ones(4)
+    ro.flags.writeable = False
+    view = ro[:]  # a read-only view: SciPy would write it, tileblas copies (documented)
+    out = tb.dscal(2.0, view)
+    assert out is not view and np.all(ro == 1.0) and np.all(out == 2.0)

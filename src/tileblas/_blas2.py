@@ -282,6 +282,7 @@ def _make_symv(p: str, name: str) -> Callable[..., Any]:
     s = SCALAR_CODE[p]
     sig = "vci" + s + "aiAi" + s + "Ai"
     real = p in "sd"
+    small = small_path(name[1:], p, addr)
 
     def symv(
         alpha: Any,
@@ -296,6 +297,9 @@ def _make_symv(p: str, name: str) -> Callable[..., Any]:
         lower: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
+        r = small(alpha, a, x, beta, y, offx, incx, offy, incy, lower, overwrite_y)
+        if r is not NotImplemented:
+            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         A = as_matrix(a, dt, "a")
@@ -423,10 +427,15 @@ def _make_trmv(p: str, name: str) -> Callable[..., Any]:
         _call(addr, sig, uplo, t, "U" if diag else "N", n, arr, lda, xf, offx * it, incx)
         return xr
 
+    small = small_path(name[1:], p, addr)
+
     if name.endswith("trmv"):
 
         def trmv(a: Any, x: Any, offx: Any = 0, incx: Any = 1, lower: Any = 0, trans: Any = 0, diag: Any = 0,
                  overwrite_x: Any = 0) -> np.ndarray:
+            r = small(a, x, offx, incx, lower, trans, diag, overwrite_x)
+            if r is not NotImplemented:
+                return r
             return run(a, x, offx, incx, lower, trans, diag, overwrite_x)
 
         return _name(trmv, name, f"x = {name}(a, x, [offx, incx, lower, trans, diag, overwrite_x])",
@@ -434,6 +443,9 @@ def _make_trmv(p: str, name: str) -> Callable[..., Any]:
 
     def trsv(a: Any, x: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0, trans: Any = 0, diag: Any = 0,
              overwrite_x: Any = 0) -> np.ndarray:
+        r = small(a, x, incx, offx, lower, trans, diag, overwrite_x)
+        if r is not NotImplemented:
+            return r
         return run(a, x, offx, incx, lower, trans, diag, overwrite_x)
 
     return _name(trsv, name, f"xout = {name}(a, x, [incx, offx, lower, trans, diag, overwrite_x])",
@@ -500,9 +512,13 @@ def _make_ger(p: str, name: str) -> Callable[..., Any]:
     dt = DTYPE[p]
     addr = _fortran(name)
     sig = "vii" + SCALAR_CODE[p] + "aiaiai"
+    small = small_path(name[1:], p, addr)
 
     def ger(alpha: Any, x: Any, y: Any, incx: Any = 1, incy: Any = 1, a: Any = None, overwrite_x: Any = 1,
             overwrite_y: Any = 1, overwrite_a: Any = 0) -> np.ndarray:
+        r = small(alpha, x, y, incx, incy, a, overwrite_x, overwrite_y, overwrite_a)
+        if r is not NotImplemented:
+            return r
         alpha = as_scalar(p, alpha, "alpha")
         xf = as_vector(x, dt, "x")
         yf = as_vector(y, dt, "y")
@@ -533,8 +549,13 @@ def _make_syr(p: str, name: str) -> Callable[..., Any]:
     herm = name[1:] == "her"
     sig = "vci" + (REAL_CODE[p] if herm else SCALAR_CODE[p]) + "Aiai"
 
+    small = small_path(name[1:], p, addr)
+
     def syr(alpha: Any, x: Any, lower: Any = 0, incx: Any = 1, offx: Any = 0, n: Any = None, a: Any = None,
             overwrite_a: Any = 0) -> np.ndarray:
+        r = small(alpha, x, lower, incx, offx, n, a, overwrite_a)
+        if r is not NotImplemented:
+            return r
         alpha = as_real(alpha, "alpha") if herm else as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))
         xf = as_vector(x, dt, "x")
@@ -563,8 +584,13 @@ def _make_syr2(p: str, name: str) -> Callable[..., Any]:
     addr = _fortran(name)
     sig = "vci" + SCALAR_CODE[p] + "AiAiai"
 
+    small = small_path(name[1:], p, addr)
+
     def syr2(alpha: Any, x: Any, y: Any, lower: Any = 0, incx: Any = 1, offx: Any = 0, incy: Any = 1, offy: Any = 0,
              n: Any = None, a: Any = None, overwrite_a: Any = 0) -> np.ndarray:
+        r = small(alpha, x, y, lower, incx, offx, incy, offy, n, a, overwrite_a)
+        if r is not NotImplemented:
+            return r
         alpha = as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))
         xf = as_vector(x, dt, "x")

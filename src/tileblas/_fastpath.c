@@ -555,10 +555,12 @@ static PyTypeObject Level3Type = {
  * The BLAS instance is the single-threaded one the Python code uses (``address`` is its entry point).
  */
 
-enum { AXPY, SCAL, COPY, SWAP, DOT, DOTU, DOTC, NRM2, ASUM, IAMAX, GEMV, NKIND };
+enum { AXPY, SCAL, COPY, SWAP, DOT, DOTU, DOTC, NRM2, ASUM, IAMAX, GEMV, SYMV, HEMV, TRMV, TRSV, GER, GERU,
+       GERC, SYR, HER, SYR2, HER2, NKIND };
 static const char *KIND[NKIND] = {"axpy", "scal", "copy", "swap", "dot", "dotu", "dotc", "nrm2", "asum",
-                                  "iamax", "gemv"};
-static const Py_ssize_t NARGS[NKIND] = {8, 5, 7, 7, 7, 7, 7, 4, 4, 4, 11};
+                                  "iamax", "gemv", "symv", "hemv", "trmv", "trsv", "ger", "geru", "gerc",
+                                  "syr", "her", "syr2", "her2"};
+static const Py_ssize_t NARGS[NKIND] = {8, 5, 7, 7, 7, 7, 7, 4, 4, 4, 11, 11, 11, 8, 8, 9, 9, 9, 8, 8, 11, 11};
 
 /* Above this many elements a Level-1/2 call runs without the GIL. */
 #define GIL_ELEMENTS 4096
@@ -612,6 +614,38 @@ typedef double (*dnrm_t)(const int *, const void *, const int *);
 typedef int (*iamax_t)(const int *, const void *, const int *);
 typedef void (*gemv_t)(const char *, const int *, const int *, const void *, const void *, const int *,
                        const void *, const int *, const void *, void *, const int *, size_t);
+typedef void (*symv_t)(const char *, const int *, const void *, const void *, const int *, const void *,
+                       const int *, const void *, void *, const int *, size_t);
+typedef void (*trmv_t)(const char *, const char *, const char *, const int *, const void *, const int *, void *,
+                       const int *, size_t, size_t, size_t);
+typedef void (*ger_t)(const int *, const int *, const void *, const void *, const int *, const void *,
+                      const int *, void *, const int *);
+typedef void (*syr_t)(const char *, const int *, const void *, const void *, const int *, void *, const int *,
+                      size_t);
+typedef void (*syr2_t)(const char *, const int *, const void *, const void *, const int *, const void *,
+                       const int *, void *, const int *, size_t);
+
+/* A square matrix operand of the dtype, as given: NULL when not one (Python path). */
+static PyArrayObject *
+square_matrix(PyObject *o, int prec)
+{
+    PyArrayObject *a;
+    if (!PyArray_CheckExact(o)) return NULL;
+    a = (PyArrayObject *)o;
+    if (PyArray_NDIM(a) != 2 || PyArray_TYPE(a) != TYPENUM[prec] || !PyArray_ISNOTSWAPPED(a)
+        || !PyArray_ISALIGNED(a) || PyArray_DIM(a, 0) != PyArray_DIM(a, 1) || PyArray_DIM(a, 0) < 1
+        || PyArray_DIM(a, 0) > INT32_MAX)
+        return NULL;
+    return a;
+}
+
+/* A new zero (n x m) Fortran-ordered matrix of the dtype. */
+static PyArrayObject *
+zero_matrix(int prec, npy_intp m, npy_intp n)
+{
+    npy_intp dims[2] = {m, n};
+    return (PyArrayObject *)PyArray_ZEROS(2, dims, TYPENUM[prec], 1);
+}
 
 #define RUN(n, stmt)                       \
     do {                                   \
@@ -753,6 +787,129 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
                                         PyArray_DATA(out), &one, 1));
         return (PyObject *)out;
     }
+    case SYMV:
+    case HEMV: {  /* symv(alpha, a, x, beta, y, offx, incx, offy, incy, lower, overwrite_y) */
+        PyArrayObject *a, *out;
+        scalar_t beta;
+        int n, lo;
+        char uplo;
+        npy_intp dims[1];
+        if (args[4] != Py_None || !is_int(args[5], 0) || !is_int(args[6], 1) || !is_int(args[7], 0)
+            || !is_int(args[8], 1))
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((lo = get_flag(args[9], 1)) < 0) Py_RETURN_NOTIMPLEMENTED;
+        if ((a = square_matrix(args[1], prec)) == NULL || (x = plain_vector(args[2], prec, 0)) == NULL)
+            Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[0], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
+        else if (!get_scalar(args[3], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        n = (int)PyArray_DIM(a, 0);
+        if (PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
+        uplo = lo ? 'L' : 'U';
+        if (!PyArray_IS_F_CONTIGUOUS(a)) {
+            /* a C-ordered symmetric a is its own transpose: the other triangle (not for Hermitian) */
+            if (kind == HEMV || !PyArray_IS_C_CONTIGUOUS(a)) Py_RETURN_NOTIMPLEMENTED;
+            uplo = lo ? 'U' : 'L';
+        }
+        dims[0] = n;
+        out = (PyArrayObject *)PyArray_ZEROS(1, dims, TYPENUM[prec], 0);
+        if (out == NULL) return NULL;
+        RUN((long)n * n, ((symv_t)fn)(&uplo, &n, &s, PyArray_DATA(a), &n, PyArray_DATA(x), &one, &beta,
+                                        PyArray_DATA(out), &one, 1));
+        return (PyObject *)out;
+    }
+    case TRMV:
+    case TRSV: {  /* trmv(a, x, offx, incx, lower, trans, diag, overwrite_x); trsv(a, x, incx, offx, ...) */
+        PyArrayObject *a, *out;
+        int n, lo, tr, dg, ow, real = prec < 2;
+        char uplo, t, diag;
+        PyObject *off = args[kind == TRMV ? 2 : 3], *inc = args[kind == TRMV ? 3 : 2];
+        if (!is_int(off, 0) || !is_int(inc, 1)) Py_RETURN_NOTIMPLEMENTED;
+        lo = get_flag(args[4], 1);
+        tr = get_flag(args[5], 2);
+        dg = get_flag(args[6], 1);
+        ow = get_overwrite(args[7]);
+        if (lo < 0 || tr < 0 || dg < 0 || ow < 0) Py_RETURN_NOTIMPLEMENTED;
+        if ((a = square_matrix(args[0], prec)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[1], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        n = (int)PyArray_DIM(a, 0);
+        if (PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
+        if (PyArray_IS_F_CONTIGUOUS(a)) {
+            uplo = lo ? 'L' : 'U';
+            t = "NTC"[tr];
+        }
+        else if (PyArray_IS_C_CONTIGUOUS(a) && (real || tr < 2)) {  /* a.T is Fortran-ordered */
+            uplo = lo ? 'U' : 'L';
+            t = tr ? 'N' : 'T';
+        }
+        else Py_RETURN_NOTIMPLEMENTED;
+        diag = dg ? 'U' : 'N';
+        /* x is intent(in,out,copy): itself with overwrite_x when writeable, else a Fortran-ordered copy */
+        if (ow && (PyArray_ISWRITEABLE(x) || PyArray_BASE(x) == NULL)) {
+            if (overlaps(x, a)) Py_RETURN_NOTIMPLEMENTED;
+            Py_INCREF(x);
+            out = x;
+        }
+        else if ((out = fortran_copy(x)) == NULL) return NULL;
+        RUN((long)n * n, ((trmv_t)fn)(&uplo, &t, &diag, &n, PyArray_DATA(a), &n, PyArray_DATA(out), &one, 1, 1,
+                                        1));
+        return (PyObject *)out;
+    }
+    case GER:
+    case GERU:
+    case GERC: {  /* ger(alpha, x, y, incx, incy, a, overwrite_x, overwrite_y, overwrite_a) */
+        PyArrayObject *out;
+        int m, n;
+        if (!is_int(args[3], 1) || !is_int(args[4], 1) || args[5] != Py_None) Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[1], prec, 0)) == NULL || (y = plain_vector(args[2], prec, 0)) == NULL)
+            Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[0], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+        m = (int)PyArray_SIZE(x);
+        n = (int)PyArray_SIZE(y);
+        if (m < 1 || n < 1) Py_RETURN_NOTIMPLEMENTED;
+        if ((out = zero_matrix(prec, m, n)) == NULL) return NULL;
+        RUN((long)m * n, ((ger_t)fn)(&m, &n, &s, PyArray_DATA(x), &one, PyArray_DATA(y), &one, PyArray_DATA(out),
+                                       &m));
+        return (PyObject *)out;
+    }
+    case SYR:
+    case HER: {  /* syr(alpha, x, lower, incx, offx, n, a, overwrite_a); her: real alpha */
+        PyArrayObject *out;
+        int n, lo;
+        char uplo;
+        if (!is_int(args[3], 1) || !is_int(args[4], 0) || args[5] != Py_None || args[6] != Py_None)
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((lo = get_flag(args[2], 1)) < 0) Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[1], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        if (kind == HER && PyComplex_Check(args[0])) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[0], prec, kind == HER, &s)) Py_RETURN_NOTIMPLEMENTED;
+        n = (int)PyArray_SIZE(x);
+        if (n < 1) Py_RETURN_NOTIMPLEMENTED;
+        uplo = lo ? 'L' : 'U';
+        if ((out = zero_matrix(prec, n, n)) == NULL) return NULL;
+        RUN((long)n * n, ((syr_t)fn)(&uplo, &n, &s, PyArray_DATA(x), &one, PyArray_DATA(out), &n, 1));
+        return (PyObject *)out;
+    }
+    case SYR2:
+    case HER2: {  /* syr2(alpha, x, y, lower, incx, offx, incy, offy, n, a, overwrite_a) */
+        PyArrayObject *out;
+        int n, lo;
+        char uplo;
+        if (!is_int(args[4], 1) || !is_int(args[5], 0) || !is_int(args[6], 1) || !is_int(args[7], 0)
+            || args[8] != Py_None || args[9] != Py_None)
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((lo = get_flag(args[3], 1)) < 0) Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[1], prec, 0)) == NULL || (y = plain_vector(args[2], prec, 0)) == NULL)
+            Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[0], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+        n = (int)(PyArray_SIZE(x) < PyArray_SIZE(y) ? PyArray_SIZE(x) : PyArray_SIZE(y));
+        if (n < 1) Py_RETURN_NOTIMPLEMENTED;
+        uplo = lo ? 'L' : 'U';
+        if ((out = zero_matrix(prec, n, n)) == NULL) return NULL;
+        RUN((long)n * n, ((syr2_t)fn)(&uplo, &n, &s, PyArray_DATA(x), &one, PyArray_DATA(y), &one,
+                                        PyArray_DATA(out), &n, 1));
+        return (PyObject *)out;
+    }
     default:
         Py_RETURN_NOTIMPLEMENTED;
     }
@@ -777,8 +934,9 @@ level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_Format(PyExc_ValueError, "unknown Level-1/2 routine kind %s with prefix %s", kind, prefix);
         return NULL;
     }
-    if ((f == DOT && p >= 2) || ((f == DOTU || f == DOTC) && p < 2)) {
-        PyErr_Format(PyExc_ValueError, "%s%s does not exist (dot is real, dotu/dotc complex)", prefix, kind);
+    if ((f == DOT && p >= 2) || ((f == DOTU || f == DOTC || f == HEMV || f == GERU || f == GERC || f == HER
+                                   || f == HER2) && p < 2) || ((f == GER || f == SYMV || f == SYR2) && p >= 2)) {
+        PyErr_Format(PyExc_ValueError, "%s%s does not exist in this precision", prefix, kind);
         return NULL;
     }
     fn = PyLong_AsVoidPtr(addr);
