@@ -325,6 +325,30 @@ def _l12_calls(p, n=7):
               else [("geru", (1.5, v(), v()), None), ("gerc", (1.5, v(), v()), None), ("her", (1.5, v()), None),
                     ("her2", (1.5, v(), v()), None)])
     calls += [("syr", (1.5, v(), 1), None)]
+    rdt = np.float32 if p in "sc" else np.float64
+    band = lambda k: np.asfortranarray(np.vstack([_rand(rng, (k, n), dt), n + _rand(rng, (1, n), dt)]))  # noqa: E731
+    packed = lambda: _rand(rng, (n * (n + 1) // 2, 1), dt)[:, 0] + 0 * n  # noqa: E731
+    tri_packed = packed()
+    idx = np.cumsum(np.arange(1, n + 1)) - 1  # diagonal of an upper packed triangle
+    tri_packed[idx] += n
+    calls += [({"s": "rot", "d": "rot", "c": "=csrot", "z": "=zdrot"}[p], (v(), v(), 0.6, 0.8), None),
+              ({"s": "rot", "d": "rot", "c": "=csrot", "z": "=zdrot"}[p], (v(), v(), 0.6, 0.8, None, 0, 1, 0, 1,
+                                                                          1, 1), 0),
+              ("rotg", (1.5, 2.5), None),
+              ("gbmv", (n + 2, n, 1, 1, 1.5, band(2), v()), None), ("gbmv", (n, n, 1, 1, 1.5, band(2), v(), 1, 0,
+                                                                          0.0, None, 1, 0, 1), None),
+              ("spmv", (n, 1.5, packed(), v()), None), ("spr", (n, 1.5, v(), packed()), None),
+              ("tbmv", (1, band(1), v()), None), ("tbsv", (1, band(1), v(), 1, 0, 0, 1, 0, 1), 2),
+              ("tpmv", (n, tri_packed, v()), None), ("tpsv", (n, tri_packed, v(), 1, 0, 0, 2, 0), None)]
+    if p in "sd":
+        calls += [("rotm", (v(), v(), np.array([-1.0, 0.5, 0.1, -0.2, 0.7], rdt)), None),
+                  ("rotmg", (1.0, 2.0, 3.0, 4.0), None), ("sbmv", (1, 1.5, band(1), v()), None),
+                  ("spr2", (n, 1.5, v(), v(), packed()), None)]
+    else:
+        calls += [({"c": "=csscal", "z": "=zdscal"}[p], (1.5, v()), None),
+                  ({"c": "=csscal", "z": "=zdscal"}[p], (1.5, v(), None, 0, 1, 1), 1),
+                  ("hbmv", (1, 1.5, band(1), v()), None), ("hpmv", (n, 1.5, packed(), v()), None),
+                  ("hpr", (n, 1.5, v(), packed()), None), ("hpr2", (n, 1.5, v(), v(), packed()), None)]
     out = []
     for nm, args, inplace in calls:
         out.append((nm[1:] if nm.startswith("=") else p + nm, args, inplace))
@@ -342,7 +366,8 @@ def test_level12_small_path_matches_scipy(p):
         a1 = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args]
         a2 = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args]
         got, ref = mine(*a1), theirs(*a2)
-        scale = max(float(np.max(np.abs(a))) for a in args if isinstance(a, np.ndarray)) ** 2 * 16
+        scale = max([float(np.max(np.abs(a))) for a in args if isinstance(a, np.ndarray)]
+                    + [abs(a) for a in args if isinstance(a, float)]) ** 2 * 16
         for g, r in zip(got if isinstance(got, tuple) else (got,), ref if isinstance(ref, tuple) else (ref,)):
             assert np.shape(g) == np.shape(r) and np.asarray(g).dtype == np.asarray(r).dtype, name
             assert np.max(np.abs(np.asarray(g) - np.asarray(r)), initial=0) <= 64 * 7 * eps * scale, name

@@ -169,8 +169,12 @@ def _make_rotg(p: str) -> Callable[..., Any]:
     it = dt.itemsize
     addr = _fortran(p + "rotg")
     real = p in _REAL_PREFIXES
+    small = small_path("rotg", p, addr)
 
     def rotg(a: Any, b: Any) -> tuple[Any, Any]:
+        r = small(a, b)
+        if r is not NotImplemented:
+            return r
         a = as_scalar(p, a, "a")
         b = as_scalar(p, b, "b")
         ab = np.array([a, b], dtype=dt)
@@ -188,8 +192,12 @@ def _make_rotmg(p: str) -> Callable[..., Any]:
     dt = DTYPE[p]
     it = dt.itemsize
     addr = _fortran(p + "rotmg")
+    small = small_path("rotmg", p, addr)
 
     def rotmg(d1: Any, d2: Any, x1: Any, y1: Any) -> np.ndarray:
+        r = small(d1, d2, x1, y1)
+        if r is not NotImplemented:
+            return r
         buf = np.array(
             [as_real(d1, "d1"), as_real(d2, "d2"), as_real(x1, "x1"), as_real(y1, "y1")], dtype=dt
         )
@@ -215,6 +223,7 @@ def _make_rot(name: str, vp: str) -> Callable[..., Any]:
     rc = REAL_CODE[vp]
     addr = _fortran(name)
     sig = "viAiAi" + rc + rc
+    small = small_path("rot", vp, addr)
 
     def rot(
         x: Any,
@@ -229,6 +238,9 @@ def _make_rot(name: str, vp: str) -> Callable[..., Any]:
         overwrite_x: Any = 0,
         overwrite_y: Any = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
+        r = small(x, y, c, s, n, offx, incx, offy, incy, overwrite_x, overwrite_y)
+        if r is not NotImplemented:
+            return r
         xr, xf, yr, yf, n, offx, incx, offy, incy = _pair(
             dt, x, y, n, offx, incx, offy, incy, 3 if overwrite_x else 2, 3 if overwrite_y else 2, True
         )
@@ -249,6 +261,7 @@ def _make_rotm(p: str) -> Callable[..., Any]:
     dt = DTYPE[p]
     it = dt.itemsize
     addr = _fortran(p + "rotm")
+    small = small_path("rotm", p, addr)
 
     def rotm(
         x: Any,
@@ -262,6 +275,9 @@ def _make_rotm(p: str) -> Callable[..., Any]:
         overwrite_x: Any = 0,
         overwrite_y: Any = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
+        r = small(x, y, param, n, offx, incx, offy, incy, overwrite_x, overwrite_y)
+        if r is not NotImplemented:
+            return r
         pa = as_vector(param, dt, "param")
         if pa.shape[0] != 5:
             raise ValueError(f"param must have 5 elements; got param of length {pa.shape[0]}")
@@ -354,8 +370,12 @@ def _make_rscal(name: str, vp: str) -> Callable[..., Any]:
     it = dt.itemsize
     addr = _fortran(name)
     sig = "vi" + REAL_CODE[vp] + "Ai"
+    small = small_path("rscal", vp, addr)
 
     def rscal(a: Any, x: Any, n: Any = None, offx: Any = 0, incx: Any = 1, overwrite_x: Any = 0) -> np.ndarray:
+        r = small(a, x, n, offx, incx, overwrite_x)
+        if r is not NotImplemented:
+            return r
         a = as_real(a, "a")
         xr, xf, n, offx, incx = _single(dt, x, n, offx, incx, 3 if overwrite_x else 2)
         _call(addr, sig, n, a, xf, offx * it, incx)

@@ -229,6 +229,7 @@ def _make_gbmv(p: str) -> Callable[..., Any]:
     addr = _fortran(p + "gbmv")
     s = SCALAR_CODE[p]
     sig = "vciiii" + s + "aiAi" + s + "Ai"
+    small = small_path("gbmv", p, addr)
 
     def gbmv(
         m: Any,
@@ -247,6 +248,9 @@ def _make_gbmv(p: str) -> Callable[..., Any]:
         trans: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
+        r = small(m, n, kl, ku, alpha, a, x, incx, offx, beta, y, incy, offy, trans, overwrite_y)
+        if r is not NotImplemented:
+            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         A = as_matrix(a, dt, "a")
@@ -328,6 +332,7 @@ def _make_sbmv(p: str, name: str) -> Callable[..., Any]:
     addr = _fortran(name)
     s = SCALAR_CODE[p]
     sig = "vcii" + s + "aiAi" + s + "Ai"
+    small = small_path(name[1:], p, addr)
 
     def sbmv(
         k: Any,
@@ -343,6 +348,9 @@ def _make_sbmv(p: str, name: str) -> Callable[..., Any]:
         lower: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
+        r = small(k, alpha, a, x, incx, offx, beta, y, incy, offy, lower, overwrite_y)
+        if r is not NotImplemented:
+            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         A = as_matrix(a, dt, "a")
@@ -367,6 +375,7 @@ def _make_spmv(p: str, name: str) -> Callable[..., Any]:
     addr = _fortran(name)
     s = SCALAR_CODE[p]
     sig = "vci" + s + "aAi" + s + "Ai"
+    small = small_path(name[1:], p, addr)
 
     def spmv(
         n: Any,
@@ -382,6 +391,9 @@ def _make_spmv(p: str, name: str) -> Callable[..., Any]:
         lower: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
+        r = small(n, alpha, ap, x, incx, offx, beta, y, incy, offy, lower, overwrite_y)
+        if r is not NotImplemented:
+            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         n = _nonneg(n, "n")
@@ -458,9 +470,13 @@ def _make_tbmv(p: str, name: str) -> Callable[..., Any]:
     it = dt.itemsize
     addr = _fortran(name)
     sig = "vcccii" + "aiAi"
+    small = small_path(name[1:], p, addr)
 
     def tbmv(k: Any, a: Any, x: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0, trans: Any = 0, diag: Any = 0,
              overwrite_x: Any = 0) -> np.ndarray:
+        r = small(k, a, x, incx, offx, lower, trans, diag, overwrite_x)
+        if r is not NotImplemented:
+            return r
         A = as_matrix(a, dt, "a")
         lower, trans, diag = _flags3(lower, trans, diag)
         k = as_int(k, "k")
@@ -484,9 +500,13 @@ def _make_tpmv(p: str, name: str) -> Callable[..., Any]:
     it = dt.itemsize
     addr = _fortran(name)
     sig = "vccciaAi"
+    small = small_path(name[1:], p, addr)
 
     def tpmv(n: Any, ap: Any, x: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0, trans: Any = 0, diag: Any = 0,
              overwrite_x: Any = 0) -> np.ndarray:
+        r = small(n, ap, x, incx, offx, lower, trans, diag, overwrite_x)
+        if r is not NotImplemented:
+            return r
         n = _nonneg(n, "n")
         lower, trans, diag = _flags3(lower, trans, diag)
         apf = _packed(dt, ap, n)
@@ -623,9 +643,13 @@ def _make_spr(p: str, name: str) -> Callable[..., Any]:
     addr = _fortran(name)
     herm = name[1:] == "hpr"
     sig = "vci" + (REAL_CODE[p] if herm else SCALAR_CODE[p]) + "Aia"
+    small = small_path(name[1:], p, addr)
 
     def spr(n: Any, alpha: Any, x: Any, ap: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0,
             overwrite_ap: Any = 0) -> np.ndarray:
+        r = small(n, alpha, x, ap, incx, offx, lower, overwrite_ap)
+        if r is not NotImplemented:
+            return r
         n = _nonneg(n, "n")
         alpha = as_real(alpha, "alpha") if herm else as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))
@@ -646,9 +670,13 @@ def _make_spr2(p: str, name: str) -> Callable[..., Any]:
     it = dt.itemsize
     addr = _fortran(name)
     sig = "vci" + SCALAR_CODE[p] + "AiAia"
+    small = small_path(name[1:], p, addr)
 
     def spr2(n: Any, alpha: Any, x: Any, y: Any, ap: Any, incx: Any = 1, offx: Any = 0, incy: Any = 1, offy: Any = 0,
              lower: Any = 0, overwrite_ap: Any = 0) -> np.ndarray:
+        r = small(n, alpha, x, y, ap, incx, offx, incy, offy, lower, overwrite_ap)
+        if r is not NotImplemented:
+            return r
         n = _nonneg(n, "n")
         alpha = as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))

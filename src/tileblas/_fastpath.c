@@ -556,11 +556,15 @@ static PyTypeObject Level3Type = {
  */
 
 enum { AXPY, SCAL, COPY, SWAP, DOT, DOTU, DOTC, NRM2, ASUM, IAMAX, GEMV, SYMV, HEMV, TRMV, TRSV, GER, GERU,
-       GERC, SYR, HER, SYR2, HER2, NKIND };
+       GERC, SYR, HER, SYR2, HER2, ROT, ROTM, RSCAL, ROTG, ROTMG, GBMV, SBMV, HBMV, SPMV, HPMV, TBMV, TBSV,
+       TPMV, TPSV, SPR, HPR, SPR2, HPR2, NKIND };
 static const char *KIND[NKIND] = {"axpy", "scal", "copy", "swap", "dot", "dotu", "dotc", "nrm2", "asum",
                                   "iamax", "gemv", "symv", "hemv", "trmv", "trsv", "ger", "geru", "gerc",
-                                  "syr", "her", "syr2", "her2"};
-static const Py_ssize_t NARGS[NKIND] = {8, 5, 7, 7, 7, 7, 7, 4, 4, 4, 11, 11, 11, 8, 8, 9, 9, 9, 8, 8, 11, 11};
+                                  "syr", "her", "syr2", "her2", "rot", "rotm", "rscal", "rotg", "rotmg", "gbmv",
+                                  "sbmv", "hbmv", "spmv", "hpmv", "tbmv", "tbsv", "tpmv", "tpsv", "spr", "hpr",
+                                  "spr2", "hpr2"};
+static const Py_ssize_t NARGS[NKIND] = {8, 5, 7, 7, 7, 7, 7, 4, 4, 4, 11, 11, 11, 8, 8, 9, 9, 9, 8, 8, 11, 11,
+                                        11, 10, 6, 2, 4, 15, 12, 12, 12, 12, 9, 9, 9, 9, 8, 8, 11, 11};
 
 /* Above this many elements a Level-1/2 call runs without the GIL. */
 #define GIL_ELEMENTS 4096
@@ -624,6 +628,92 @@ typedef void (*syr_t)(const char *, const int *, const void *, const void *, con
                       size_t);
 typedef void (*syr2_t)(const char *, const int *, const void *, const void *, const int *, const void *,
                        const int *, void *, const int *, size_t);
+
+typedef void (*rot_t)(const int *, void *, const int *, void *, const int *, const void *, const void *);
+typedef void (*rotm_t)(const int *, void *, const int *, void *, const int *, const void *);
+typedef void (*rotg_t)(void *, void *, void *, void *);
+typedef void (*rotmg_t)(void *, void *, void *, const void *, void *);
+typedef void (*gbmv_t)(const char *, const int *, const int *, const int *, const int *, const void *,
+                       const void *, const int *, const void *, const int *, const void *, void *, const int *,
+                       size_t);
+typedef void (*sbmv_t)(const char *, const int *, const int *, const void *, const void *, const int *,
+                       const void *, const int *, const void *, void *, const int *, size_t);
+typedef void (*spmv_t)(const char *, const int *, const void *, const void *, const void *, const int *,
+                       const void *, void *, const int *, size_t);
+typedef void (*tbmv_t)(const char *, const char *, const char *, const int *, const int *, const void *,
+                       const int *, void *, const int *, size_t, size_t, size_t);
+typedef void (*tpmv_t)(const char *, const char *, const char *, const int *, const void *, void *, const int *,
+                       size_t, size_t, size_t);
+typedef void (*spr_t)(const char *, const int *, const void *, const void *, const int *, void *, size_t);
+typedef void (*spr2_t)(const char *, const int *, const void *, const void *, const int *, const void *,
+                       const int *, void *, size_t);
+
+/* A real scalar (plain Python float or int) in the component precision of ``prec``: 0 when not one. */
+static int
+get_real(PyObject *o, int prec, scalar_t *out)
+{
+    double v;
+    if (PyFloat_Check(o)) v = PyFloat_AS_DOUBLE(o);
+    else if (PyLong_Check(o)) {
+        v = PyLong_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    else return 0;
+    if (prec == 0 || prec == 2) out->f = (float)v; else out->d = v;
+    return 1;
+}
+
+/* An exact Python int in [lo, INT32_MAX]: its value, or -1 when not one. */
+static long
+get_size(PyObject *o, long lo)
+{
+    long v;
+    if (!PyLong_CheckExact(o)) return -1;
+    v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (v >= lo && v <= INT32_MAX) ? v : -1;
+}
+
+/* An intent(in,out,copy) vector: the caller's array with ``overwrite`` when BLAS may write it, else a
+ * Fortran-ordered copy (new references); NULL without exception: Python path. */
+static PyArrayObject *
+inout_vector(PyObject *o, int prec, int overwrite)
+{
+    PyArrayObject *v = plain_vector(o, prec, 0);
+    if (v == NULL) return NULL;
+    if (overwrite && (PyArray_ISWRITEABLE(v) || PyArray_BASE(v) == NULL)) {
+        Py_INCREF(v);
+        return v;
+    }
+    return fortran_copy(v);
+}
+
+/* A band or general matrix BLAS takes as it is (Fortran-ordered 2-D of the dtype): NULL when not one. */
+static PyArrayObject *
+fortran_matrix(PyObject *o, int prec)
+{
+    PyArrayObject *a;
+    if (!PyArray_CheckExact(o)) return NULL;
+    a = (PyArrayObject *)o;
+    if (PyArray_NDIM(a) != 2 || PyArray_TYPE(a) != TYPENUM[prec] || !PyArray_ISNOTSWAPPED(a)
+        || !PyArray_ISALIGNED(a) || !PyArray_IS_F_CONTIGUOUS(a) || PyArray_DIM(a, 0) < 1
+        || PyArray_DIM(a, 1) < 1 || PyArray_DIM(a, 0) > INT32_MAX || PyArray_DIM(a, 1) > INT32_MAX)
+        return NULL;
+    return a;
+}
+
+static PyArrayObject *
+zero_vector(int prec, npy_intp n)
+{
+    npy_intp dims[1] = {n};
+    return (PyArrayObject *)PyArray_ZEROS(1, dims, TYPENUM[prec], 0);
+}
 
 /* A square matrix operand of the dtype, as given: NULL when not one (Python path). */
 static PyArrayObject *
@@ -910,6 +1000,228 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
                                         PyArray_DATA(out), &n, 1));
         return (PyObject *)out;
     }
+    case ROT:
+    case ROTM: {  /* rot(x, y, c, s, n, offx, incx, offy, incy, ow_x, ow_y); rotm(x, y, param, n, ..., ow_y) */
+        PyArrayObject *xo, *yo, *pa = NULL;
+        scalar_t c, sn;
+        int o = kind == ROT ? 1 : 0;
+        int owx, owy;
+        if (args[3 + o] != Py_None || !is_int(args[4 + o], 0) || !is_int(args[5 + o], 1) || !is_int(args[6 + o], 0)
+            || !is_int(args[7 + o], 1))
+            Py_RETURN_NOTIMPLEMENTED;
+        owx = get_overwrite(args[8 + o]);
+        owy = get_overwrite(args[9 + o]);
+        if (owx < 0 || owy < 0) Py_RETURN_NOTIMPLEMENTED;
+        if (kind == ROT) {
+            if (!get_real(args[2], prec, &c) || !get_real(args[3], prec, &sn)) Py_RETURN_NOTIMPLEMENTED;
+        }
+        else if ((pa = plain_vector(args[2], prec, 0)) == NULL || PyArray_SIZE(pa) != 5)
+            Py_RETURN_NOTIMPLEMENTED;
+        if (plain_vector(args[0], prec, 0) == NULL || (y = plain_vector(args[1], prec, 0)) == NULL)
+            Py_RETURN_NOTIMPLEMENTED;
+        k = (int)PyArray_SIZE((PyArrayObject *)args[0]);
+        if (k < 1 || PyArray_SIZE(y) < k) Py_RETURN_NOTIMPLEMENTED;
+        if ((xo = inout_vector(args[0], prec, owx)) == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+        if ((yo = inout_vector(args[1], prec, owy)) == NULL) {
+            Py_DECREF(xo);
+            return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+        }
+        if (kind == ROT)
+            RUN(k, ((rot_t)fn)(&k, PyArray_DATA(xo), &one, PyArray_DATA(yo), &one, &c, &sn));
+        else
+            RUN(k, ((rotm_t)fn)(&k, PyArray_DATA(xo), &one, PyArray_DATA(yo), &one, PyArray_DATA(pa)));
+        {
+            PyObject *r = PyTuple_Pack(2, (PyObject *)xo, (PyObject *)yo);
+            Py_DECREF(xo);
+            Py_DECREF(yo);
+            return r;
+        }
+    }
+    case RSCAL: {  /* rscal(a, x, n, offx, incx, overwrite_x): csscal / zdscal */
+        PyArrayObject *xo;
+        int ow = get_overwrite(args[5]);
+        if (args[2] != Py_None || !is_int(args[3], 0) || !is_int(args[4], 1) || ow < 0) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_real(args[0], prec, &s) || (x = plain_vector(args[1], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        k = (int)PyArray_SIZE(x);
+        if (k < 1) Py_RETURN_NOTIMPLEMENTED;
+        if ((xo = inout_vector(args[1], prec, ow)) == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+        RUN(k, ((scal_t)fn)(&k, &s, PyArray_DATA(xo), &one));
+        return (PyObject *)xo;
+    }
+    case ROTG: {  /* rotg(a, b) -> (c, s) */
+        scalar_t a, b, c, sn;
+        if (!get_scalar(args[0], prec, 0, &a) || !get_scalar(args[1], prec, 0, &b)) Py_RETURN_NOTIMPLEMENTED;
+        memset(&c, 0, sizeof c);
+        memset(&sn, 0, sizeof sn);
+        ((rotg_t)fn)(&a, &b, &c, &sn);
+        switch (prec) {
+        case 0: return Py_BuildValue("(dd)", (double)c.f, (double)sn.f);
+        case 1: return Py_BuildValue("(dd)", c.d, sn.d);
+        case 2: {
+            Py_complex cc = {(double)c.f, 0.0}, ss = {(double)sn.cf[0], (double)sn.cf[1]};
+            return Py_BuildValue("(DD)", &cc, &ss);
+        }
+        default: {
+            Py_complex cc = {c.d, 0.0}, ss = {sn.cd[0], sn.cd[1]};
+            return Py_BuildValue("(DD)", &cc, &ss);
+        }
+        }
+    }
+    case ROTMG: {  /* rotmg(d1, d2, x1, y1) -> param (5,) */
+        scalar_t d1, d2, x1, y1;
+        PyArrayObject *param;
+        if (!get_real(args[0], prec, &d1) || !get_real(args[1], prec, &d2) || !get_real(args[2], prec, &x1)
+            || !get_real(args[3], prec, &y1))
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((param = zero_vector(prec, 5)) == NULL) return NULL;
+        ((rotmg_t)fn)(&d1, &d2, &x1, &y1, PyArray_DATA(param));
+        return (PyObject *)param;
+    }
+    case GBMV: {  /* gbmv(m, n, kl, ku, alpha, a, x, incx, offx, beta, y, incy, offy, trans, overwrite_y) */
+        PyArrayObject *a, *out;
+        scalar_t beta;
+        long m, n, kl, ku;
+        int im, in, ikl, iku, lda, tr, rows, cols;
+        char t;
+        if ((m = get_size(args[0], 1)) < 0 || (n = get_size(args[1], 1)) < 0 || (kl = get_size(args[2], 0)) < 0
+            || (ku = get_size(args[3], 0)) < 0)
+            Py_RETURN_NOTIMPLEMENTED;
+        if (!is_int(args[7], 1) || !is_int(args[8], 0) || args[10] != Py_None || !is_int(args[11], 1)
+            || !is_int(args[12], 0) || (tr = get_flag(args[13], 2)) < 0)
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((a = fortran_matrix(args[5], prec)) == NULL || (x = plain_vector(args[6], prec, 0)) == NULL)
+            Py_RETURN_NOTIMPLEMENTED;
+        if (m < kl + ku + 1 || PyArray_DIM(a, 1) != n || PyArray_DIM(a, 0) < kl + ku + 1) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[4], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+        if (args[9] == Py_None) memset(&beta, 0, sizeof beta);
+        else if (!get_scalar(args[9], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        rows = (int)(tr ? n : m);
+        cols = (int)(tr ? m : n);
+        if (PyArray_SIZE(x) < cols) Py_RETURN_NOTIMPLEMENTED;
+        if ((out = zero_vector(prec, rows)) == NULL) return NULL;
+        im = (int)m; in = (int)n; ikl = (int)kl; iku = (int)ku;
+        lda = (int)PyArray_DIM(a, 0);
+        t = "NTC"[tr];
+        RUN((long)rows * (kl + ku + 1), ((gbmv_t)fn)(&t, &im, &in, &ikl, &iku, &s, PyArray_DATA(a), &lda,
+                                                        PyArray_DATA(x), &one, &beta, PyArray_DATA(out), &one, 1));
+        return (PyObject *)out;
+    }
+    case SBMV:
+    case HBMV:
+    case SPMV:
+    case HPMV: {  /* sbmv(k, alpha, a, x, incx, offx, beta, y, incy, offy, lower, ow); spmv(n, alpha, ap, x, ...) */
+        PyArrayObject *a, *out;
+        scalar_t beta;
+        long kk;
+        int n, ik, lda, lo;
+        char uplo;
+        int band = (kind == SBMV || kind == HBMV);
+        if ((kk = get_size(args[0], band ? 0 : 1)) < 0) Py_RETURN_NOTIMPLEMENTED;
+        if (!is_int(args[4], 1) || !is_int(args[5], 0) || args[7] != Py_None || !is_int(args[8], 1)
+            || !is_int(args[9], 0) || (lo = get_flag(args[10], 1)) < 0)
+            Py_RETURN_NOTIMPLEMENTED;
+        if ((x = plain_vector(args[3], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+        if (band) {
+            if ((a = fortran_matrix(args[2], prec)) == NULL || kk > PyArray_DIM(a, 0) - 1) Py_RETURN_NOTIMPLEMENTED;
+            n = (int)PyArray_DIM(a, 1);
+            lda = (int)PyArray_DIM(a, 0);
+        }
+        else {
+            if ((a = plain_vector(args[2], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+            n = (int)kk;
+            lda = 0;
+            if (PyArray_SIZE(a) < (npy_intp)n * (n + 1) / 2) Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[1], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
+        if (args[6] == Py_None) memset(&beta, 0, sizeof beta);
+        else if (!get_scalar(args[6], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        if ((out = zero_vector(prec, n)) == NULL) return NULL;
+        uplo = lo ? 'L' : 'U';
+        ik = (int)kk;
+        if (band)
+            RUN((long)n * (ik + 1), ((sbmv_t)fn)(&uplo, &n, &ik, &s, PyArray_DATA(a), &lda, PyArray_DATA(x), &one,
+                                                 &beta, PyArray_DATA(out), &one, 1));
+        else
+            RUN((long)n * n, ((spmv_t)fn)(&uplo, &n, &s, PyArray_DATA(a), PyArray_DATA(x), &one, &beta,
+                                            PyArray_DATA(out), &one, 1));
+        return (PyObject *)out;
+    }
+    case TBMV:
+    case TBSV:
+    case TPMV:
+    case TPSV: {  /* tbmv(k, a, x, incx, offx, lower, trans, diag, ow_x); tpmv(n, ap, x, incx, offx, ...) */
+        PyArrayObject *a, *out;
+        long kk;
+        int n, ik, lda, lo, tr, dg, ow;
+        char uplo, t, diag;
+        int band = (kind == TBMV || kind == TBSV);
+        if ((kk = get_size(args[0], band ? 0 : 1)) < 0 || !is_int(args[3], 1) || !is_int(args[4], 0))
+            Py_RETURN_NOTIMPLEMENTED;
+        lo = get_flag(args[5], 1);
+        tr = get_flag(args[6], 2);
+        dg = get_flag(args[7], 1);
+        ow = get_overwrite(args[8]);
+        if (lo < 0 || tr < 0 || dg < 0 || ow < 0) Py_RETURN_NOTIMPLEMENTED;
+        if (band) {
+            if ((a = fortran_matrix(args[1], prec)) == NULL || kk > PyArray_DIM(a, 0) - 1) Py_RETURN_NOTIMPLEMENTED;
+            n = (int)PyArray_DIM(a, 1);
+            lda = (int)PyArray_DIM(a, 0);
+        }
+        else {
+            if ((a = plain_vector(args[1], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
+            n = (int)kk;
+            lda = 0;
+            if (PyArray_SIZE(a) < (npy_intp)n * (n + 1) / 2) Py_RETURN_NOTIMPLEMENTED;
+        }
+        if ((x = plain_vector(args[2], prec, 0)) == NULL || PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
+        if (ow && overlaps(x, a)) Py_RETURN_NOTIMPLEMENTED;
+        if ((out = inout_vector(args[2], prec, ow)) == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+        uplo = lo ? 'L' : 'U';
+        t = "NTC"[tr];
+        diag = dg ? 'U' : 'N';
+        ik = (int)kk;
+        if (band)
+            RUN((long)n * (ik + 1), ((tbmv_t)fn)(&uplo, &t, &diag, &n, &ik, PyArray_DATA(a), &lda,
+                                                 PyArray_DATA(out), &one, 1, 1, 1));
+        else
+            RUN((long)n * n, ((tpmv_t)fn)(&uplo, &t, &diag, &n, PyArray_DATA(a), PyArray_DATA(out), &one, 1, 1, 1));
+        return (PyObject *)out;
+    }
+    case SPR:
+    case HPR:
+    case SPR2:
+    case HPR2: {  /* spr(n, alpha, x, ap, incx, offx, lower, ow_ap); spr2(n, alpha, x, y, ap, incx, offx, incy,
+                   * offy, lower, ow_ap) */
+        PyArrayObject *ap, *out;
+        long nn;
+        int n, lo, ow, two = (kind == SPR2 || kind == HPR2);
+        int o = two ? 1 : 0;
+        char uplo;
+        if ((nn = get_size(args[0], 1)) < 0 || !is_int(args[4 + o], 1) || !is_int(args[5 + o], 0))
+            Py_RETURN_NOTIMPLEMENTED;
+        if (two && (!is_int(args[7], 1) || !is_int(args[8], 0))) Py_RETURN_NOTIMPLEMENTED;
+        lo = get_flag(args[two ? 9 : 6], 1);
+        ow = get_overwrite(args[two ? 10 : 7]);
+        if (lo < 0 || ow < 0) Py_RETURN_NOTIMPLEMENTED;
+        n = (int)nn;
+        if ((x = plain_vector(args[2], prec, 0)) == NULL || PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
+        y = NULL;
+        if (two && ((y = plain_vector(args[3], prec, 0)) == NULL || PyArray_SIZE(y) < n)) Py_RETURN_NOTIMPLEMENTED;
+        if ((ap = plain_vector(args[3 + o], prec, 0)) == NULL || PyArray_SIZE(ap) < (npy_intp)n * (n + 1) / 2)
+            Py_RETURN_NOTIMPLEMENTED;
+        if (kind == HPR && PyComplex_Check(args[1])) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_scalar(args[1], prec, kind == HPR, &s)) Py_RETURN_NOTIMPLEMENTED;
+        if (ow && (overlaps(ap, x) || (y != NULL && overlaps(ap, y)))) Py_RETURN_NOTIMPLEMENTED;
+        if ((out = inout_vector(args[3 + o], prec, ow)) == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+        uplo = lo ? 'L' : 'U';
+        if (two)
+            RUN((long)n * n, ((spr2_t)fn)(&uplo, &n, &s, PyArray_DATA(x), &one, PyArray_DATA(y), &one,
+                                            PyArray_DATA(out), 1));
+        else
+            RUN((long)n * n, ((spr_t)fn)(&uplo, &n, &s, PyArray_DATA(x), &one, PyArray_DATA(out), 1));
+        return (PyObject *)out;
+    }
     default:
         Py_RETURN_NOTIMPLEMENTED;
     }
@@ -935,7 +1247,8 @@ level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     if ((f == DOT && p >= 2) || ((f == DOTU || f == DOTC || f == HEMV || f == GERU || f == GERC || f == HER
-                                   || f == HER2) && p < 2) || ((f == GER || f == SYMV || f == SYR2) && p >= 2)) {
+                                   || f == HER2 || f == HBMV || f == HPMV || f == HPR || f == HPR2) && p < 2)
+        || ((f == GER || f == SYMV || f == SYR2 || f == SBMV || f == SPR2 || f == ROTM || f == ROTMG) && p >= 2)) {
         PyErr_Format(PyExc_ValueError, "%s%s does not exist in this precision", prefix, kind);
         return NULL;
     }
