@@ -287,6 +287,17 @@ def test_calls_at_the_limit_go_to_the_runtime(monkeypatch):
         assert fp.Level3("gemm", "d")(1.0, a, a, 0.0, None, 0, 0, 0) is NotImplemented
         a15 = a[:15, :15].copy(order="F")
         assert fp.Level3("gemm", "d")(1.0, a15, a15, 0.0, None, 0, 0, 0) is not NotImplemented
+        # both sides of the limit give SciPy's result, in every trmm/trsm variant
+        for n, name in itertools.product((15, 16), ("dtrmm", "dtrsm", "ztrsm")):
+            fam = name[1:]
+            fp.set_level3_limits({fam: 16.0 ** 3 * (4 if name[0] == "z" else 1)})
+            dt = DT[name[0]]
+            for sd, lo, ta, dg in itertools.product((0, 1), (0, 1), (0, 1, 2), (0, 1)):
+                t = _tri(rng, n, dt, "C")
+                b = _rand(rng, (n, n), dt)
+                got = getattr(tb, name)(1.5, t, b, side=sd, lower=lo, trans_a=ta, diag=dg)
+                ref = getattr(sb, name)(1.5, t, b, side=sd, lower=lo, trans_a=ta, diag=dg)
+                _close(got, ref, 1.5 * 4 * n * np.max(np.abs(b)) * np.max(np.abs(t)), n, dt)
     finally:
         fp.set_level3_limits(saved)
     assert _dispatch.fastpath_limits()["gemm"] == saved["gemm"]
