@@ -7,7 +7,8 @@ Method
     OpenBLAS instance's threads go idle), makes one untimed warm-up call, then times a block of
     back-to-back calls: one call once a call takes ``block_s`` (50 ms) or longer, else as many as fill
     ``block_s`` (sized from the first round, at most ``max_block``; the same rule for every
-    implementation).  Every call allocates its own output (``overwrite_*`` off, as SciPy's defaults), so
+    implementation).  Small calls take thousands of calls per block: a block of well under a millisecond
+    measures the timer and the machine's noise more than the call.  Every call allocates its own output (``overwrite_*`` off, as SciPy's defaults), so
     no input is changed and every call starts from the same data.  The best time per call over the
     rounds is kept; ``ratio`` = SciPy / tileblas (> 1: tileblas faster) and ``control`` = SciPy /
     SciPy-again (the noise of the comparison itself; 1.00 on a quiet machine).
@@ -252,7 +253,7 @@ def _path_of_last_call() -> str:
 
 
 def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s: float = 0.05,
-             max_block: int = 200, progress: Callable[[Point], None] | None = None) -> list[Point]:
+             max_block: int = 100_000, progress: Callable[[Point], None] | None = None) -> list[Point]:
     """Time every point (in place) and return them."""
     import numpy as np
     import scipy.linalg.blas as sb
