@@ -21,7 +21,7 @@ if it were another library: control / scipy shows the noise of the measurement.
 
 Usage::
 
-    python benchmarks/bench_overhead.py [--n 16] [--repeat 5] [--number 2000] [--sleep 0.05]
+    python benchmarks/bench_overhead.py [--n 16] [--repeat 5] [--number 20000] [--sleep 0.05]
         [--max-block-s 0.2] [--level 1|2|3] [--routines dgemm,daxpy] [--json PATH]
 """
 
@@ -282,7 +282,7 @@ def check(name: str, make: Callable[[Any], tuple[Callable[[], Any], list[Any]]],
 def measure(
     n: int = 16,
     repeat: int = 5,
-    number: int = 2000,
+    number: int = 20000,
     names: list[str] | None = None,
     sleep: float = 0.05,
     max_block_s: float = 0.2,
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=16, help="vector length / matrix order (default 16)")
     ap.add_argument("--repeat", type=int, default=5, help="timeit blocks per contender; the best is kept")
-    ap.add_argument("--number", type=int, default=2000, help="calls per timeit block")
+    ap.add_argument("--number", type=int, default=20000, help="calls per timeit block")
     ap.add_argument("--sleep", type=float, default=0.05, help="seconds between rounds of blocks")
     ap.add_argument("--max-block-s", type=float, default=0.2,
                     help="a block of slow calls stops after this many seconds")

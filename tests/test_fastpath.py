@@ -410,3 +410,18 @@ def test_level12_unusual_calls_go_to_the_python_path():
     view = ro[:]  # a read-only view: SciPy would write it, tileblas copies (documented)
     out = tb.dscal(2.0, view)
     assert out is not view and np.all(ro == 1.0) and np.all(out == 2.0)
+
+
+def test_numpy_scalars_take_the_small_path():
+    """np.float32 / np.int64 / np.complex64 scalars are plain numbers to the C path (same values as SciPy)."""
+    x = np.arange(1.0, 5.0, dtype=np.float32)
+    got = tb.saxpy(x, np.ones(4, np.float32), a=np.float32(2))
+    assert got.tolist() == sb.saxpy(x, np.ones(4, np.float32), a=np.float32(2)).tolist()
+    small = next(c.cell_contents for c in tb.saxpy.__closure__ if type(c.cell_contents) is fp.Level12)
+    assert small(x, np.ones(4, np.float32), None, np.float32(2), 0, 1, 0, 1) is not NotImplemented
+    assert small(x, np.ones(4, np.float32), None, np.complex64(2), 0, 1, 0, 1) is NotImplemented  # Python's rule
+    z = np.ones(3, np.complex128)
+    assert tb.zaxpy(z, z.copy(), a=np.complex64(1 + 1j)).tolist() == sb.zaxpy(z, z.copy(), a=np.complex64(1 + 1j)).tolist()
+    assert tb.srotg(np.float32(1), np.float32(2)) == pytest.approx(sb.srotg(np.float32(1), np.float32(2)), rel=1e-6)
+    a = np.asfortranarray(np.eye(3))
+    assert fp.Level3("gemm", "d")(np.int64(2), a, a, np.float32(0), None, 0, 0, 0) is not NotImplemented

@@ -83,6 +83,22 @@ get_scalar(PyObject *o, int prec, int real_only, scalar_t *out)
         re = PyComplex_RealAsDouble(o);
         im = PyComplex_ImagAsDouble(o);
     }
+    else if (PyArray_IsScalar(o, Floating) || PyArray_IsScalar(o, Integer)) {  /* np.float32(2), np.int64(3) */
+        re = PyFloat_AsDouble(o);
+        if (re == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    else if (PyArray_IsScalar(o, ComplexFloating) && prec >= 2 && !real_only) {
+        Py_complex v = PyComplex_AsCComplex(o);
+        if (v.real == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        re = v.real;
+        im = v.imag;
+    }
     else {
         return 0;
     }
@@ -654,8 +670,8 @@ get_real(PyObject *o, int prec, scalar_t *out)
 {
     double v;
     if (PyFloat_Check(o)) v = PyFloat_AS_DOUBLE(o);
-    else if (PyLong_Check(o)) {
-        v = PyLong_AsDouble(o);
+    else if (PyLong_Check(o) || PyArray_IsScalar(o, Floating) || PyArray_IsScalar(o, Integer)) {
+        v = PyFloat_AsDouble(o);
         if (v == -1.0 && PyErr_Occurred()) {
             PyErr_Clear();
             return 0;
