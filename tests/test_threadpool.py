@@ -1,6 +1,7 @@
 """tileblas' OpenBLAS instances under threadpoolctl: listed by threadpool_info, limited by threadpool_limits."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ def _work_split(lib, n=1024, reps=6):
     b = np.asfortranarray(rng.standard_normal((n, n)))
     c = np.zeros((n, n), order="F")
     _kernels.gemm(1.0, a, b, 0.0, c, lib=lib)  # warm the thread pool
+    time.sleep(0.3)  # OpenBLAS threads of earlier calls spin for a while before they park: not this call's work
     me = int(open("/proc/thread-self/stat").read().split()[0])
     before = _task_ticks()
     for _ in range(reps):
