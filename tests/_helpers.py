@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+
+from tileblas.devices import CPUDevice
 
 
 def tol(dtype) -> float:
@@ -16,3 +20,31 @@ def rand(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     if np.dtype(dtype).kind == "c":
         x = x + 1j * rng.standard_normal(shape)
     return x.astype(dtype)
+
+
+class Boom(RuntimeError):
+    """The fault a :class:`FailingDevice` injects."""
+
+
+class FailingDevice(CPUDevice):
+    """A CPU device whose kernels raise :class:`Boom` on chosen calls, counted across the device's life
+    (``fail_on``: any container of call numbers, e.g. ``{3}`` or ``range(4, 1 << 30)``; reassignable)."""
+
+    def __init__(self, index, fail_on):
+        super().__init__(index)
+        self.fail_on = fail_on
+        self.count = 0
+        self._lk = threading.Lock()
+
+    def kernel(self, name):
+        inner = super().kernel(name)
+
+        def run(*args, **kw):
+            with self._lk:
+                self.count += 1
+                n = self.count
+            if n in self.fail_on:
+                raise Boom(f"injected failure {n}")
+            inner(*args, **kw)
+
+        return run

@@ -16,13 +16,13 @@ import scipy.linalg.blas as sb
 import tileblas
 import tileblas.blas as tb
 from tileblas import _dispatch
+from tileblas._blas3 import LEVEL3_FAMILIES
 from tileblas.runtime import _runtime
 
 fp = pytest.importorskip("tileblas._fastpath")
 
 DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
-FAMILIES = {"gemm": "sdcz", "symm": "sdcz", "hemm": "cz", "syrk": "sdcz", "herk": "cz", "syr2k": "sdcz",
-            "her2k": "cz", "trmm": "sdcz", "trsm": "sdcz"}
+FAMILIES = LEVEL3_FAMILIES
 
 
 @pytest.fixture(autouse=True)

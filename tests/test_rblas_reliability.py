@@ -1,15 +1,14 @@
 """Reversible BLAS on non-finite values: the inverse of a compute-mode call cannot restore them."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import tileblas
 import tileblas.rblas as rb
-from tileblas.devices import CPUDevice
 from tileblas.rblas._modes import ReversalError
+
+from _helpers import Boom, FailingDevice
 
 PREFIXES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
 
@@ -72,35 +71,9 @@ def test_nan_scalar_matches_itself():
     assert np.array_equal(y, [3.0, 4.0])
 
 
-class _Boom(RuntimeError):
-    pass
-
-
-class _FailingDevice(CPUDevice):
-    """A CPU device whose kernels raise from the ``fail_at``-th call on (after some tiles were written)."""
-
-    def __init__(self, index, fail_at):
-        super().__init__(index)
-        self.fail_at = fail_at
-        self.count = 0
-        self._lk = threading.Lock()
-
-    def kernel(self, name):
-        inner = super().kernel(name)
-
-        def run(*args, **kw):
-            with self._lk:
-                self.count += 1
-                n = self.count
-            if n >= self.fail_at:
-                raise _Boom(f"injected failure {n}")
-            inner(*args, **kw)
-
-        return run
-
-
 def _failing_runtime():
-    return tileblas.Runtime(devices=[_FailingDevice(0, 4), _FailingDevice(1, 4)], tile_size=8)
+    """Every kernel call from the 4th on fails (after some tiles were written)."""
+    return tileblas.Runtime(devices=[FailingDevice(d, fail_on=range(4, 1 << 30)) for d in (0, 1)], tile_size=8)
 
 
 def test_failed_forward_gemm_in_checkpoint_mode_gives_c_back():
@@ -108,7 +81,7 @@ def test_failed_forward_gemm_in_checkpoint_mode_gives_c_back():
     a, b = (np.asfortranarray(rng.random((64, 64))) for _ in range(2))
     c = np.asfortranarray(rng.random((64, 64)))
     before = c.copy()
-    with _failing_runtime(), pytest.raises(_Boom):
+    with _failing_runtime(), pytest.raises(Boom):
         rb.fdgemm(1.0, a, b, 1.0, c, overwrite_c=1, mode="checkpoint")
     assert np.array_equal(c, before)
     assert not rb.pending()  # a failed call records nothing
@@ -120,7 +93,7 @@ def test_failed_forward_gemm_in_compute_mode_says_c_may_be_partly_written():
     rng = np.random.default_rng(2)
     a, b = (np.asfortranarray(rng.random((64, 64))) for _ in range(2))
     c = np.asfortranarray(rng.random((64, 64)))
-    with _failing_runtime(), pytest.raises(_Boom) as info:
+    with _failing_runtime(), pytest.raises(Boom) as info:
         rb.fdgemm(1.0, a, b, 1.0, c, overwrite_c=1, mode="compute")
     assert any("partly written" in n and "'c'" in n for n in getattr(info.value, "__notes__", []))
     assert not rb.pending()

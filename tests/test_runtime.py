@@ -15,7 +15,7 @@ from tileblas import _dispatch
 from tileblas.devices import CPUDevice
 from tileblas.runtime import Runtime, Tile, get_runtime, plan_call, set_runtime
 
-from _helpers import tol
+from _helpers import Boom, FailingDevice, tol
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 RNG = np.random.default_rng(12345)
@@ -369,33 +369,6 @@ def test_several_caller_threads(rt):
     for t in ths:
         t.join()
     assert not errors
-
-
-class Boom(RuntimeError):
-    pass
-
-
-class FailingDevice(CPUDevice):
-    """A CPU device whose gemm raises on chosen calls (counted across the device's life)."""
-
-    def __init__(self, index, fail_on):
-        super().__init__(index)
-        self.fail_on = set(fail_on)
-        self.count = 0
-        self._lk = threading.Lock()
-
-    def kernel(self, name):
-        inner = super().kernel(name)
-
-        def run(*args, **kw):
-            with self._lk:
-                self.count += 1
-                n = self.count
-            if n in self.fail_on:
-                raise Boom(f"injected failure {n}")
-            inner(*args, **kw)
-
-        return run
 
 
 @pytest.mark.parametrize("sync", [False, True])

@@ -43,6 +43,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tileblas import _dispatch
+from tileblas._blas_common import _not_handled
 
 try:  # the small-call path (compiled); without it every call takes the Python path below
     from tileblas._fastpath import Level3 as _Level3
@@ -223,10 +224,6 @@ def _unalias(work: np.ndarray, *ops: np.ndarray) -> list[np.ndarray]:
 # ---------------------------------------------------------------------------------------------------
 # Routine factories: one per family, closed over the precision prefix
 # ---------------------------------------------------------------------------------------------------
-
-
-def _not_handled(*args: Any) -> Any:
-    return NotImplemented
 
 
 def _small(kind: str, prefix: str) -> Callable[..., Any]:

@@ -106,10 +106,10 @@ def _sync_fastpath(rt: Any) -> None:
     if not ok:
         fastpath_off()
         return
+    from tileblas._blas3 import LEVEL3_FAMILIES
+
     lib = _kernels.get_library(threads)
-    families = {"gemm": "sdcz", "symm": "sdcz", "hemm": "cz", "syrk": "sdcz", "herk": "cz", "syr2k": "sdcz",
-                "her2k": "cz", "trmm": "sdcz", "trsm": "sdcz"}
-    _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in families.items() for p in ps})
+    _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps})
     _FAST[0] = rt
     _fastpath.set_state(True, _runtime._CURRENT)
 

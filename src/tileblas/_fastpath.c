@@ -47,6 +47,19 @@ static PyObject *current_var = NULL;  /* contextvars.ContextVar of the current r
  * lets other threads gain). */
 #define GIL_FLOPS 32768.0
 
+/* Run the BLAS call ``stmt`` without the GIL when ``release`` is true, else holding it. */
+#define RUN_IF(release, stmt)              \
+    do {                                   \
+        if (release) {                     \
+            Py_BEGIN_ALLOW_THREADS         \
+            stmt;                          \
+            Py_END_ALLOW_THREADS           \
+        }                                  \
+        else {                             \
+            stmt;                          \
+        }                                  \
+    } while (0)
+
 typedef union {
     float f;
     double d;
@@ -114,6 +127,38 @@ get_scalar(PyObject *o, int prec, int real_only, scalar_t *out)
     default: out->cd[0] = re; out->cd[1] = im; break;
     }
     return 1;
+}
+
+/* An optional ``beta``: None is 0 (the Python default), else as :c:func:`get_scalar`. */
+static int
+get_beta(PyObject *o, int prec, int real_only, scalar_t *out)
+{
+    if (o == Py_None) {
+        memset(out, 0, sizeof *out);
+        return 1;
+    }
+    return get_scalar(o, prec, real_only, out);
+}
+
+/* Whether a scalar of precision ``prec`` is zero. */
+static int
+is_zero(const scalar_t *v, int prec)
+{
+    switch (prec) {
+    case 0: return v->f == 0;
+    case 1: return v->d == 0;
+    case 2: return v->cf[0] == 0 && v->cf[1] == 0;
+    default: return v->cd[0] == 0 && v->cd[1] == 0;
+    }
+}
+
+/* Index of a precision letter in PREFIXES, or -1. */
+static int
+prefix_index(char c)
+{
+    for (int i = 0; i < 4; i++)
+        if (c == PREFIXES[i]) return i;
+    return -1;
 }
 
 /* An integer flag: None -> 0; an exact int in [0, hi]; -1 otherwise (Python path). */
@@ -241,6 +286,7 @@ ld(PyArrayObject *a)  /* leading dimension of a Fortran-contiguous operand */
 
 #define NOT_HANDLED goto python
 #define FAIL goto error
+#define RUN3(stmt) RUN_IF(flops > GIL_FLOPS, stmt)
 
 static PyObject *
 level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -274,8 +320,7 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         if (ta < 0 || tb < 0 || ow < 0) NOT_HANDLED;
         if (!cplx) { if (ta == 2) ta = 1; if (tb == 2) tb = 1; }
         if (!get_scalar(args[0], prec, 0, &alpha)) NOT_HANDLED;
-        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
-        else if (!get_scalar(args[3], prec, 0, &beta)) NOT_HANDLED;
+        if (!get_beta(args[3], prec, 0, &beta)) NOT_HANDLED;
         if ((a = plain_matrix(args[1], prec)) == NULL || (b = plain_matrix(args[2], prec)) == NULL) NOT_HANDLED;
         m = (int)PyArray_DIM(a, ta ? 1 : 0);
         k = (int)PyArray_DIM(a, ta ? 0 : 1);
@@ -303,23 +348,12 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         if (ldb < 1) ldb = 1;
         {
             PyArrayObject *ins[2] = {a, b};
-            int beta_zero = cplx ? (prec == 2 ? (beta.cf[0] == 0 && beta.cf[1] == 0)
-                                              : (beta.cd[0] == 0 && beta.cd[1] == 0))
-                                 : (prec == 0 ? beta.f == 0 : beta.d == 0);
-            out = output(args[4], prec, ow, m, n, !beta_zero, ins, 2);
+            out = output(args[4], prec, ow, m, n, !is_zero(&beta, prec), ins, 2);
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
-        if (flops > GIL_FLOPS) {
-            Py_BEGIN_ALLOW_THREADS
-            ((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
-                         PyArray_DATA(out), &ldc, 1, 1);
-            Py_END_ALLOW_THREADS
-        }
-        else {
-            ((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
-                         PyArray_DATA(out), &ldc, 1, 1);
-        }
+        RUN3(((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
+                          PyArray_DATA(out), &ldc, 1, 1));
         break;
     }
     case SYMM:
@@ -330,8 +364,7 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         int m, n, s, lda, ldb, ldc;
         if (sd < 0 || lo < 0 || ow < 0) NOT_HANDLED;
         if (!get_scalar(args[0], prec, 0, &alpha)) NOT_HANDLED;
-        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
-        else if (!get_scalar(args[3], prec, 0, &beta)) NOT_HANDLED;
+        if (!get_beta(args[3], prec, 0, &beta)) NOT_HANDLED;
         if ((a = plain_matrix(args[1], prec)) == NULL || (b = plain_matrix(args[2], prec)) == NULL) NOT_HANDLED;
         s = (int)PyArray_DIM(a, 0);
         if (PyArray_DIM(a, 1) != s) NOT_HANDLED;
@@ -352,23 +385,12 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         side = sd ? 'R' : 'L';
         {
             PyArrayObject *ins[2] = {a, b};
-            int beta_zero = cplx ? (prec == 2 ? (beta.cf[0] == 0 && beta.cf[1] == 0)
-                                              : (beta.cd[0] == 0 && beta.cd[1] == 0))
-                                 : (prec == 0 ? beta.f == 0 : beta.d == 0);
-            out = output(args[4], prec, ow, m, n, !beta_zero, ins, 2);
+            out = output(args[4], prec, ow, m, n, !is_zero(&beta, prec), ins, 2);
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
-        if (flops > GIL_FLOPS) {
-            Py_BEGIN_ALLOW_THREADS
-            ((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
-                         PyArray_DATA(out), &ldc, 1, 1);
-            Py_END_ALLOW_THREADS
-        }
-        else {
-            ((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
-                         PyArray_DATA(out), &ldc, 1, 1);
-        }
+        RUN3(((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
+                          PyArray_DATA(out), &ldc, 1, 1));
         break;
     }
     case SYRK:
@@ -384,8 +406,7 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         if (tr < 0 || lo < 0 || ow < 0) NOT_HANDLED;
         if (cplx && (herm ? tr == 1 : tr == 2)) NOT_HANDLED;  /* BLAS rejects these: Python raises */
         if (!get_scalar(args[0], prec, fam == HERK, &alpha)) NOT_HANDLED;
-        if (args[2 + o] == Py_None) memset(&beta, 0, sizeof beta);
-        else if (!get_scalar(args[2 + o], prec, herm, &beta)) NOT_HANDLED;
+        if (!get_beta(args[2 + o], prec, herm, &beta)) NOT_HANDLED;
         if ((a = plain_matrix(args[1], prec)) == NULL) NOT_HANDLED;
         if (two) {
             if ((b = plain_matrix(args[2], prec)) == NULL) NOT_HANDLED;
@@ -417,30 +438,12 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
-        if (two) {
-            if (flops > GIL_FLOPS) {
-                Py_BEGIN_ALLOW_THREADS
-                ((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb,
-                              &beta, PyArray_DATA(out), &ldc, 1, 1);
-                Py_END_ALLOW_THREADS
-            }
-            else {
-                ((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb,
-                              &beta, PyArray_DATA(out), &ldc, 1, 1);
-            }
-        }
-        else {
-            if (flops > GIL_FLOPS) {
-                Py_BEGIN_ALLOW_THREADS
-                ((syrk_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, &beta, PyArray_DATA(out),
-                             &ldc, 1, 1);
-                Py_END_ALLOW_THREADS
-            }
-            else {
-                ((syrk_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, &beta, PyArray_DATA(out),
-                             &ldc, 1, 1);
-            }
-        }
+        if (two)
+            RUN3(((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
+                               PyArray_DATA(out), &ldc, 1, 1));
+        else
+            RUN3(((syrk_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, &beta, PyArray_DATA(out), &ldc,
+                              1, 1));
         break;
     }
     case TRMM:
@@ -480,16 +483,8 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         ldb = ld(out);
         side = sd ? 'R' : 'L';
         diag = dg ? 'U' : 'N';
-        if (flops > GIL_FLOPS) {
-            Py_BEGIN_ALLOW_THREADS
-            ((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out),
-                         &ldb, 1, 1, 1, 1);
-            Py_END_ALLOW_THREADS
-        }
-        else {
-            ((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out),
-                         &ldb, 1, 1, 1, 1);
-        }
+        RUN3(((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out), &ldb,
+                          1, 1, 1, 1));
         break;
     }
     default:
@@ -525,8 +520,7 @@ level3_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     for (int i = 0; i < NFAM; i++)
         if (strcmp(fam, FAMILY[i]) == 0) f = i;
-    for (int i = 0; i < 4; i++)
-        if (prefix[0] == PREFIXES[i] && prefix[1] == '\0') p = i;
+    if (prefix[0] != '\0' && prefix[1] == '\0') p = prefix_index(prefix[0]);
     if (f < 0 || p < 0) {
         PyErr_Format(PyExc_ValueError, "unknown Level-3 routine %s%s", prefix, fam);
         return NULL;
@@ -753,17 +747,7 @@ zero_matrix(int prec, npy_intp m, npy_intp n)
     return (PyArrayObject *)PyArray_ZEROS(2, dims, TYPENUM[prec], 1);
 }
 
-#define RUN(n, stmt)                       \
-    do {                                   \
-        if ((n) > GIL_ELEMENTS) {          \
-            Py_BEGIN_ALLOW_THREADS         \
-            stmt;                          \
-            Py_END_ALLOW_THREADS           \
-        }                                  \
-        else {                             \
-            stmt;                          \
-        }                                  \
-    } while (0)
+#define RUN(n, stmt) RUN_IF((n) > GIL_ELEMENTS, stmt)
 
 static PyObject *
 level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -875,8 +859,7 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
             Py_RETURN_NOTIMPLEMENTED;
         if ((x = plain_vector(args[2], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
         if (!get_scalar(args[0], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
-        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
-        else if (!get_scalar(args[3], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_beta(args[3], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
         m = (int)PyArray_DIM(a, 0);
         n = (int)PyArray_DIM(a, 1);
         rows = tr ? n : m;
@@ -907,8 +890,7 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
         if ((a = square_matrix(args[1], prec)) == NULL || (x = plain_vector(args[2], prec, 0)) == NULL)
             Py_RETURN_NOTIMPLEMENTED;
         if (!get_scalar(args[0], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
-        if (args[3] == Py_None) memset(&beta, 0, sizeof beta);
-        else if (!get_scalar(args[3], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_beta(args[3], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
         n = (int)PyArray_DIM(a, 0);
         if (PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
         uplo = lo ? 'L' : 'U';
@@ -1109,8 +1091,7 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
             Py_RETURN_NOTIMPLEMENTED;
         if (m < kl + ku + 1 || PyArray_DIM(a, 1) != n || PyArray_DIM(a, 0) < kl + ku + 1) Py_RETURN_NOTIMPLEMENTED;
         if (!get_scalar(args[4], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
-        if (args[9] == Py_None) memset(&beta, 0, sizeof beta);
-        else if (!get_scalar(args[9], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_beta(args[9], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
         rows = (int)(tr ? n : m);
         cols = (int)(tr ? m : n);
         if (PyArray_SIZE(x) < cols) Py_RETURN_NOTIMPLEMENTED;
@@ -1150,8 +1131,7 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
         }
         if (PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
         if (!get_scalar(args[1], prec, 0, &s)) Py_RETURN_NOTIMPLEMENTED;
-        if (args[6] == Py_None) memset(&beta, 0, sizeof beta);
-        else if (!get_scalar(args[6], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
+        if (!get_beta(args[6], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
         if ((out = zero_vector(prec, n)) == NULL) return NULL;
         uplo = lo ? 'L' : 'U';
         ik = (int)kk;
@@ -1256,8 +1236,7 @@ level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     for (int i = 0; i < NKIND; i++)
         if (strcmp(kind, KIND[i]) == 0) f = i;
-    for (int i = 0; i < 4; i++)
-        if (prefix[0] == PREFIXES[i] && prefix[1] == '\0') p = i;
+    if (prefix[0] != '\0' && prefix[1] == '\0') p = prefix_index(prefix[0]);
     if (f < 0 || p < 0) {
         PyErr_Format(PyExc_ValueError, "unknown Level-1/2 routine kind %s with prefix %s", kind, prefix);
         return NULL;
@@ -1370,8 +1349,7 @@ set_level3_library(PyObject *mod, PyObject *arg)
         int p = -1, f = -1;
         void *addr;
         if (s == NULL) return NULL;
-        for (int i = 0; i < 4; i++)
-            if (s[0] == PREFIXES[i]) p = i;
+        p = prefix_index(s[0]);
         if (p >= 0)
             for (int i = 0; i < NFAM; i++)
                 if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
