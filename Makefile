@@ -6,7 +6,7 @@ STAMP := $(VENV)/.tileblas-installed
 
 .PHONY: demo test install bench clean
 
-$(STAMP): pyproject.toml setup.py src/tileblas/_native.c
+$(STAMP): pyproject.toml setup.py src/tileblas/kernels/_native.c src/tileblas/blas/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[all]'
@@ -24,4 +24,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/tileblas/*.so
+	rm -rf $(VENV) build src/*.egg-info src/tileblas/*.so src/tileblas/*/*.so

@@ -52,7 +52,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _kernels
+from tileblas.kernels import _openblas
 from tileblas import asyncapi as aa
 from tileblas.devices import CPUDevice, Device
 
@@ -131,18 +131,18 @@ def paper_loop(ex: aa.Executor, name: str, pool: list[tuple[np.ndarray, np.ndarr
 
 
 def direct_loop(name: str, pool: list[tuple[np.ndarray, np.ndarray]], count: int) -> float:
-    lib = _kernels.get_library(1)
+    lib = _openblas.get_library(1)
     n = pool[0][0].shape[0]
     t0 = time.perf_counter()
     for i in range(count):
         A, B = pool[i % len(pool)]
         c = np.zeros((n, n), order="F")
         if name == "dgemm":
-            _kernels.gemm(1.0, A, B, 0.0, c, lib=lib)
+            _openblas.gemm(1.0, A, B, 0.0, c, lib=lib)
         elif name == "dsymm":
-            _kernels.symm(1.0, A, B, 0.0, c, lib=lib)
+            _openblas.symm(1.0, A, B, 0.0, c, lib=lib)
         else:
-            _kernels.syrk(1.0, A, 0.0, c, lib=lib)
+            _openblas.syrk(1.0, A, 0.0, c, lib=lib)
     return time.perf_counter() - t0
 
 
@@ -248,11 +248,11 @@ def part2(tiny: int, repeats: int) -> dict[str, Any]:
             res["inline_us"] = min(res["inline_us"], (time.perf_counter() - t0) / tiny * 1e6)
             del futs
         # the kernel alone, for reference
-        lib = _kernels.get_library(1)
+        lib = _openblas.get_library(1)
         A, B, C = np.ones((1, 1), order="F"), np.ones((1, 1), order="F"), np.zeros((1, 1), order="F")
         t0 = time.perf_counter()
         for _ in range(tiny):
-            _kernels.gemm(1.0, A, B, 0.0, C, lib=lib)
+            _openblas.gemm(1.0, A, B, 0.0, C, lib=lib)
         res["kernel_only_us"] = (time.perf_counter() - t0) / tiny * 1e6
     res["calls"] = tiny
     return res

@@ -5,7 +5,7 @@
     python benchmarks/bench_grid.py                      # the full grid (prints its estimate first)
     python benchmarks/bench_grid.py --prefixes d --routines gemm,trmm --sizes 256,2048
 
-The same as ``tileblas bench grid`` (method and grid: :mod:`tileblas._bench_grid`).  Each point: rounds of
+The same as ``tileblas bench grid`` (method and grid: :mod:`tileblas.cli._bench_grid`).  Each point: rounds of
 SciPy, tileblas and SciPy again (the control), each after a 0.2 s pause, a call shorter than 50 ms timed
 as a block of back-to-back calls; best of 5; ratio = SciPy time / tileblas time.  Run it on a quiet
 machine: the load average is printed before and after.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tileblas._bench_grid import add_grid_arguments, grid_main
+from tileblas.cli._bench_grid import add_grid_arguments, grid_main
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,7 +85,7 @@ def bench_dtrsm(args, repo, key, out):
 
 
 def bench_trinv(args, repo, key, out):
-    from tileblas._cli_perf import ranking_agreement
+    from tileblas.cli._perf import ranking_agreement
 
     alg = ALGORITHMS["trinv"]
     sizes = args.sizes
@@ -163,7 +163,7 @@ def bench_trinv(args, repo, key, out):
 
 
 def bench_sylvester(args, repo, key, out):
-    from tileblas._cli_perf import ranking_agreement
+    from tileblas.cli._perf import ranking_agreement
 
     alg = ALGORITHMS["sylvester"]
     n, b = args.sylv_n, args.sylv_block

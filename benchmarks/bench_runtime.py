@@ -6,7 +6,7 @@ trial), ``--trials`` times (default 5); the best time of each contender is kept.
 ``level3``
     For each routine (default gemm, syrk, syr2k, symm, trmm, trsm; real double, n x n, default n=4096):
     the tile runtime with default settings (``tileblas.Runtime()``: one single-threaded CPU worker per
-    core; on host workers the path policy of :mod:`tileblas.perf._paths` picks one native call on all
+    core; on host workers the path policy of :mod:`tileblas.policy._paths` picks one native call on all
     cores unless ``tileblas tune`` measured tiles faster; the variant ``shared=0`` forces the tiled path,
     tile size chosen per call) against OpenBLAS's own routine using every core (the kernel layer's
     ``get_library(cores)``, a private OpenBLAS instance running ``cores`` threads).  ``--variants`` adds
@@ -106,11 +106,11 @@ def _level3_args(routine: str, a: np.ndarray, b: np.ndarray, tri: np.ndarray, ou
 
 
 def bench_level3(routines: list[str], n: int, trials: int, variants: list[str], cores: int) -> list[dict]:
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
     from tileblas.runtime import Runtime
     from tileblas.runtime._planner import flop_count
 
-    lib = _kernels.get_library(cores)
+    lib = _openblas.get_library(cores)
     rng = np.random.default_rng(0)
     a = np.asfortranarray(rng.standard_normal((n, n)))
     b = np.asfortranarray(rng.standard_normal((n, n)))
@@ -125,7 +125,7 @@ def bench_level3(routines: list[str], n: int, trials: int, variants: list[str], 
     try:
         # warm-up outside the timing: libraries load, worker threads start
         w = np.asfortranarray(rng.standard_normal((512, 512)))
-        _kernels.gemm(1.0, w, w, 0.0, np.zeros((512, 512), order="F"), lib=lib)
+        _openblas.gemm(1.0, w, w, 0.0, np.zeros((512, 512), order="F"), lib=lib)
         for rt in rts.values():
             rt.gemm(1.0, w, w, 0.0, np.zeros((512, 512), order="F"))
         for routine in routines:
@@ -134,7 +134,7 @@ def bench_level3(routines: list[str], n: int, trials: int, variants: list[str], 
                 np.copyto(o, out0)
                 args = _level3_args(routine, a, b, tri, o)
                 if key == "openblas":
-                    fn = getattr(_kernels, routine)
+                    fn = getattr(_openblas, routine)
                     return lambda: fn(*args, lib=lib)
                 rt = rts[key]
                 return lambda: rt.run(routine, *args)
@@ -302,7 +302,7 @@ def bench_hetero(trials: int, n: int, factor: float = 3.0) -> list[dict]:
 
 
 def bench_crossover(trials: int, sizes: list[int]) -> list[dict]:
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
     from tileblas.runtime import Runtime
 
     rows = []
@@ -316,7 +316,7 @@ def bench_crossover(trials: int, sizes: list[int]) -> list[dict]:
 
             def native() -> None:
                 for _ in range(reps):
-                    _kernels.gemm(1.0, a, b, 0.0, c)
+                    _openblas.gemm(1.0, a, b, 0.0, c)
 
             def tiled() -> None:
                 for _ in range(reps):

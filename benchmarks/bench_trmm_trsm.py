@@ -75,10 +75,10 @@ def _tri(n: int, rng, dtype=np.float64) -> np.ndarray:
 def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list[dict]:
     import scipy.linalg.blas as sb
 
-    from tileblas import _kernels
-    from tileblas._recursive import recursive_trmm, recursive_trsm, run_panels, DEFAULT_STOP
+    from tileblas.kernels import _openblas
+    from tileblas.kernels._recursive import recursive_trmm, recursive_trsm, run_panels, DEFAULT_STOP
 
-    lib2 = _kernels.get_library(cores)
+    lib2 = _openblas.get_library(cores)
     rng = np.random.default_rng(0)
     rows = []
     for n in sizes:
@@ -91,7 +91,7 @@ def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list
                 # the paper's figure 3 variants: Left Lower Transpose TRMM, Left Lower NoTrans TRSM
                 trans = "T" if kind == "trmm" else "N"
                 rec = recursive_trmm if kind == "trmm" else recursive_trsm
-                ker = _kernels.trmm if kind == "trmm" else _kernels.trsm
+                ker = _openblas.trmm if kind == "trmm" else _openblas.trsm
                 sfn = sb.dtrmm if kind == "trmm" else sb.dtrsm
 
                 def fresh():
@@ -111,7 +111,7 @@ def bench_cpu(sizes, rhs_list, trials, stop=None, panels=False, cores=2) -> list
                                        overwrite_b=1)
 
                 def p_gemm():
-                    return lambda: _kernels.gemm(1.0, a, b0, 0.0, c, "N", "N", lib=lib2)
+                    return lambda: _openblas.gemm(1.0, a, b0, 0.0, c, "N", "N", lib=lib2)
 
                 # "control": OpenBLAS's routine timed a second time as if it were another implementation;
                 # openblas2 / control is the run-to-run noise of the comparison itself (ideally 1.00)
@@ -205,10 +205,10 @@ def bench_apps(sizes, trials, order="C") -> list[dict]:
 
 def sweep_stop(sizes, rhs_list, trials, stops=(128, 256, 512, 1024)) -> list[dict]:
     """Recursive TRMM/TRSM (all cores) for several stopping sizes against OpenBLAS's own routine."""
-    from tileblas import _kernels
-    from tileblas._recursive import recursive_trmm, recursive_trsm
+    from tileblas.kernels import _openblas
+    from tileblas.kernels._recursive import recursive_trmm, recursive_trsm
 
-    lib = _kernels.get_library(_cores())
+    lib = _openblas.get_library(_cores())
     rng = np.random.default_rng(2)
     rows = []
     for n in sizes:
@@ -217,7 +217,7 @@ def sweep_stop(sizes, rhs_list, trials, stops=(128, 256, 512, 1024)) -> list[dic
             nr = n if nrhs == "square" else int(nrhs)
             b0 = np.asfortranarray(rng.standard_normal((n, nr)))
             for kind, fn, trans in (("trmm", recursive_trmm, "T"), ("trsm", recursive_trsm, "N")):
-                ker = getattr(_kernels, kind)
+                ker = getattr(_openblas, kind)
 
                 def p_native(ker=ker, trans=trans):
                     b = b0.copy(order="F")
@@ -240,19 +240,19 @@ def sweep_stop(sizes, rhs_list, trials, stops=(128, 256, 512, 1024)) -> list[dic
 def tile_threshold(sizes, trials) -> list[dict]:
     """The host CPU device's trmm/trsm tile kernels: OpenBLAS's own routine vs the recursion, on 1 and on
     all cores, square blocks (the tile shape) and 64 right-hand sides; gives RECURSIVE_MIN_ORDER."""
-    from tileblas import _kernels
-    from tileblas._recursive import recursive_trmm, recursive_trsm
+    from tileblas.kernels import _openblas
+    from tileblas.kernels._recursive import recursive_trmm, recursive_trsm
 
     rng = np.random.default_rng(4)
     rows = []
     for threads in sorted({1, _cores()}):
-        lib = _kernels.get_library(threads)
+        lib = _openblas.get_library(threads)
         for n in sizes:
             a = _tri(n, rng)
             for nr in (n, 64):
                 b0 = np.asfortranarray(rng.standard_normal((n, nr)))
                 for kind, fn, trans in (("trmm", recursive_trmm, "T"), ("trsm", recursive_trsm, "N")):
-                    ker = getattr(_kernels, kind)
+                    ker = getattr(_openblas, kind)
 
                     def p_native(ker=ker, trans=trans):
                         b = b0.copy(order="F")
@@ -288,7 +288,7 @@ def bench_gpu(n, nrhs_list, trials) -> list[dict]:
             raise RuntimeError("no device")
     except Exception as exc:  # CUDA driver missing or no device
         sys.exit(f"--gpu needs an NVIDIA GPU; CuPy found none ({exc})")
-    from tileblas import _gpu_recursive as g
+    from tileblas.kernels import _gpu_recursive as g
 
     rng = np.random.default_rng(3)
     rows = []
@@ -383,14 +383,14 @@ def main(argv=None) -> int:
     # SciPy's OpenBLAS (cho_solve, potrf, potri) set to the same count here and restored afterwards.
     import scipy.linalg  # noqa: F401 - loads SciPy's OpenBLAS so its thread count can be set
 
-    from tileblas import _kernels
-    from tileblas._cli_bench import _set_one, scipy_openblas_threads, set_scipy_openblas_threads
+    from tileblas.kernels import _openblas
+    from tileblas.cli._bench import _set_one, scipy_openblas_threads, set_scipy_openblas_threads
     from tileblas.devices.cpu import cpu_count
 
     cores = cpu_count()
     before = scipy_openblas_threads()
     now = set_scipy_openblas_threads(cores)
-    lib = _kernels.get_library(cores)
+    lib = _openblas.get_library(cores)
     if lib.num_threads() != cores or any(v != cores for v in now.values()):
         sys.exit(f"could not set every OpenBLAS to {cores} threads: tileblas {lib.num_threads()}, SciPy {now}")
     print(f"threads: {cores} cores; tileblas OpenBLAS {lib.num_threads()} ({lib.corename()}); "

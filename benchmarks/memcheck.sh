@@ -3,7 +3,7 @@
 #
 #   benchmarks/memcheck.sh [asan|valgrind] [test files or pytest options ...]
 #
-# asan (default): every C file of the package (src/tileblas/*.c) is compiled with AddressSanitizer
+# asan (default): every C file of the package (src/tileblas/*/*.c) is compiled with AddressSanitizer
 #   (-fsanitize=address -fsanitize-recover=address -fno-omit-frame-pointer -g) into a temporary copy of
 #   the package -- the normal build in src/ is not touched -- and pytest runs against that copy with the
 #   ASan runtime preloaded into the stock Python (detect_leaks=0: CPython's own allocations are not ours).
@@ -40,10 +40,10 @@ if [ "$TOOL" = asan ]; then
 print(sysconfig.get_config_var("EXT_SUFFIX"), sysconfig.get_paths()["include"], numpy.get_include())')
     CC=${CC:-gcc}
     shopt -s nullglob
-    CFILES=(src/tileblas/*.c)
+    CFILES=(src/tileblas/*/*.c)
     if [ ${#CFILES[@]} -eq 0 ]; then echo "memcheck: no C files under src/tileblas" >&2; exit 2; fi
     for c in "${CFILES[@]}"; do
-        mod=$(basename "$c" .c)
+        mod=${c#src/tileblas/}; mod=${mod%.c}
         echo "memcheck: building $c with AddressSanitizer"
         "$CC" -shared -fPIC -O1 -g -fsanitize=address -fsanitize-recover=address -fno-omit-frame-pointer \
             -I"$PYINC" -I"$NPINC" "$c" -o "$WORK/site/tileblas/$mod$SUFFIX" || { echo "memcheck: build failed" >&2; exit 2; }
@@ -51,7 +51,7 @@ print(sysconfig.get_config_var("EXT_SUFFIX"), sysconfig.get_paths()["include"], 
     LIBASAN=$("$CC" -print-file-name=libasan.so)
     # The copy must be the package that is imported (not the editable install's src/).
     where=$(PYTHONPATH="$WORK/site" LD_PRELOAD="$LIBASAN" ASAN_OPTIONS=detect_leaks=0 \
-            "$PY" -c 'import tileblas._native as m; print(m.__file__)') || exit 2
+            "$PY" -c 'import tileblas.kernels._native as m; print(m.__file__)') || exit 2
     case $where in "$WORK"/*) ;; *) echo "memcheck: imported $where, not the sanitized build" >&2; exit 2 ;; esac
     echo "memcheck: running pytest ${TESTS[*]} under AddressSanitizer"
     PYTHONPATH="$WORK/site" LD_PRELOAD="$LIBASAN" \
@@ -67,7 +67,7 @@ else
         "$PY" -m pytest -q -p no:cacheprovider --junitxml="$JUNIT" "${TESTS[@]}"
     PYTEST_RC=$?
     # Errors whose stack touches tileblas' C code (CPython and NumPy themselves report a few known ones).
-    REPORTS=$(cat "$LOGS"/valgrind.* 2>/dev/null | awk '/^==[0-9]+== [A-Z][a-z]+.*(Invalid|uninitialised|Mismatched|overlap)/{e=1; blk=""} e{blk=blk"\n"$0} /^==[0-9]+== $/{if(e && blk ~ /_native/) n++; e=0} END{print n+0}')
+    REPORTS=$(cat "$LOGS"/valgrind.* 2>/dev/null | awk '/^==[0-9]+== [A-Z][a-z]+.*(Invalid|uninitialised|Mismatched|overlap)/{e=1; blk=""} e{blk=blk"\n"$0} /^==[0-9]+== $/{if(e && blk ~ /_native|_fastpath/) n++; e=0} END{print n+0}')
 fi
 
 read -r NTESTS NFAIL NERR NSKIP < <("$PY" - "$JUNIT" <<'EOF'

@@ -14,7 +14,7 @@ def _no_user_model_repository(tmp_path_factory):
     a repository set the variable themselves)."""
     from tileblas.perf._suggest import clear_cache
 
-    from tileblas.perf import _paths
+    from tileblas.policy import _paths
 
     saved = {k: os.environ.get(k) for k in ("TILEBLAS_MODEL_DB", "TILEBLAS_PATHS")}
     home = tmp_path_factory.mktemp("models")
@@ -36,7 +36,7 @@ def _no_user_model_repository(tmp_path_factory):
 def _shipped_path_policy():
     """A test that installs a tuned path policy (``tileblas tune``, ``_paths.reload`` on a file of its own)
     leaves the shipped default in force for the next test."""
-    from tileblas.perf import _paths
+    from tileblas.policy import _paths
 
     before = _paths.policy()
     yield

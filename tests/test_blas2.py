@@ -19,7 +19,8 @@ import pytest
 import scipy.linalg.blas as sb
 
 import tileblas.blas as tb
-from tileblas import _blas1, _blas2
+from tileblas.blas import _level1
+from tileblas.blas import _level2
 
 LEVEL3 = {"gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm"}
 DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
@@ -35,7 +36,7 @@ def level12() -> list[str]:
 
 
 def names(*families: str) -> list[str]:
-    return [n for n in sorted(_blas2.__all__) if n[1:] in families]
+    return [n for n in sorted(_level2.__all__) if n[1:] in families]
 
 
 def compare(name: str, build, tol: float | None = None):
@@ -148,11 +149,11 @@ def scal(p, v):
 
 
 def test_exports_exactly_scipy_level12():
-    ours = set(_blas1.__all__) | set(_blas2.__all__)
+    ours = set(_level1.__all__) | set(_level2.__all__)
     assert ours == set(level12())
     assert set(tb.__all__) >= ours
-    for n in _blas2.__all__:
-        assert getattr(tb, n) is getattr(_blas2, n)
+    for n in _level2.__all__:
+        assert getattr(tb, n) is getattr(_level2, n)
         assert getattr(tb, n).__name__ == n
 
 
@@ -162,7 +163,7 @@ def _scipy_params(name: str) -> list[str]:
     return [p for p in re.split(r"[\[\],\s]+", inside) if p]
 
 
-@pytest.mark.parametrize("name", sorted(_blas2.__all__))
+@pytest.mark.parametrize("name", sorted(_level2.__all__))
 def test_signature_matches_scipy(name):
     sig = inspect.signature(getattr(tb, name))
     assert list(sig.parameters) == _scipy_params(name)

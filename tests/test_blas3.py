@@ -12,13 +12,14 @@ import pytest
 import scipy.linalg.blas as S
 
 import tileblas.blas as T
-from tileblas import _blas3, _dispatch
+from tileblas.blas import _level3
+from tileblas.blas import _dispatch
 
 PREFIXES = "sdcz"
 DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
 TOL = {"s": 2e-4, "d": 1e-11, "c": 2e-4, "z": 1e-11}
 LAYOUTS = ["C", "F", "S", "N"]
-LEVEL3 = [p + k for k, ps in _blas3.LEVEL3_FAMILIES.items() for p in ps]
+LEVEL3 = [p + k for k, ps in _level3.LEVEL3_FAMILIES.items() for p in ps]
 
 
 def rand(rng, shape, prefix):

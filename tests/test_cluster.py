@@ -600,7 +600,7 @@ def test_losing_every_worker_raises_instead_of_hanging():
 # --------------------------------------------------------------------------------------------- demo
 def test_demo_section_skips_cleanly_without_distributed():
     code = ("import sys; sys.modules['distributed'] = None\n"
-            "from tileblas._demo_cluster import section\nsection(print)\n")
+            "from tileblas.cli._demo_cluster import section\nsection(print)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "skipped: needs dask and distributed" in r.stdout
@@ -609,7 +609,7 @@ def test_demo_section_skips_cleanly_without_distributed():
 @pytest.mark.slow
 def test_demo_section_runs_on_a_local_cluster():
     lines = []
-    from tileblas._demo_cluster import section
+    from tileblas.cli._demo_cluster import section
 
     section(lines.append)
     text = "\n".join(lines)

@@ -13,7 +13,7 @@ two calls must agree on:
 
 * error or not: where SciPy raises, tileblas raises ValueError or TypeError; where an argument was drawn
   invalid and SciPy computes anyway, tileblas may instead raise ValueError/TypeError (the deliberate
-  differences listed in the docstrings of tileblas._blas1/_blas2/_blas3);
+  differences listed in the docstrings of tileblas.blas._level1/_blas2/_blas3);
 * values, within a small multiple of ``K * eps * S``, where ``K`` is the accumulation length and ``S`` a
   bound on the magnitude of the summed terms (``|alpha| max|A| max|B| + |beta| max|C|`` style; for
   solves ``max|X| max|A|`` on well-conditioned triangles);

@@ -1,4 +1,4 @@
-"""The C small-call path of the Level-3 drop-in routines (tileblas._fastpath).
+"""The C small-call path of the Level-3 drop-in routines (tileblas.blas._fastpath).
 
 Every routine, flag and operand layout it handles gives SciPy's result (values within an error bound,
 same dtype, shape, Fortran order, same in-place behaviour), and everything it does not handle reaches the
@@ -15,11 +15,11 @@ import scipy.linalg.blas as sb
 
 import tileblas
 import tileblas.blas as tb
-from tileblas import _dispatch
-from tileblas._blas3 import LEVEL3_FAMILIES
+from tileblas.blas import _dispatch
+from tileblas.blas._level3 import LEVEL3_FAMILIES
 from tileblas.runtime import _runtime
 
-fp = pytest.importorskip("tileblas._fastpath")
+fp = pytest.importorskip("tileblas.blas._fastpath")
 
 DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
 FAMILIES = LEVEL3_FAMILIES

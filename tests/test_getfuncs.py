@@ -10,7 +10,7 @@ import pytest
 import scipy.linalg.blas as S
 
 import tileblas.blas as T
-from tileblas import _getfuncs
+from tileblas.blas import _getfuncs
 
 CHARS = [c for c in np.typecodes["All"] if c not in "SUVOMm"] + ["O", "S", "U"]
 

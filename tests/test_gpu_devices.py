@@ -17,7 +17,7 @@ import types
 import numpy as np
 import pytest
 
-from tileblas import _kernels
+from tileblas.kernels import _openblas
 from tileblas.devices import CPUDevice
 from tileblas.runtime import Runtime
 
@@ -197,38 +197,38 @@ def _stand_in_modules():
             count(p + "gemm")
             ra, ca = (m, k) if ta == 0 else (k, m)
             rb, cbb = (k, n) if tb == 0 else (n, k)
-            _kernels.gemm(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, rb, cbb, ldb, dt), _scalar(be, dt),
+            _openblas.gemm(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, rb, cbb, ldb, dt), _scalar(be, dt),
                           _view(c, m, n, ldc, dt), ops[ta], ops[tb])
 
         def symm(h, side, uplo, m, n, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt, name="symm"):
             count(p + name)
             ka = m if side == 0 else n
-            getattr(_kernels, name)(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt),
+            getattr(_openblas, name)(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt),
                                     _scalar(be, dt), _view(c, m, n, ldc, dt), sides[side], fills[uplo])
 
         def syrk(h, uplo, t, n, k, al, a, lda, be, c, ldc, p=p, dt=dt, sdt=dt, name="syrk"):
             count(p + name)
             ra, ca = (n, k) if t == 0 else (k, n)
-            getattr(_kernels, name)(_scalar(al, sdt), _view(a, ra, ca, lda, dt), _scalar(be, sdt),
+            getattr(_openblas, name)(_scalar(al, sdt), _view(a, ra, ca, lda, dt), _scalar(be, sdt),
                                     _view(c, n, n, ldc, dt), fills[uplo], ops[t])
 
         def syr2k(h, uplo, t, n, k, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt, bdt=dt, name="syr2k"):
             count(p + name)
             ra, ca = (n, k) if t == 0 else (k, n)
-            getattr(_kernels, name)(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, ra, ca, ldb, dt),
+            getattr(_openblas, name)(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, ra, ca, ldb, dt),
                                     _scalar(be, bdt), _view(c, n, n, ldc, dt), fills[uplo], ops[t])
 
         def trmm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, c, ldc, p=p, dt=dt):
             count(p + "trmm")
             assert c == b and ldc == ldb  # in place
             ka = m if side == 0 else n
-            _kernels.trmm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
+            _openblas.trmm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
                           fills[uplo], ops[t], diags[diag])
 
         def trsm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, p=p, dt=dt):
             count(p + "trsm")
             ka = m if side == 0 else n
-            _kernels.trsm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
+            _openblas.trsm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
                           fills[uplo], ops[t], diags[diag])
 
         for nm, fn in (("gemm", gemm), ("symm", symm), ("syrk", syrk), ("syr2k", syr2k), ("trmm", trmm),

@@ -1,4 +1,4 @@
-"""GPU recursive TRMM/TRSM (tileblas._gpu_recursive).
+"""GPU recursive TRMM/TRSM (tileblas.kernels._gpu_recursive).
 
 The asynchronous pipeline's schedule is device-free and is checked on the CPU by simulating the device
 with NumPy copies.  Everything that needs CuPy and a GPU is marked ``gpu`` and skipped cleanly otherwise.
@@ -11,8 +11,8 @@ import itertools
 import numpy as np
 import pytest
 
-from tileblas._gpu_recursive import async_schedule
-from tileblas._recursive import HostBackend, Leaf, plan
+from tileblas.kernels._gpu_recursive import async_schedule
+from tileblas.kernels._recursive import HostBackend, Leaf, plan
 
 VARIANTS = list(itertools.product("LR", "UL", "NTC", "NU"))
 
@@ -114,7 +114,7 @@ def cp():
 @pytest.mark.parametrize("side,uplo,trans,diag", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_gpu_recursive_variants(cp, kind, side, uplo, trans, diag, dtype):
-    from tileblas._gpu_recursive import gpu_recursive
+    from tileblas.kernels._gpu_recursive import gpu_recursive
 
     rng = np.random.default_rng(1)
     tol = 2e-3 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-9
@@ -131,7 +131,7 @@ def test_gpu_recursive_variants(cp, kind, side, uplo, trans, diag, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
 def test_gpu_strided_views_and_native(cp, kind):
-    from tileblas._gpu_recursive import cublas_native, gpu_recursive
+    from tileblas.kernels._gpu_recursive import cublas_native, gpu_recursive
 
     rng = np.random.default_rng(2)
     a = tri_matrix(rng, 70)
@@ -152,7 +152,7 @@ def test_gpu_strided_views_and_native(cp, kind):
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
 @pytest.mark.parametrize("side,uplo,trans", [("L", "U", "N"), ("L", "L", "T"), ("R", "U", "T"), ("R", "L", "N")])
 def test_host_async_and_sync(cp, kind, side, uplo, trans):
-    from tileblas._gpu_recursive import host_async, host_sync
+    from tileblas.kernels._gpu_recursive import host_async, host_sync
 
     rng = np.random.default_rng(3)
     a = tri_matrix(rng, 300)
@@ -198,9 +198,10 @@ class _FakeArray(np.ndarray):
 def _fake_modules():
     import types
 
-    from tileblas import _kernels, _native
+    from tileblas.kernels import _openblas
+    from tileblas.kernels import _native
 
-    lib = _kernels.get_library(1)
+    lib = _openblas.get_library(1)
 
     def dev(x):
         return x.view(_FakeArray) if isinstance(x, np.ndarray) else x
@@ -285,7 +286,7 @@ def fake_cp(monkeypatch):
     mods = _fake_modules()
     for name, mod in mods.items():
         monkeypatch.setitem(sys.modules, name, mod)
-    monkeypatch.setattr("tileblas._gpu_recursive._PINNED", __import__("tileblas._gpu_recursive",
+    monkeypatch.setattr("tileblas.kernels._gpu_recursive._PINNED", __import__("tileblas.kernels._gpu_recursive",
                                                                        fromlist=["_Pinned"])._Pinned())
     return mods["cupy"]
 
@@ -293,7 +294,7 @@ def fake_cp(monkeypatch):
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
 @pytest.mark.parametrize("side,uplo,trans,diag", VARIANTS)
 def test_cupy_backend_with_stand_in_cublas(fake_cp, kind, side, uplo, trans, diag):
-    from tileblas._gpu_recursive import cublas_native, gpu_recursive, host_async, host_sync
+    from tileblas.kernels._gpu_recursive import cublas_native, gpu_recursive, host_async, host_sync
 
     rng = np.random.default_rng(11)
     for dtype in (np.float64, np.complex64):

@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from tileblas import _kernels as K
+from tileblas.kernels import _openblas as K
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 TOL = {np.float32: 1e-4, np.float64: 1e-12, np.complex64: 1e-4, np.complex128: 1e-12}

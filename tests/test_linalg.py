@@ -261,7 +261,7 @@ def test_cholesky_bad_input():
 
 def test_potrs_kernel_choice(monkeypatch):
     """recursive=True/False/None give the same solution; None follows the measured rule."""
-    from tileblas import _recursive
+    from tileblas.kernels import _recursive
     from tileblas.devices import cpu
 
     calls = []
@@ -295,7 +295,7 @@ def test_potrs_kernel_choice(monkeypatch):
 def test_potri_default_stops_recurse_above_leaf(dtype, lower, monkeypatch):
     """With the default stops TRTRI recurses above DEFAULT_STOP_TRTRI (small here) and LAUUM above
     DEFAULT_STOP_LAUUM; the off-diagonal TRMMs take OpenBLAS's routine for square blocks."""
-    from tileblas import _recursive
+    from tileblas.kernels import _recursive
 
     monkeypatch.setattr(_recursive, "DEFAULT_STOP_TRTRI", 24)
     monkeypatch.setattr(_recursive, "DEFAULT_STOP_LAUUM", 40)

@@ -120,7 +120,7 @@ L12_BENCH = ["daxpy", "ddot", "zdotc", "cdotu", "dnrm2", "dznrm2", "sasum", "iza
 @pytest.mark.parametrize("routine", L3_BENCH + L12_BENCH)
 def test_bench_argument_builders(routine):
     import tileblas.blas as T
-    from tileblas._cli_bench import bench_blas
+    from tileblas.cli._bench import bench_blas
 
     if routine not in T.__all__:  # Level 1/2 land separately: the benchmark must say so by name
         with pytest.raises(ValueError, match=routine):

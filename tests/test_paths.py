@@ -16,8 +16,9 @@ import pytest
 import scipy.linalg.blas as sb
 
 import tileblas
-from tileblas import _dispatch, blas
-from tileblas.perf import _paths
+from tileblas import blas
+from tileblas.blas import _dispatch
+from tileblas.policy import _paths
 from tileblas.runtime import _runtime
 
 from _helpers import rand
@@ -207,7 +208,7 @@ def test_the_fast_path_gets_the_policy_limits(monkeypatch):
         def set_level3_limits(limits):
             calls.append(dict(limits))
 
-    monkeypatch.setitem(sys.modules, "tileblas._fastpath", Fake)
+    monkeypatch.setitem(sys.modules, "tileblas.blas._fastpath", Fake)
     monkeypatch.setattr(tileblas, "_fastpath", Fake, raising=False)
     pol = _policy(tile=3e8, recursion=(1024.0, 32.0, 128.0))
     pol.tile_flops[("gemm", "complex")] = 1e8
@@ -302,7 +303,7 @@ def test_measure_policy_refuses_bad_arguments_by_name(kwargs, match):
 
 
 def test_grid_benchmark_points_timing_and_outputs(tmp_path, capsys):
-    from tileblas import _bench_grid as G
+    from tileblas.cli import _bench_grid as G
 
     full = G.grid_points()
     assert {p.routine for p in full} >= {"dgemm", "zher2k", "strsm", "ctrmm"}
@@ -373,7 +374,7 @@ def test_bench_grid_resumes_a_partial_run(tmp_path, capsys):
 
 
 def test_save_policy_under_a_file_names_the_path(tmp_path):
-    from tileblas.perf import _paths
+    from tileblas.policy import _paths
 
     afile = tmp_path / "afile"
     afile.write_text("")

@@ -92,10 +92,10 @@ def test_sampler_blas_and_functions():
     if hasattr(tb, "dgemm"):
         t = s.sample_blas("dgemm", 1.0, a, a)
     else:  # Level 3 not yet in tileblas.blas: time the kernel layer instead
-        from tileblas import _kernels
+        from tileblas.kernels import _openblas
 
         c = np.zeros((16, 16), order="F")
-        t = s.sample_function(_kernels.gemm, 1.0, a, a, 0.0, c)
+        t = s.sample_function(_openblas.gemm, 1.0, a, a, 0.0, c)
     assert t.reps == 2
     t = s.sample_function(trinv, np.tril(a) + 16 * np.eye(16), 1, 4)
     assert t.reps == 2
@@ -676,7 +676,8 @@ def test_suggest_import_is_light():
 
 
 def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
-    from tileblas import _kernels, _recursive
+    from tileblas.kernels import _openblas
+    from tileblas.kernels import _recursive
     from tileblas.perf import _suggest
     from tileblas.runtime import Runtime
     from tileblas.runtime import _planner as P
@@ -694,7 +695,7 @@ def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
         heuristic = P.default_tile_size("gemm", 2048, 2048, 2048, 2)
         assert r.tile_size_for("gemm", 2048, 2048, 2048) == heuristic  # no model for this machine yet
         b = b0.copy(order="F")
-        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_kernels.get_library(1))
+        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
         assert stops[-1] == _recursive.DEFAULT_STOP
         _mirror_to_this_machine(synthetic_repo)
         _suggest.clear_cache()
@@ -705,7 +706,7 @@ def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
         r.gemm(1.0, np.ones((600, 300)), np.ones((300, 600)), 0.0, c)
         assert np.all(c == 300.0)
         b = b0.copy(order="F")
-        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_kernels.get_library(1))
+        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
         assert stops[-1] == perf.suggest("recursion_stop", routine="dtrsm", side="L", n=40) == 128
         np.testing.assert_allclose(b, expect, rtol=1e-10, atol=1e-12)
     with Runtime(devices=2, deterministic=True) as r:  # deterministic partitions ignore the models

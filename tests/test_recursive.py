@@ -1,4 +1,4 @@
-"""The recursive TRMM/TRSM kernels (tileblas._recursive) against NumPy references.
+"""The recursive TRMM/TRSM kernels (tileblas.kernels._recursive) against NumPy references.
 
 Every side/uplo/trans/diag variant x the four precisions x awkward sizes x stopping sizes that force
 deep recursion, plus layouts (C order, transposed and strided views), alpha edge cases, the plan's
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tileblas import _kernels
-from tileblas._recursive import (
+from tileblas.kernels import _openblas
+from tileblas.kernels._recursive import (
     Gemm,
     HostBackend,
     Leaf,
@@ -152,7 +152,7 @@ def test_empty_b(kind):
 def test_explicit_lib_threads_and_panels(kind):
     rng = np.random.default_rng(3)
     a = tri_matrix(rng, 90, np.float64)
-    for kw in ({"lib": _kernels.get_library(1)}, {"threads": 1}, {"threads": 2}):
+    for kw in ({"lib": _openblas.get_library(1)}, {"threads": 1}, {"threads": 2}):
         b = rand(rng, (90, 12), np.float64)
         check(kind, 1.5, a, b, "L", "L", "T", "N", stop=16, **kw)
     b = rand(rng, (90, 12), np.float64)
@@ -166,7 +166,7 @@ def test_explicit_lib_threads_and_panels(kind):
 
 
 def test_default_stop_by_width(monkeypatch):
-    from tileblas import _recursive
+    from tileblas.kernels import _recursive
 
     assert _recursive.default_stop(1) == _recursive.default_stop(255) == _recursive.DEFAULT_STOP == 256
     assert _recursive.default_stop(256) == _recursive.default_stop(10**6) == _recursive.DEFAULT_STOP_WIDE == 512
@@ -178,7 +178,7 @@ def test_default_stop_by_width(monkeypatch):
     for shape, side, want in (((600, 64), "L", 256), ((600, 300), "L", 512), ((300, 600), "R", 512),
                               ((64, 600), "R", 256)):
         b = rand(rng, shape, np.float64)
-        check("trsm", 1.0, a, b, side, "L", "N", "N", lib=_kernels.get_library(1))
+        check("trsm", 1.0, a, b, side, "L", "N", "N", lib=_openblas.get_library(1))
         assert seen[-1] == want, (shape, side, seen)
 
 
@@ -197,7 +197,7 @@ def test_direct_native_plan_matches_kernel_layer_bit_for_bit(kind, dtype):
     """HostBackend.run_plan (one native call per operation, offsets instead of views) computes exactly
     what the kernel-layer path computes, for every variant, with C- and F-ordered A and B."""
     rng = np.random.default_rng(11)
-    lib = _kernels.get_library(1)
+    lib = _openblas.get_library(1)
     for (side, uplo, trans, diag), a_order, b_order in itertools.product(VARIANTS, "CF", "CF"):
         k, other = 45, 7
         a = np.array(tri_matrix(rng, k, dtype), order=a_order)
@@ -211,7 +211,7 @@ def test_direct_native_plan_matches_kernel_layer_bit_for_bit(kind, dtype):
 
 
 def test_direct_native_plan_declines_unusable_arrays():
-    be = HostBackend(_kernels.get_library(1))
+    be = HostBackend(_openblas.get_library(1))
     ops = plan("trsm", 8, "L", "L", "N", 2)
     a = np.eye(8)
     reversed_cols = np.asfortranarray(a)[:, ::-1]  # negative column stride: no BLAS leading dimension

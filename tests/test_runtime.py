@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tileblas
-from tileblas import _dispatch
+from tileblas.blas import _dispatch
 from tileblas.devices import CPUDevice
 from tileblas.runtime import Runtime, Tile, get_runtime, plan_call, set_runtime
 

@@ -47,7 +47,7 @@ def test_mid_size_calls_on_host_workers_take_the_shared_path(name):
         prof = rt.last_profile()
         assert prof.path == "shared"
         assert np.allclose(c, _expected(name, a, c0), rtol=1e-10, atol=1e-9)
-        assert rt.shared_flops is None  # the path policy decides (tileblas.perf._paths)
+        assert rt.shared_flops is None  # the path policy decides (tileblas.policy._paths)
 
 
 def test_shared_kernel_runs_on_the_workers_threads_together():

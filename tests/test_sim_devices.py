@@ -310,7 +310,7 @@ def test_every_coherence_transition_in_a_running_runtime(capped):
 
 
 def test_demo_section_checks_results_and_reports_volumes():
-    from tileblas._demo_memory import section
+    from tileblas.cli._demo_memory import section
 
     lines = []
     section(lines.append)

@@ -8,7 +8,7 @@ import pytest
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
-from tileblas import _kernels, _threadpool  # noqa: E402
+from tileblas.kernels import _openblas, _threadpool  # noqa: E402
 from tileblas.runtime._runtime import make_devices  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc/self/task")
@@ -33,12 +33,12 @@ def _work_split(lib, n=1024, reps=6):
     a = np.asfortranarray(rng.standard_normal((n, n)))
     b = np.asfortranarray(rng.standard_normal((n, n)))
     c = np.zeros((n, n), order="F")
-    _kernels.gemm(1.0, a, b, 0.0, c, lib=lib)  # warm the thread pool
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)  # warm the thread pool
     time.sleep(0.3)  # OpenBLAS threads of earlier calls spin for a while before they park: not this call's work
     me = int(open("/proc/thread-self/stat").read().split()[0])
     before = _task_ticks()
     for _ in range(reps):
-        _kernels.gemm(1.0, a, b, 0.0, c, lib=lib)
+        _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
     after = _task_ticks()
     # error bound of a product: n * eps * |A||B|
     bound = 4 * n * np.finfo(float).eps * (np.abs(a) @ np.abs(b))
@@ -54,14 +54,14 @@ def test_info_lists_tileblas():
     assert len(infos) == 1
     info = infos[0]
     assert info["user_api"] == "blas" and info["internal_api"] == "openblas"
-    assert info["openblas_filepath"] == _kernels.library_path()
+    assert info["openblas_filepath"] == _openblas.library_path()
     assert info["num_threads"] == _threadpool.default_threads()
     assert info["version"]
 
 
 @pytest.mark.skipif(_threadpool.default_threads() < 2, reason="needs 2 cores")
 def test_limit_one_runs_dgemm_on_one_thread_and_restores():
-    lib = _kernels.get_library(2)
+    lib = _openblas.get_library(2)
     mine, others = _work_split(lib)
     assert others >= 0.2 * (mine + others), (mine, others)  # outside: OpenBLAS' second thread works
     with threadpoolctl.threadpool_limits(limits=1):
@@ -74,10 +74,10 @@ def test_limit_one_runs_dgemm_on_one_thread_and_restores():
 
 
 def test_nested_limits_restore_and_cap_new_instances_and_default_workers():
-    lib = _kernels.get_library(2)
+    lib = _openblas.get_library(2)
     with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
         assert _threadpool.limit() == 1
-        fresh = _kernels.get_library(5)  # created inside the block: limited too
+        fresh = _openblas.get_library(5)  # created inside the block: limited too
         assert fresh.num_threads() == 1
         assert len(make_devices(None)) == 1
         with threadpoolctl.threadpool_limits(limits=_threadpool.default_threads() + 2):

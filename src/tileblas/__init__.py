@@ -33,7 +33,7 @@ _LAZY: dict[str, str] = {
 __all__ = ["__version__", *sorted(_SUBMODULES)]
 
 # threadpoolctl sees and limits tileblas' OpenBLAS (registered once threadpoolctl is imported; never imports it).
-from tileblas import _threadpool
+from tileblas.kernels import _threadpool
 
 _threadpool.install()
 

@@ -9,7 +9,7 @@ What this module owns
       its ``minor`` attribute) and :class:`SingularTriangularError`, both :class:`numpy.linalg.LinAlgError`.
 
 What it must not touch
-    Kernel internals (tileblas._recursive builds the recursion, tileblas._kernels calls BLAS).
+    Kernel internals (tileblas.kernels._recursive builds the recursion, tileblas.kernels._openblas calls BLAS).
 
 Caller's arrays are never left half-written: the Cholesky factorization, the only step that can fail
 part-way, always runs on a private copy; ``overwrite_*`` lets the *result* reuse the caller's memory once
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from tileblas import _kernels
-from tileblas import _recursive as _rec
-from tileblas._recursive import TriangularSingularError as SingularTriangularError
+from tileblas.kernels import _openblas
+from tileblas.kernels import _recursive as _rec
+from tileblas.kernels._recursive import TriangularSingularError as SingularTriangularError
 
 __all__ = [
     "NotPositiveDefiniteError",
@@ -82,7 +82,7 @@ def _work_dtype(*dtypes: np.dtype, name: str) -> np.dtype:
         return np.dtype(np.float64)
     if dt == np.float16:
         return np.dtype(np.float32)
-    if dt not in _kernels.DTYPES:
+    if dt not in _openblas.DTYPES:
         raise TypeError(f"{name} must have a float32, float64, complex64 or complex128 dtype "
                         f"(or an integer/bool dtype); got {dt}")
     return dt
@@ -111,14 +111,14 @@ def _check_finite(arr: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} must not contain infs or NaNs")
 
 
-def _lib(threads: int | None) -> _kernels.BlasLibrary:
+def _lib(threads: int | None) -> _openblas.BlasLibrary:
     if threads is None:
         from tileblas.devices.cpu import cpu_count
 
         threads = cpu_count()
     if not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads must be a positive integer; got {threads!r}")
-    return _kernels.get_library(int(threads))
+    return _openblas.get_library(int(threads))
 
 
 def _stop(stop: Any) -> int | None:
@@ -182,7 +182,7 @@ _TRI_DOC = """
         'U' takes the diagonal of ``a`` as all ones.
     stop : int, optional
         Stopping size of the recursion: blocks of at most this order go to the native routine.
-        Default: a measured value (``tileblas._recursive.default_stop``: 256, 512 from 256 right-hand sides).
+        Default: a measured value (``tileblas.kernels._recursive.default_stop``: 256, 512 from 256 right-hand sides).
     threads : int, optional
         Host cores to use (default: all).
     check_finite : bool, default False
@@ -202,7 +202,7 @@ def _tri_args(alpha, a, b, side, uplo, transa, diag, check_finite):
         raise TypeError(f"b must be a numpy.ndarray (it is updated in place); got {type(b).__name__}")
     b = _matrix(b, "b")
     a = _matrix(a, "a", square=True)
-    if b.dtype not in _kernels.DTYPES:
+    if b.dtype not in _openblas.DTYPES:
         raise TypeError(f"b must be float32, float64, complex64 or complex128; got dtype {b.dtype}")
     if not b.flags.writeable:
         raise ValueError("b must be writeable (it is updated in place)")
@@ -302,7 +302,7 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_fin
     n = c.shape[0]
     if n:
         info = np.zeros(1, np.int32)
-        _lib(threads).call(_kernels.DTYPES[dtype] + "potrf", "vciaia", "L" if lower != flip else "U", n,
+        _lib(threads).call(_openblas.DTYPES[dtype] + "potrf", "vciaia", "L" if lower != flip else "U", n,
                            c.T if flip else c, max(n, 1), info)
         if info[0] > 0:
             raise NotPositiveDefiniteError(int(info[0]))
@@ -395,7 +395,7 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
                 _rec.recursive_trsm(1.0, cc, x2, "L", uplo, trans, "N", lib=lib, stop=st)
         else:
             def solve(trans: str) -> None:
-                _kernels.trsm(1.0, cc, x2, "L", uplo, trans, "N", lib=lib)
+                _openblas.trsm(1.0, cc, x2, "L", uplo, trans, "N", lib=lib)
         uplo = "L" if lower else "U"
         for trans in ("NC" if lower else "CN"):
             solve(trans)
@@ -454,7 +454,7 @@ def potri(c: Any, lower: bool = False, overwrite_c: bool = False, check_finite: 
     inv(a) = inv(U) inv(U)^H for a = U^H U (or inv(L)^H inv(L) for a = L L^H): a recursive triangular
     inverse (:func:`trtri`) then a recursive triangular product (LAUUM), both cast into TRMM/GEMM/SYRK.
     Without ``stop``, each recursion starts only above the order where it measured faster than
-    OpenBLAS's own routine (``tileblas._recursive.DEFAULT_STOP_TRTRI`` and ``DEFAULT_STOP_LAUUM``).
+    OpenBLAS's own routine (``tileblas.kernels._recursive.DEFAULT_STOP_TRTRI`` and ``DEFAULT_STOP_LAUUM``).
 
     Parameters
     ----------

@@ -4,7 +4,7 @@ What it owns: the user-facing call functions -- argument checks (one place; Valu
 the argument and the bad value), the read/write sets for dependency tracking, the flop counts for the
 "cost" policy, and the run functions that compute on a backend's device.  Level-3 calls use the device's
 kernels (``device.kernel(name)``) or, under the "demand" policy, the tile runtime through
-:func:`tileblas._dispatch.level3`; Level-1/2 calls run on host memory through the kernel layer's native
+:func:`tileblas.blas._dispatch.level3`; Level-1/2 calls run on host memory through the kernel layer's native
 BLAS (``get_library(...).call``), without the GIL.
 
 Every call returns an :class:`AsyncFuture` at once; its result is the output handle (the scalar for
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _kernels
+from tileblas.kernels import _openblas
 from tileblas.asyncapi._futures import AsyncFuture
 from tileblas.asyncapi._handles import MatrixHandle
 
@@ -119,14 +119,14 @@ def _cx(dt: np.dtype) -> float:
 
 
 #: (dtype, routine) -> BLAS name, e.g. (float64, "gemm") -> "dgemm"
-_NAMES3 = {(dt, r): p + r for dt, p in _kernels.DTYPES.items()
+_NAMES3 = {(dt, r): p + r for dt, p in _openblas.DTYPES.items()
            for r in ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")}
 
 
 #: id of each supported dtype (NumPy's built-in dtype objects, which arrays share) -> (complex?, routine ->
 #: BLAS name): the hot path finds them by identity, without running NumPy's dtype hashing and comparison
 _BY_ID = {id(dt): (dt.kind == "c", {r: _NAMES3[dt, r] for dt2, r in _NAMES3 if dt2 is dt})
-          for dt in _kernels.DTYPES}
+          for dt in _openblas.DTYPES}
 
 
 def _info(dt: np.dtype) -> tuple[bool, dict[str, str]]:
@@ -144,7 +144,7 @@ def _k3(device: Any, name: str, handles: tuple = ()) -> Callable[..., None]:
     """The Level-3 kernel ``name`` on ``device``; None: the current tile runtime, whose devices with their own
     memory keep the tiles of ``handles`` cached across calls (see :meth:`MatrixHandle._keep_in`)."""
     if device is None:
-        from tileblas import _dispatch
+        from tileblas.blas import _dispatch
         from tileblas.runtime import get_runtime
 
         def run(*args: Any, **kwargs: Any) -> None:
@@ -310,7 +310,7 @@ def _triangular(name: str, alpha, a, b, side, uplo, transa, diag) -> AsyncFuture
         _k3(dev, name, (a, b))(alpha, A, B, side, uplo, transa, diag)
         return b
 
-    return _submit(_kernels.prefix_of(dt) + name, run, (a, b), (b,), float(ka) * m * n * _cx(dt))
+    return _submit(_openblas.prefix_of(dt) + name, run, (a, b), (b,), float(ka) * m * n * _cx(dt))
 
 
 def trmm(alpha: Any, a: MatrixHandle, b: MatrixHandle, side: str = "L", uplo: str = "U", transa: str = "N",
@@ -326,9 +326,9 @@ def trsm(alpha: Any, a: MatrixHandle, b: MatrixHandle, side: str = "L", uplo: st
 
 
 # ----------------------------------------------------------------------------------------- vectors
-def _lib(dev: Any) -> _kernels.BlasLibrary:
+def _lib(dev: Any) -> _openblas.BlasLibrary:
     lib = getattr(dev, "library", None) if dev is not None else None
-    return lib if lib is not None else _kernels.get_library(1)
+    return lib if lib is not None else _openblas.get_library(1)
 
 
 def _vec_in(x: np.ndarray, order: str = "F") -> tuple[np.ndarray, int]:
@@ -373,8 +373,8 @@ def axpy(alpha: Any, x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
     dt = _pair(x, y)
     _distinct(("y", y), ("x", x))
     alpha = _scalar(alpha, "alpha", dt)
-    p = _kernels.prefix_of(dt)
-    s = _kernels.scalar_code(p)
+    p = _openblas.prefix_of(dt)
+    s = _openblas.scalar_code(p)
     size = y.size
 
     def run(dev: Any) -> MatrixHandle:
@@ -396,8 +396,8 @@ def scal(alpha: Any, x: MatrixHandle) -> AsyncFuture:
     x = _h(x, "x")
     dt = x.dtype
     alpha = _scalar(alpha, "alpha", dt)
-    p = _kernels.prefix_of(dt)
-    s = _kernels.scalar_code(p)
+    p = _openblas.prefix_of(dt)
+    s = _openblas.scalar_code(p)
     size = x.size
 
     def run(dev: Any) -> MatrixHandle:
@@ -416,7 +416,7 @@ def copy(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
     x, y = _h(x, "x"), _h(y, "y")
     dt = _pair(x, y)
     _distinct(("y", y), ("x", x))
-    p = _kernels.prefix_of(dt)
+    p = _openblas.prefix_of(dt)
     size = y.size
 
     def run(dev: Any) -> MatrixHandle:
@@ -434,7 +434,7 @@ def copy(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
 def _dot(x: MatrixHandle, y: MatrixHandle, conj: bool) -> AsyncFuture:
     x, y = _h(x, "x"), _h(y, "y")
     dt = _pair(x, y)
-    p = _kernels.prefix_of(dt)
+    p = _openblas.prefix_of(dt)
     size = x.size
 
     def run(dev: Any) -> Any:
@@ -447,7 +447,7 @@ def _dot(x: MatrixHandle, y: MatrixHandle, conj: bool) -> AsyncFuture:
         if dt.kind == "c":
             out = np.zeros(1, dt)
             fn = "cblas_" + p + ("dotc_sub" if conj else "dotu_sub")
-            _kernels.call(lib.address(fn), "vIaIaIa", size, xx, incx, yy, incy, out)
+            _openblas.call(lib.address(fn), "vIaIaIa", size, xx, incx, yy, incy, out)
             return out[0]
         return dt.type(lib.call(p + "dot", ("f" if p == "s" else "d") + "iaiai", size, xx, incx, yy, incy))
 
@@ -470,7 +470,7 @@ def nrm2(x: MatrixHandle) -> AsyncFuture:
     """A future of the Euclidean (for matrices: Frobenius) norm of x."""
     x = _h(x, "x")
     dt = x.dtype
-    p = _kernels.prefix_of(dt)
+    p = _openblas.prefix_of(dt)
     name = {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"}[p]
     ret = "f" if p in "sc" else "d"
     size = x.size
@@ -488,7 +488,7 @@ def nrm2(x: MatrixHandle) -> AsyncFuture:
 
 # ----------------------------------------------------------------------------------------- Level 2
 def _general(a: np.ndarray, trans: str, p: str) -> tuple[np.ndarray, int, str]:
-    return _kernels._general_operand(a, trans, p, allow_r=False)
+    return _openblas._general_operand(a, trans, p, allow_r=False)
 
 
 def gemv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandle, trans: str = "N") -> AsyncFuture:
@@ -505,8 +505,8 @@ def gemv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandl
                          f"got x {x.shape}, y {y.shape}")
     _distinct(("y", y), ("a", a), ("x", x))
     alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
-    p = _kernels.prefix_of(dt)
-    s = _kernels.scalar_code(p)
+    p = _openblas.prefix_of(dt)
+    s = _openblas.scalar_code(p)
     mode = "w" if beta == 0 else "rw"
 
     def run(dev: Any) -> MatrixHandle:
@@ -543,8 +543,8 @@ def _ger(alpha, x, y, a, conj: bool) -> AsyncFuture:
                          f"got x {x.shape}, y {y.shape}")
     _distinct(("a", a), ("x", x), ("y", y))
     alpha = _scalar(alpha, "alpha", dt)
-    p = _kernels.prefix_of(dt)
-    s = _kernels.scalar_code(p)
+    p = _openblas.prefix_of(dt)
+    s = _openblas.scalar_code(p)
     fn = p + ("ger" if dt.kind != "c" else ("gerc" if conj else "geru"))
 
     def run(dev: Any) -> MatrixHandle:
@@ -554,12 +554,12 @@ def _ger(alpha, x, y, a, conj: bool) -> AsyncFuture:
         xx, incx = _vec_in(X)
         yy, incy = _vec_in(Y)
         lib = _lib(dev)
-        ld = _kernels.colmajor(A)
+        ld = _openblas.colmajor(A)
         if ld:
             lib.call(fn, "vii" + s + "aiaiai", m, n, alpha, xx, incx, yy, incy, A, ld)
-        elif _kernels.colmajor(A.T) and not (conj and dt.kind == "c"):
+        elif _openblas.colmajor(A.T) and not (conj and dt.kind == "c"):
             # a^T := a^T + alpha y x^T
-            lib.call(fn, "vii" + s + "aiaiai", n, m, alpha, yy, incy, xx, incx, A.T, _kernels.colmajor(A.T))
+            lib.call(fn, "vii" + s + "aiaiai", n, m, alpha, yy, incy, xx, incx, A.T, _openblas.colmajor(A.T))
         else:
             f = np.asfortranarray(A)
             lib.call(fn, "vii" + s + "aiaiai", m, n, alpha, xx, incx, yy, incy, f, max(m, 1))
@@ -591,18 +591,18 @@ def trsv(a: MatrixHandle, x: MatrixHandle, uplo: str = "U", trans: str = "N", di
     if a.shape != (n, n):
         raise ValueError(f"shapes do not match: x is ({n},) so a must be ({n}, {n}); got a {a.shape}")
     _distinct(("x", x), ("a", a))
-    p = _kernels.prefix_of(dt)
+    p = _openblas.prefix_of(dt)
     t0 = "T" if (trans == "C" and dt.kind != "c") else trans
 
     def run(dev: Any) -> MatrixHandle:
         A, X = a.acquire(dev, "r"), x.acquire(dev, "rw")
         if n == 0:
             return x
-        ld = _kernels.colmajor(A)
+        ld = _openblas.colmajor(A)
         if ld:
             aa, up, t = A, uplo, t0
-        elif _kernels.colmajor(A.T) and t0 != "C":
-            aa, ld, up, t = A.T, _kernels.colmajor(A.T), ("L" if uplo == "U" else "U"), ("T" if t0 == "N" else "N")
+        elif _openblas.colmajor(A.T) and t0 != "C":
+            aa, ld, up, t = A.T, _openblas.colmajor(A.T), ("L" if uplo == "U" else "U"), ("T" if t0 == "N" else "N")
         else:
             aa, ld = np.asfortranarray(A), max(n, 1)
             up, t = uplo, t0

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _kernels
+from tileblas.kernels import _openblas
 from tileblas.asyncapi._calls import (
     _cx, _distinct, _flag, _h, _lib, _ndim, _same_dtype, _scalar, _submit, _vec_in, _vec_out,
 )
@@ -47,11 +47,11 @@ def _blas() -> Any:
 
 def _routine(family: str, dt: np.dtype, arg: str) -> tuple[str, Callable[..., Any]]:
     """(BLAS name, tileblas.blas routine) of ``family`` in precision ``dt``; TypeError when BLAS has none."""
-    p = _kernels.DTYPES[dt]
+    p = _openblas.DTYPES[dt]
     name = _NAMES.get((family, p), p + family)
     fn = getattr(_blas(), name, None)
     if fn is None:
-        have = [str(d) for d, q in _kernels.DTYPES.items() if hasattr(_blas(), _NAMES.get((family, q), q + family))]
+        have = [str(d) for d, q in _openblas.DTYPES.items() if hasattr(_blas(), _NAMES.get((family, q), q + family))]
         raise TypeError(f"{family} exists for dtype {', '.join(have)} only; {arg} has dtype {dt}")
     return name, fn
 
@@ -303,7 +303,7 @@ def gbmv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandl
     alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
     mode = "w" if beta == 0 else "rw"
     rows = m if t == 0 else n
-    sc = _kernels.scalar_code(_kernels.DTYPES[dt])
+    sc = _openblas.scalar_code(_openblas.DTYPES[dt])
 
     def run(dev: Any) -> MatrixHandle:
         A, X, Y = a.acquire(dev, "r"), x.acquire(dev, "r"), y.acquire(dev, mode)
@@ -314,7 +314,7 @@ def gbmv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandl
         if m == 0 or n == 0:
             return y
         # the native routine directly: tileblas.blas.?gbmv keeps SciPy's extra requirement m >= kl+ku+1
-        ld = _kernels.colmajor(A)
+        ld = _openblas.colmajor(A)
         if not ld:
             A, ld = np.asfortranarray(A), max(A.shape[0], 1)
         xx, incx = _vec_in(X)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tileblas import _kernels
+from tileblas.kernels import _openblas
 from tileblas.asyncapi._futures import DONE_NONE, AsyncFuture, DependencyError
 from tileblas.asyncapi._graph import CANCELLED, DONE, FAILED, FINISHED, PENDING, READY, RUNNING, Op, forget, link
 from tileblas.asyncapi._handles import HOST, MatrixHandle, check_dtype, take_transfers
@@ -43,7 +43,7 @@ _STOP = object()
 #: dtype of the scalar types that :meth:`Executor.empty` is usually given (np.float64, ...)
 _DTYPE_OF = {t: np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128, float, complex)}
 #: ids of the supported dtypes' objects (NumPy's built-in ones, shared by arrays): checked without NumPy code
-_DTYPE_IDS = frozenset(id(dt) for dt in _kernels.DTYPES)
+_DTYPE_IDS = frozenset(id(dt) for dt in _openblas.DTYPES)
 
 
 class Backend:
@@ -208,7 +208,7 @@ class Executor:
         if len(shape) not in (1, 2):
             raise ValueError(f"data must be 1-D or 2-D; got an array of shape {shape}")
         dt = data.dtype
-        if id(dt) not in _DTYPE_IDS and dt not in _kernels.DTYPES:
+        if id(dt) not in _DTYPE_IDS and dt not in _openblas.DTYPES:
             dt = check_dtype(dt, "data")  # raises
         return MatrixHandle(self, data, shape, dt, copy is True or bool(copy), upload is True or bool(upload))
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tileblas import _kernels
+from tileblas.kernels import _openblas
 from tileblas.asyncapi._futures import DONE_NONE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -393,6 +393,6 @@ def _unkeep(mems: list, buf: np.ndarray) -> None:
 
 def check_dtype(dtype: Any, name: str) -> np.dtype:
     dt = np.dtype(dtype)
-    if dt not in _kernels.DTYPES:
+    if dt not in _openblas.DTYPES:
         raise TypeError(f"{name} must have dtype float32, float64, complex64 or complex128; got {dt}")
     return dt

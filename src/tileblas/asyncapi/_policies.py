@@ -26,7 +26,7 @@ What it owns: the "cost" policy of the paper's section 4.1 and the "demand" poli
 Because the choice minimises the estimated finish time, a call is never placed on a backend whose
 estimated finish is later than that of the fastest backend -- the fix for the paper's heterogeneous case.
 
-"demand" -- one backend that hands every Level-3 call to the tile runtime (:func:`tileblas._dispatch.level3`),
+"demand" -- one backend that hands every Level-3 call to the tile runtime (:func:`tileblas.blas._dispatch.level3`),
 which splits it into tiles that all devices pull on demand; Level 1/2 calls run on the host.
 
 What it must not touch: the dependency graph (the executor decides *when* a call is ready; a policy only

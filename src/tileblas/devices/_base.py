@@ -96,7 +96,7 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def kernel(self, name: str) -> Callable[..., None]:
         """The device's implementation of a Level-3 tile kernel (gemm, symm, hemm, syrk, herk, syr2k,
-        her2k, trmm, trsm) with the argument order of :mod:`tileblas._kernels`, working on device arrays."""
+        her2k, trmm, trsm) with the argument order of :mod:`tileblas.kernels._openblas`, working on device arrays."""
 
     def shared_kernel(self, name: str, threads: int) -> Callable[..., None] | None:
         """The kernel ``name`` running on ``threads`` cores of this device's memory space at once, for a call

@@ -100,7 +100,7 @@ class DiscreteDevice(Device):
 
     @abc.abstractmethod
     def launch(self, name: str, args: list, kwargs: dict, stream: int) -> None:
-        """Run tile kernel ``name`` (argument order of :mod:`tileblas._kernels`, plus ``axpy``) on
+        """Run tile kernel ``name`` (argument order of :mod:`tileblas.kernels._openblas`, plus ``axpy``) on
         device arrays, on ``stream``."""
 
     @abc.abstractmethod

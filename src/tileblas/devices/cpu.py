@@ -12,15 +12,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _kernels, _recursive
+from tileblas.kernels import _openblas
+from tileblas.kernels import _recursive
 from tileblas.devices._base import Device, register_device_kind
-from tileblas.perf import _paths
+from tileblas.policy import _paths
 
 __all__ = ["CPUDevice", "host_devices", "cpu_count", "recursion_faster"]
 
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 
-#: When the trmm/trsm kernels run the recursive algorithm (:func:`tileblas._recursive.recursive_trmm` /
+#: When the trmm/trsm kernels run the recursive algorithm (:func:`tileblas.kernels._recursive.recursive_trmm` /
 #: ``recursive_trsm``) instead of OpenBLAS's own routine: on a device with at least
 #: RECURSIVE_MIN_THREADS BLAS threads, for a triangle of order >= RECURSIVE_MIN_ORDER and a number of
 #: right-hand sides (the other dimension of B) within RECURSIVE_RHS.  Measured on 2 cores with the
@@ -46,7 +47,7 @@ def cpu_count() -> int:
 def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d") -> bool:
     """Whether the recursive ``kind`` (trmm/trsm) measured faster than OpenBLAS's own routine on ``threads``
     BLAS threads for a triangle of ``order`` and ``rhs`` right-hand sides: by the rule ``tileblas tune``
-    measured on this machine for the routine and precision class (:func:`tileblas.perf._paths.policy`),
+    measured on this machine for the routine and precision class (:func:`tileblas.policy._paths.policy`),
     else by the shipped constants (see RECURSIVE_MIN_ORDER)."""
     if threads < RECURSIVE_MIN_THREADS:
         return False
@@ -57,7 +58,7 @@ def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dty
 
 
 def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., None],
-                       lib: _kernels.BlasLibrary, kind: str) -> Callable[..., None]:
+                       lib: _openblas.BlasLibrary, kind: str) -> Callable[..., None]:
     """trmm/trsm on ``lib``: the recursive algorithm where it measured faster (see RECURSIVE_MIN_ORDER)."""
 
     def run(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
@@ -69,10 +70,10 @@ def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., Non
     return run
 
 
-def _make_kernel(name: str, lib: _kernels.BlasLibrary) -> Callable[..., None]:
+def _make_kernel(name: str, lib: _openblas.BlasLibrary) -> Callable[..., None]:
     if name not in _KERNELS:
         raise ValueError(f"unknown kernel {name!r}; CPU kernels: {', '.join(_KERNELS)}")
-    fn = getattr(_kernels, name)
+    fn = getattr(_openblas, name)
     if name in ("trmm", "trsm"):
         run = _triangular_kernel(fn, getattr(_recursive, "recursive_" + name), lib, name)
     else:
@@ -104,13 +105,13 @@ class CPUDevice(Device):
             raise ValueError(f"threads must be >= 1; got {threads}")
         super().__init__(f"cpu{index}" if threads == 1 else f"cpu{index}x{threads}", speed_hint=float(threads))
         self.threads = threads
-        self._lib: _kernels.BlasLibrary | None = None
+        self._lib: _openblas.BlasLibrary | None = None
         self._kernels: dict[str, Callable[..., None]] = {}
 
     @property
-    def library(self) -> _kernels.BlasLibrary:
+    def library(self) -> _openblas.BlasLibrary:
         if self._lib is None:
-            self._lib = _kernels.get_library(self.threads)
+            self._lib = _openblas.get_library(self.threads)
         return self._lib
 
     def to_device(self, host: np.ndarray) -> np.ndarray:
@@ -143,7 +144,7 @@ class CPUDevice(Device):
             return self._kernels[key]
         except KeyError:
             pass
-        run = _make_kernel(name, _kernels.get_library(threads))
+        run = _make_kernel(name, _openblas.get_library(threads))
         self._kernels[key] = run
         return run
 

@@ -6,7 +6,7 @@ What it owns
       to that worker and returns a :class:`RemoteArray`, ``to_host`` gathers it back).
     * Whole calls on one worker, for the asynchronous API's "cost" policy (one backend per worker,
       ``Executor(devices=cluster_runtime.devices)``): :meth:`DaskWorkerDevice.kernel` returns a kernel
-      with the argument order of :mod:`tileblas._kernels` that works on :class:`RemoteArray` operands.
+      with the argument order of :mod:`tileblas.kernels._openblas` that works on :class:`RemoteArray` operands.
       It runs the call as one Dask task on that worker and waits for it (so the executor measures the
       call's real duration); the output's RemoteArray then holds the new version.
     * The functions that run *on the workers*: :func:`run_tile_task` computes one output tile from its
@@ -138,7 +138,7 @@ class DaskWorkerDevice(Device):
         return RemoteArray(self, None, tuple(shape), dtype)
 
     def kernel(self, name: str) -> Callable[..., None]:
-        """Level-3 kernel ``name`` (gemm ... trsm, argument order of :mod:`tileblas._kernels`) on
+        """Level-3 kernel ``name`` (gemm ... trsm, argument order of :mod:`tileblas.kernels._openblas`) on
         RemoteArray operands: one Dask task on this worker computes the new version of the output (the
         last array argument); returns when it is done."""
         if name not in _KERNEL_NAMES:
@@ -286,10 +286,10 @@ def _kernel(name: str) -> Callable[..., None]:
         if name == "axpy":
             fn = _axpy
         else:
-            from tileblas import _kernels
+            from tileblas.kernels import _openblas
 
-            lib = _kernels.get_library(1)
-            raw = getattr(_kernels, name)
+            lib = _openblas.get_library(1)
+            raw = getattr(_openblas, name)
 
             def fn(*args: Any, _raw: Callable = raw, _lib: Any = lib, **kw: Any) -> None:
                 _raw(*args, lib=_lib, **kw)

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _kernels
+from tileblas.kernels import _openblas
 from tileblas.devices._base import register_device_kind
 from tileblas.devices._discrete import DONE, DiscreteDevice, Event
 
@@ -235,8 +235,8 @@ class SimDevice(DiscreteDevice):
             if name == "axpy":
                 fn = _axpy
             else:
-                base = getattr(_kernels, name)
-                lib = _kernels.get_library(self.threads)
+                base = getattr(_openblas, name)
+                lib = _openblas.get_library(self.threads)
 
                 def fn(*args: Any, _base=base, _lib=lib, **kw: Any) -> None:
                     _base(*args, lib=_lib, **kw)

@@ -18,7 +18,7 @@ Design note
     rule for both sides), as in ``benchmarks/bench_trmm_trsm.py``.
 
 What it must not touch
-    The runtime's decision code: it only produces a :class:`~tileblas.perf._paths.PathPolicy`.
+    The runtime's decision code: it only produces a :class:`~tileblas.policy._paths.PathPolicy`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tileblas.perf._paths import CLASSES, FAMILIES, PathPolicy
+from tileblas.policy._paths import CLASSES, FAMILIES, PathPolicy
 
 __all__ = ["measure_policy", "best_of"]
 
@@ -102,7 +102,8 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
                    classes: Sequence[str] = CLASSES, reps: int = 3, settle: float = 0.2, margin: float = 0.03,
                    threads: int | None = None, progress: Callable[[str], None] | None = None) -> PathPolicy:
     """Measure the crossovers (see the module notes) and return them as a PathPolicy (not saved)."""
-    from tileblas import _kernels, _recursive
+    from tileblas.kernels import _openblas
+    from tileblas.kernels import _recursive
     from tileblas.devices import cpu_count
     from tileblas.runtime._runtime import Runtime
 
@@ -115,7 +116,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
     if reps < 1:
         raise ValueError(f"reps must be >= 1; got {reps}")
     threads = cpu_count() if threads is None else int(threads)
-    lib = _kernels.get_library(threads)
+    lib = _openblas.get_library(threads)
     rng = np.random.default_rng(0)
     tiles: dict = {}
     recursion: dict = {}
@@ -127,7 +128,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
         for cls in classes:
             dt = _DTYPE[cls]
             for fam in families:
-                native = getattr(_kernels, fam)
+                native = getattr(_openblas, fam)
                 wins = []
                 rows = []
                 for n in sorted(sizes):

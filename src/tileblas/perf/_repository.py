@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tileblas.perf._modeler import Submodel
-from tileblas.perf._paths import default_path
+from tileblas.policy._paths import default_path
 
 __all__ = ["Repository", "RepositoryError", "ReadOnlyRepositoryError", "ModelKey", "current_key", "default_path", "SCHEMA_VERSION"]
 
@@ -90,9 +90,9 @@ class ModelKey:
 
 def current_key(threads: int = 1, locality: str = "in-cache", device: str = "cpu") -> ModelKey:
     """The :class:`ModelKey` of this machine with tileblas' own OpenBLAS on ``threads`` threads."""
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
 
-    lib = _kernels.get_library(threads)
+    lib = _openblas.get_library(threads)
     try:
         from importlib.metadata import version
 

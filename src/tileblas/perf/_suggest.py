@@ -3,7 +3,7 @@
 Design note
     The runtime (default tile size) and the recursive TRSM/TRMM (recursion stopping size) ask
     :func:`suggest`; when it returns None they use their own documented heuristics
-    (:func:`tileblas.runtime._planner.default_tile_size` and ``tileblas._recursive.DEFAULT_STOP``).  It
+    (:func:`tileblas.runtime._planner.default_tile_size` and ``tileblas.kernels._recursive.DEFAULT_STOP``).  It
     returns None whenever this machine has no usable model: no repository file, no model stored under
     this machine's key (:func:`~tileblas.perf._repository.current_key`), or a damaged / foreign / too new
     file -- silently, because a tuning hint must never break a BLAS call (``tileblas model show`` reports
@@ -54,7 +54,7 @@ def clear_cache() -> None:
 
 @functools.lru_cache(maxsize=8)
 def _default(xdg: str | None, home: str | None) -> str:
-    from tileblas.perf._paths import default_path
+    from tileblas.policy._paths import default_path
 
     return os.fspath(default_path())
 

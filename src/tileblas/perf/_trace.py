@@ -4,7 +4,7 @@ Design note
     An algorithm in :mod:`tileblas.perf._algorithms` never calls a kernel directly; it calls methods of a
     :class:`BlasCalls` object (``gemm``, ``trsm``, ``trmm``, ``trti2``, ``trsyl``), always on
     column-major (Fortran-ordered) views.  :class:`Executor` runs each call on tileblas' own OpenBLAS
-    (through :mod:`tileblas._kernels` and ``BlasLibrary.call`` for the LAPACK leaves); :class:`Tracer`
+    (through :mod:`tileblas.kernels._openblas` and ``BlasLibrary.call`` for the LAPACK leaves); :class:`Tracer`
     records each call as a :class:`Call` ``(routine, flags, sizes)`` instead of computing, which is what
     the predictor (paper section IV) evaluates models over.  Calls with an empty operand are dropped by
     both sides, so a trace lists exactly the native calls an execution makes.
@@ -160,10 +160,10 @@ class Executor(BlasCalls):
     """Runs every call on a tileblas-owned OpenBLAS instance with ``threads`` threads."""
 
     def __init__(self, threads: int = 1) -> None:
-        from tileblas import _kernels
+        from tileblas.kernels import _openblas
 
-        self._k = _kernels
-        self.lib = _kernels.get_library(threads)
+        self._k = _openblas
+        self.lib = _openblas.get_library(threads)
         self._scale = np.empty(1, dtype=np.float64)
         self._info = np.empty(1, dtype=np.int32)
 

@@ -3,7 +3,7 @@
 Design note: group 1 (y := alpha*A*x + beta*y) reverses as y := -(alpha/beta)*A*x + (1/beta)*y with the
 same routine; group 2 (triangular multiply/solve) reverses by the partner routine (trmv <-> trsv ...);
 group 3 (rank updates) reverses with -alpha.  The condition estimate of a triangle calls LAPACK
-``xtrcon``/``xtpcon``/``xtbcon`` through the library tileblas owns (tileblas._kernels).
+``xtrcon``/``xtpcon``/``xtbcon`` through the library tileblas owns (tileblas.kernels._openblas).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def triangle_rcond(prefix: str, storage: str, a: np.ndarray, lower: bool, unit: 
 
     ``storage`` is 'full' (n x n array), 'band' (scipy's (k+1) x n band layout) or 'packed'.
     """
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
 
-    lib = _kernels.get_library(1)
+    lib = _openblas.get_library(1)
     real = "f" if prefix in ("s", "c") else "d"
     rdt = np.float32 if real == "f" else np.float64
     rcond = np.zeros(1, dtype=rdt)

@@ -766,13 +766,13 @@ class ClusterRuntime(Runtime):
 
     def _host_call(self, name: str, b: dict, shape: tuple, flops: float, path: str) -> None:
         """One native call on the client (the host), for trivial and small calls on NumPy arrays."""
-        from tileblas import _kernels
+        from tileblas.kernels import _openblas
 
         params, flags = P.ROUTINES[name]
         t0 = time.perf_counter()
         ok = False
         try:
-            getattr(_kernels, name)(*[b[p] for p in params], **{f: b[f] for f in flags})
+            getattr(_openblas, name)(*[b[p] for p in params], **{f: b[f] for f in flags})
             ok = True
         finally:
             out = b["c"] if "c" in b else b["b"]

@@ -2,7 +2,7 @@
 
 What it owns
     * Checking a call's arguments once (shapes, dtypes, flags, aliasing), in the kernel layer's argument
-      order (:mod:`tileblas._kernels`).
+      order (:mod:`tileblas.kernels._openblas`).
     * The trivial and small-problem decisions and the default tile size.
     * Partitioning: the output matrix is cut into a grid of T x T tiles (edge tiles smaller), and **one
       task computes one output tile** C_ij, following equations (1a)-(1f) of the paper.  A task is a short
@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tileblas._kernels import DTYPES
+from tileblas.kernels._openblas import DTYPES
 
 __all__ = [
     "ROUTINES",

@@ -12,7 +12,7 @@ Policy
     * The small-problem path (a single native call in the caller's thread on the first host-memory device)
       is taken when no tile size was named and the call has fewer than ``small_flops`` flops, or when the
       whole problem fits in one tile.
-    * The path policy (:mod:`tileblas.perf._paths`): on a runtime whose devices are all host workers, that
+    * The path policy (:mod:`tileblas.policy._paths`): on a runtime whose devices are all host workers, that
       names no tile size and no ``shared_flops`` and is not deterministic (the process default is one),
       every call takes the path measured fastest on this machine for its routine
       family and precision class: one native call on all the workers' BLAS threads together (path
@@ -38,7 +38,7 @@ State
 
 What it must not touch
     Device-kind-specific code, and argument conversion of the drop-in API (tileblas.blas does that and
-    calls :func:`tileblas._dispatch.level3`).
+    calls :func:`tileblas.blas._dispatch.level3`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tileblas.perf import _paths
+from tileblas.policy import _paths
 from tileblas.runtime import _planner as P
 from tileblas.runtime._scheduler import Scheduler, TaskRecord
 from tileblas.runtime._trace import CallProfile, build_profile, chrome_trace, plot_timeline, write_trace
@@ -77,8 +77,8 @@ def make_devices(spec: Any = None) -> list:
     from tileblas.devices import Device, create_device, host_devices
 
     if spec is None:
-        # A thread limit in force (threadpoolctl's, see tileblas._threadpool) caps the default worker count.
-        from tileblas import _threadpool
+        # A thread limit in force (threadpoolctl's, see tileblas.kernels._threadpool) caps the default worker count.
+        from tileblas.kernels import _threadpool
 
         return list(host_devices(_threadpool.effective_threads(_threadpool.default_threads())))
     if isinstance(spec, bool):
@@ -247,7 +247,7 @@ class Runtime:
         threads at once, is harmless.  A Runtime that is dropped without being closed releases its workers
         when it is garbage collected.
         """
-        from tileblas import _dispatch
+        from tileblas.blas import _dispatch
 
         if _dispatch._FAST[0] is self:
             _dispatch.fastpath_off()
@@ -301,7 +301,7 @@ class Runtime:
 
     # ----------------------------------------------------------------- the pipeline
     def run(self, name: str, *args: Any, tile_size: int | None = None, **kwargs: Any) -> None:
-        """Compute Level-3 routine ``name`` in place, with the arguments of :mod:`tileblas._kernels`.
+        """Compute Level-3 routine ``name`` in place, with the arguments of :mod:`tileblas.kernels._openblas`.
 
         Parameters
         ----------
@@ -561,7 +561,7 @@ def _routine_method(name: str) -> Callable[..., None]:
     method.__name__ = name
     method.__qualname__ = f"Runtime.{name}"
     method.__doc__ = (f"{name}({sig}, *, tile_size=None): the Level-3 routine on this runtime, updating "
-                      f"``{out}`` in place (arguments as tileblas._kernels.{name}).  See :meth:`run`.")
+                      f"``{out}`` in place (arguments as tileblas.kernels._openblas.{name}).  See :meth:`run`.")
     return method
 
 
@@ -596,7 +596,7 @@ def set_runtime(rt: Runtime | None) -> Runtime | None:
         raise TypeError(f"rt must be a Runtime or None; got {type(rt).__name__}")
     with _DEFAULT_LOCK:
         prev, _DEFAULT = _DEFAULT, rt
-    from tileblas import _dispatch
+    from tileblas.blas import _dispatch
 
     _dispatch.fastpath_off()  # the small-call path stood in for the previous default
     return prev

@@ -177,16 +177,16 @@ def calibrate_rate() -> float:
     """GFLOP/s of one 2-thread dgemm of order 1024 on tileblas' OpenBLAS (for the time estimate)."""
     import numpy as np
 
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
     from tileblas.devices import cpu_count
 
-    lib = _kernels.get_library(cpu_count())
+    lib = _openblas.get_library(cpu_count())
     a = np.asfortranarray(np.random.default_rng(0).standard_normal((1024, 1024)))
     c = np.zeros_like(a)
     best = math.inf
     for _ in range(3):
         t0 = time.perf_counter()
-        _kernels.gemm(1.0, a, a, 0.0, c, lib=lib)
+        _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)
         best = min(best, time.perf_counter() - t0)
     return 2.0 * 1024**3 / best / 1e9
 

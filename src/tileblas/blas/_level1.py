@@ -26,7 +26,7 @@ Fast path
     For the common call (exact ``numpy.ndarray`` operands of the right dtype, unit stride, default
     ``n``/offsets/increments) each routine checks a handful of attributes with identity tests and calls
     the native routine directly: ``daxpy`` on 16 elements costs about 1.5x SciPy's call.  Anything else
-    takes the general path through :mod:`tileblas._blas_common`.
+    takes the general path through :mod:`tileblas.blas._common`.
 
 What it must not touch
     Level-2/3 routines and get_blas_funcs (other modules); the kernel layer's shared state.
@@ -38,8 +38,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _native
-from tileblas._blas_common import (
+from tileblas.kernels import _native
+from tileblas.blas._common import (
     DTYPE,
     REAL_CODE,
     REAL_DTYPE,
@@ -56,7 +56,7 @@ from tileblas._blas_common import (
     default_len_rot,
     small_path,
 )
-from tileblas._kernels import get_library
+from tileblas.kernels._openblas import get_library
 
 _call = _native.call
 _nd = np.ndarray

@@ -41,8 +41,8 @@ def section(out: Callable[[str], None]) -> None:
     import scipy.linalg.blas as S
 
     import tileblas.blas as T
-    from tileblas import _kernels
-    from tileblas._cli_bench import scipy_openblas_threads, set_scipy_openblas_threads
+    from tileblas.kernels import _openblas
+    from tileblas.cli._bench import scipy_openblas_threads, set_scipy_openblas_threads
 
     out("== tileblas.blas: drop-in for scipy.linalg.blas (Level 3) ==")
     rng = np.random.default_rng(0)
@@ -88,11 +88,11 @@ def section(out: Callable[[str], None]) -> None:
     m = 768
     cs = [np.zeros((m, m), order="F"), np.zeros((m, m), order="F")]
     am, bm = f[:m, :m], g[:m, :m]
-    lib1 = _kernels.get_library(1)
+    lib1 = _openblas.get_library(1)
     before = scipy_openblas_threads()
     set_scipy_openblas_threads(1)
     try:
-        ks, kt = _two_threads(lambda c: _kernels.gemm(1.0, am, bm, 0.0, c, "N", "N", lib1), cs)
+        ks, kt = _two_threads(lambda c: _openblas.gemm(1.0, am, bm, 0.0, c, "N", "N", lib1), cs)
         ss, st = _two_threads(lambda c: S.dgemm(1.0, am, bm, 0.0, c, overwrite_c=1), cs)
     finally:
         for threads in set(before.values()):

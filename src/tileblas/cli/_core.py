@@ -16,10 +16,10 @@ def info() -> dict[str, Any]:
     import numpy as np
 
     import tileblas
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
     from tileblas.devices import cpu_count
 
-    lib = _kernels.get_library(1)
+    lib = _openblas.get_library(1)
     try:
         from importlib.metadata import version
 
@@ -62,8 +62,8 @@ def info() -> dict[str, Any]:
 
 def threads_info() -> dict[str, Any]:
     """tileblas' OpenBLAS thread counts now and the limit in force (threadpoolctl's, see
-    :mod:`tileblas._threadpool`), as ``threadpoolctl.threadpool_info()`` reports them."""
-    from tileblas import _threadpool
+    :mod:`tileblas.kernels._threadpool`), as ``threadpoolctl.threadpool_info()`` reports them."""
+    from tileblas.kernels import _threadpool
 
     d = _threadpool.status()
     d["threadpoolctl"] = "registered" if _threadpool.register() else "not installed"
@@ -72,11 +72,11 @@ def threads_info() -> dict[str, Any]:
 
 def paths_info() -> dict[str, Any]:
     """The Level-3 paths and crossovers in force for the process-default runtime, and where they came from
-    (:mod:`tileblas.perf._paths`)."""
-    from tileblas import _dispatch
+    (:mod:`tileblas.policy._paths`)."""
+    from tileblas.blas import _dispatch
     from tileblas.devices import cpu
-    from tileblas import _threadpool
-    from tileblas.perf import _paths
+    from tileblas.kernels import _threadpool
+    from tileblas.policy import _paths
 
     pol = _paths.policy()
     d = pol.describe()
@@ -86,7 +86,7 @@ def paths_info() -> dict[str, Any]:
     d["native_threads"] = _threadpool.effective_threads(cpu.cpu_count())
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
     try:
-        from tileblas import _fastpath  # type: ignore[attr-defined]
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
 
         d["fastpath"] = hasattr(_fastpath, "set_level3_limits")
     except ImportError:
@@ -144,7 +144,7 @@ def _print_paths(p: dict[str, Any]) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from tileblas._demo import run_demo
+    from tileblas.cli._demo import run_demo
 
     return run_demo(only=args.only)
 

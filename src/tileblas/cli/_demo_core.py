@@ -12,11 +12,11 @@ __all__ = ["section"]
 
 
 def section(out: Callable[[str], None]) -> None:
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
     from tileblas.devices import host_devices
 
     out("== Kernel layer: native BLAS without the GIL ==")
-    lib = _kernels.get_library(1)
+    lib = _openblas.get_library(1)
     out(f"OpenBLAS {lib.corename()} ({lib.config()}), tile workers: {len(host_devices())}")
     n = 768
     rng = np.random.default_rng(0)
@@ -25,7 +25,7 @@ def section(out: Callable[[str], None]) -> None:
     cs = [np.zeros((n, n)), np.zeros((n, n))]
 
     def work(c: np.ndarray) -> None:
-        _kernels.gemm(1.0, a, b, 0.0, c)
+        _openblas.gemm(1.0, a, b, 0.0, c)
 
     work(cs[0])
     best_serial = best_threads = float("inf")

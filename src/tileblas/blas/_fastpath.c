@@ -1,8 +1,8 @@
 /*
- * tileblas._fastpath -- the small-call path of the drop-in routines (Level 3 below; Level 1/2 further
+ * tileblas.blas._fastpath -- the small-call path of the drop-in routines (Level 3 below; Level 1/2 further
  * down, with their own notes).
  *
- * Each public Level-3 routine of tileblas.blas (tileblas._blas3) first hands its arguments, all of them
+ * Each public Level-3 routine of tileblas.blas (tileblas.blas._level3) first hands its arguments, all of them
  * positionally, to a Level3 object of this module.  When the call is a common one, the object does the
  * whole call here: one validation, one native BLAS call on tileblas' OpenBLAS instance of the path
  * policy's thread count, the result array returned.  Anything else -- other types or dtypes, N-d or
@@ -18,7 +18,7 @@
  * one by flipping the trans/uplo flags (where the algebra allows it; otherwise it is copied, as f2py
  * copies it).
  *
- * Module state set from Python (tileblas._dispatch):
+ * Module state set from Python (tileblas.blas._dispatch):
  *   set_level3_limits({family: flops})   calls with at least this many flops take the Python path
  *   set_level3_library({name: address})  Fortran entry points ('dgemm' -> address of dgemm_)
  *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
@@ -545,7 +545,7 @@ level3_repr(Level3Object *self)
 
 static PyTypeObject Level3Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tileblas._fastpath.Level3",
+    .tp_name = "tileblas.blas._fastpath.Level3",
     .tp_basicsize = sizeof(Level3Object),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "Level3(family, prefix): the small-call path of one Level-3 routine; called with all the\n"
@@ -560,7 +560,7 @@ static PyTypeObject Level3Type = {
 /*
  * Level12(kind, prefix, address): the small-call path of one Level-1/2 routine of tileblas.blas, called
  * with all the routine's arguments positionally.  It handles the calls the Python fast paths of
- * tileblas._blas1 / _blas2 handle (default n, offsets 0, increments 1, operands of the routine's dtype that
+ * tileblas.blas._level1 / _blas2 handle (default n, offsets 0, increments 1, operands of the routine's dtype that
  * BLAS can take as they are), with the same results, and returns NotImplemented for everything else.
  * The BLAS instance is the single-threaded one the Python code uses (``address`` is its entry point).
  */
@@ -1269,7 +1269,7 @@ level12_repr(Level12Object *self)
 
 static PyTypeObject Level12Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tileblas._fastpath.Level12",
+    .tp_name = "tileblas.blas._fastpath.Level12",
     .tp_basicsize = sizeof(Level12Object),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "Level12(kind, prefix, address): the small-call path of one Level-1/2 routine; called with\n"
@@ -1404,7 +1404,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "tileblas._fastpath", "The small-call path of the drop-in BLAS routines.", -1,
+    PyModuleDef_HEAD_INIT, "tileblas.blas._fastpath", "The small-call path of the drop-in BLAS routines.", -1,
     methods,
 };
 

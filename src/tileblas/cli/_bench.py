@@ -1,5 +1,5 @@
 """``tileblas bench blas ROUTINE``: tileblas.blas against scipy.linalg.blas in the same run; ``tileblas bench
-grid``: the same over the whole Level-3 grid (:mod:`tileblas._bench_grid`).
+grid``: the same over the whole Level-3 grid (:mod:`tileblas.cli._bench_grid`).
 
 What this module owns
     The ``bench`` command group (other capabilities may add targets to it: the parser keeps its
@@ -440,12 +440,12 @@ def register(sub: Any) -> None:
                    help="SciPy's OpenBLAS threads and tile-runtime CPU workers (default: all cores)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_bench_blas)
-    from tileblas._bench_grid import add_grid_arguments, grid_main
+    from tileblas.cli._bench_grid import add_grid_arguments, grid_main
 
     g = targets.add_parser(
         "grid",
         help="tileblas.blas against scipy.linalg.blas over every Level-3 routine, precision, size, shape and layout",
-        description="The Level-3 grid (see tileblas._bench_grid): interleaved rounds of SciPy, tileblas and "
+        description="The Level-3 grid (see tileblas.cli._bench_grid): interleaved rounds of SciPy, tileblas and "
         "SciPy again after a pause, best of 5; ratio = SciPy/tileblas, control = SciPy/SciPy-again. Writes "
         "JSON and a heat-map PNG, prints the worst points and those above 1.05x.",
     )

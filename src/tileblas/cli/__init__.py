@@ -14,10 +14,10 @@ __all__ = ["main", "build_parser"]
 
 # One line per capability; each module is imported only by the `tileblas` command.
 _PLUGINS = (
-    "tileblas._cli_core",
-    "tileblas._cli_perf",
-    "tileblas._cli_bench",
-    "tileblas._cli_runtime",
+    "tileblas.cli._core",
+    "tileblas.cli._perf",
+    "tileblas.cli._bench",
+    "tileblas.cli._runtime",
     "tileblas.rblas._bench",
 )
 

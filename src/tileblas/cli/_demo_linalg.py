@@ -22,8 +22,9 @@ def _on_fresh_input(fn: Callable[[object], None], prep: Callable[[], object]) ->
 
 
 def section(out: Callable[[str], None]) -> None:
-    from tileblas import _kernels, linalg
-    from tileblas._recursive import default_stop, plan
+    from tileblas import linalg
+    from tileblas.kernels import _openblas
+    from tileblas.kernels._recursive import default_stop, plan
     from tileblas.rblas._bench import _best_interleaved
 
     out("== Recursive TRMM/TRSM and Cholesky solve/inverse (tileblas.linalg) ==")
@@ -37,12 +38,12 @@ def section(out: Callable[[str], None]) -> None:
         out(f"recursion for n={n}, {nr} right-hand sides: stop {stop}, "
             f"{sum(1 for o in ops if type(o).__name__ == 'Gemm')} GEMMs + "
             f"{sum(1 for o in ops if type(o).__name__ == 'Leaf')} native leaves")
-    lib2 = _kernels.get_library(2)
+    lib2 = _openblas.get_library(2)
     for nr in (64, nrhs):
         bb = b0[:, :nr].copy(order="F")
         for kind in ("trmm", "trsm"):
             rec = getattr(linalg, kind)
-            nat = getattr(_kernels, kind)
+            nat = getattr(_openblas, kind)
             fresh = lambda: bb.copy(order="F")  # noqa: E731
             # NumPy's OpenBLAS (the reference checks) keeps its threads spinning for ~0.1 s after a call:
             # let them sleep before timing, or they share the two cores with what is timed

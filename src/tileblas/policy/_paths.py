@@ -13,7 +13,7 @@ The policy
     is computed one of three ways:
 
     * ``native``: one OpenBLAS call on all the workers' BLAS threads together (what SciPy does);
-    * ``recursive`` (trmm/trsm only): the recursive algorithm of :mod:`tileblas._recursive`, whose
+    * ``recursive`` (trmm/trsm only): the recursive algorithm of :mod:`tileblas.kernels._recursive`, whose
       triangular leaves and GEMMs are native calls on all threads;
     * ``tiled``: tile tasks scheduled over the workers (the BLASX runtime).
 
@@ -36,7 +36,7 @@ The policy
     or deterministic mode keep the tiled path (see :mod:`tileblas.runtime._runtime`).
 
 What it must not touch
-    It measures nothing (``tileblas tune`` does, in :mod:`tileblas._cli_perf`) and never raises for a
+    It measures nothing (``tileblas tune`` does, in :mod:`tileblas.cli._perf`) and never raises for a
     missing or damaged policy file: the shipped default applies, and :func:`policy` says why.
 """
 

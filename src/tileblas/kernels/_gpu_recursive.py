@@ -1,13 +1,13 @@
 """The recursive TRMM/TRSM on NVIDIA GPUs through CuPy/cuBLAS, and the asynchronous host-data variant.
 
 What this module owns
-    * :class:`CupyBackend`: the :class:`tileblas._recursive.ArrayBackend` for CuPy arrays.  GEMM and the
+    * :class:`CupyBackend`: the :class:`tileblas.kernels._recursive.ArrayBackend` for CuPy arrays.  GEMM and the
       leaf TRMM/TRSM call cuBLAS directly (``cupy_backends.cuda.libs.cublas``) on views, reaching
       column-major cuBLAS by transposition flags, as the host kernel layer does (``cupy.cublas.gemm``
       would copy every strided sub-block).  CuPy has no high-level trmm: the leaf calls
       ``cublas<t>trmm`` with C = B (cuBLAS's documented in-place use); if an old CuPy lacks that binding
       the leaf falls back to ``triu``/``tril`` + matmul at leaf size.
-    * :func:`gpu_recursive`: the recursion of tileblas._recursive on device arrays;
+    * :func:`gpu_recursive`: the recursion of tileblas.kernels._recursive on device arrays;
       :func:`cublas_native`: cuBLAS's own in-place routine on the whole matrix (the baseline).
     * :func:`host_async` (the paper's Fig. 8): A and B live in host memory.  The recursion's plan says
       which block of A and which column chunk of B each operation reads; a copy stream ships them (via a
@@ -29,8 +29,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tileblas._kernels import colmajor
-from tileblas._recursive import Gemm, Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
+from tileblas.kernels._openblas import colmajor
+from tileblas.kernels._recursive import Gemm, Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
 
 __all__ = [
     "CupyBackend",
@@ -206,12 +206,12 @@ def gpu_recursive(kind: str, alpha, a, b, side="L", uplo="U", transa="N", diag="
 
 
 def gpu_trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", stop=None, stream=None) -> None:
-    """Recursive in-place TRMM on CuPy arrays (argument order of tileblas._kernels.trmm)."""
+    """Recursive in-place TRMM on CuPy arrays (argument order of tileblas.kernels._openblas.trmm)."""
     gpu_recursive("trmm", alpha, a, b, side, uplo, transa, diag, stop, stream)
 
 
 def gpu_trsm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", stop=None, stream=None) -> None:
-    """Recursive in-place TRSM on CuPy arrays (argument order of tileblas._kernels.trsm)."""
+    """Recursive in-place TRSM on CuPy arrays (argument order of tileblas.kernels._openblas.trsm)."""
     gpu_recursive("trsm", alpha, a, b, side, uplo, transa, diag, stop, stream)
 
 

@@ -4,12 +4,12 @@ What this module owns
     * The recursion itself, written once against a tiny *array backend* (:class:`ArrayBackend`: a
       ``gemm``, a leaf ``trmm``/``trsm``, ``asfortran``), so the same code runs on NumPy arrays through
       the GIL-free kernel layer (:class:`HostBackend`) and on CuPy arrays through cuBLAS
-      (:mod:`tileblas._gpu_recursive`).
+      (:mod:`tileblas.kernels._gpu_recursive`).
     * The recursion is first turned into a *plan*: a list of operations on index ranges (:func:`plan`).
       Executing the plan in order is the recursive algorithm; the asynchronous GPU variant reads the same
       plan to know which sub-blocks each operation needs, so it can ship them ahead of the compute.
     * :func:`recursive_trmm` / :func:`recursive_trsm`: drop-in replacements for
-      :func:`tileblas._kernels.trmm` / :func:`~tileblas._kernels.trsm` (same argument order, in place,
+      :func:`tileblas.kernels._openblas.trmm` / :func:`~tileblas.kernels._openblas.trsm` (same argument order, in place,
       legacy BLAS semantics).  Like the kernel layer they trust their inputs; :mod:`tileblas.linalg`
       validates user input.
     * The recursive triangular inverse (TRTRI) and triangular product (LAUUM) used by POTRI.
@@ -46,9 +46,9 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from tileblas import _kernels
-from tileblas._kernels import colmajor
-from tileblas._native import call as _native_call
+from tileblas.kernels import _openblas
+from tileblas.kernels._openblas import colmajor
+from tileblas.kernels._native import call as _native_call
 
 __all__ = [
     "ArrayBackend",
@@ -128,7 +128,7 @@ class ArrayBackend(Protocol):
 
     A backend may also offer ``run_plan(kind, ops, alpha, a, b, side, uplo, trans, diag) -> bool``, to
     run a whole plan its own faster way (:meth:`HostBackend.run_plan` issues the native calls directly,
-    from ``tileblas._native``, without a view or a kernel-layer check per operation); returning False
+    from ``tileblas.kernels._native``, without a view or a kernel-layer check per operation); returning False
     leaves the plan to :func:`execute`'s loop over ``gemm``/``trmm``/``trsm``.
     """
 
@@ -142,22 +142,22 @@ class ArrayBackend(Protocol):
 
 
 class HostBackend:
-    """NumPy arrays through :mod:`tileblas._kernels` on one OpenBLAS instance (GIL released)."""
+    """NumPy arrays through :mod:`tileblas.kernels._openblas` on one OpenBLAS instance (GIL released)."""
 
-    def __init__(self, lib: _kernels.BlasLibrary | None = None) -> None:
-        self.lib = lib or _kernels.get_library(1)
+    def __init__(self, lib: _openblas.BlasLibrary | None = None) -> None:
+        self.lib = lib or _openblas.get_library(1)
 
     def gemm(self, alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray, transa: str,
              transb: str) -> None:
-        _kernels.gemm(alpha, a, b, beta, c, transa, transb, lib=self.lib)
+        _openblas.gemm(alpha, a, b, beta, c, transa, transb, lib=self.lib)
 
     def trmm(self, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str,
              diag: str) -> None:
-        _kernels.trmm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
+        _openblas.trmm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
 
     def trsm(self, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str,
              diag: str) -> None:
-        _kernels.trsm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
+        _openblas.trsm(alpha, a, b, side, uplo, transa, diag, lib=self.lib)
 
     def asfortran(self, x: np.ndarray) -> np.ndarray:
         return np.asfortranarray(x)
@@ -174,9 +174,9 @@ class HostBackend:
         lda, ldb = colmajor(a), colmajor(b)
         if not lda or not ldb or a.dtype != b.dtype:
             return False
-        prefix = _kernels.DTYPES[b.dtype]
+        prefix = _openblas.DTYPES[b.dtype]
         isz = b.itemsize
-        s = _kernels._SCALAR_CODE[prefix]  # noqa: SLF001 - the kernel layer's own table
+        s = _openblas._SCALAR_CODE[prefix]  # noqa: SLF001 - the kernel layer's own table
         leaf = self.lib.fortran(prefix + kind)
         gemm = self.lib.fortran(prefix + "gemm")
         coefs = _coefs(alpha)
@@ -400,7 +400,7 @@ def _pool(workers: int):
 
 
 def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str, diag: str,
-          lib: _kernels.BlasLibrary | None, stop: int | None, threads: int | None) -> None:
+          lib: _openblas.BlasLibrary | None, stop: int | None, threads: int | None) -> None:
     free = b.shape[1] if side == "L" else b.shape[0]  # the independent (non-triangular) dimension
     if stop is None and b.dtype == np.float64:  # this machine's models when `tileblas tune` built them
         from tileblas.perf import suggest
@@ -416,7 +416,7 @@ def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: 
     threads = max(1, int(threads))
     if threads > 1 and 0 < free <= PANEL_RHS_MAX and free >= threads:
         return run_panels(kind, alpha, a, b, side, uplo, transa, diag, stop, threads)
-    return run_recursive(kind, HostBackend(_kernels.get_library(threads)), alpha, a, b, side, uplo, transa,
+    return run_recursive(kind, HostBackend(_openblas.get_library(threads)), alpha, a, b, side, uplo, transa,
                          diag, stop)
 
 
@@ -426,7 +426,7 @@ def run_panels(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, u
     on single-threaded BLAS in its own Python thread (the kernel layer releases the GIL)."""
     free = b.shape[1] if side == "L" else b.shape[0]
     edges = [free * i // threads for i in range(threads + 1)]
-    backend = HostBackend(_kernels.get_library(1))
+    backend = HostBackend(_openblas.get_library(1))
     panels = [(b[:, e0:e1] if side == "L" else b[e0:e1]) for e0, e1 in zip(edges, edges[1:]) if e1 > e0]
     futs = [_pool(threads).submit(run_recursive, kind, backend, alpha, a, p, side, uplo, transa, diag, stop)
             for p in panels[1:]]
@@ -436,11 +436,11 @@ def run_panels(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, u
 
 
 def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
-                   transa: str = "N", diag: str = "N", lib: _kernels.BlasLibrary | None = None,
+                   transa: str = "N", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
                    stop: int | None = None, threads: int | None = None) -> None:
     """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
 
-    Same arguments as :func:`tileblas._kernels.trmm` plus ``stop`` (recursion stopping size, default
+    Same arguments as :func:`tileblas.kernels._openblas.trmm` plus ``stop`` (recursion stopping size, default
     from this machine's performance models for float64 when built, else :func:`default_stop`) and
     ``threads`` (host cores to use when ``lib`` is None; default: all).  With ``lib`` given, every kernel
     runs on that OpenBLAS instance.  Inputs are trusted.
@@ -449,7 +449,7 @@ def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", up
 
 
 def recursive_trsm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
-                   transa: str = "N", diag: str = "N", lib: _kernels.BlasLibrary | None = None,
+                   transa: str = "N", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
                    stop: int | None = None, threads: int | None = None) -> None:
     """Solve op(a)@x = alpha*b (side 'L') or x@op(a) = alpha*b (side 'R') for x in place, recursively.
 
@@ -463,8 +463,8 @@ def recursive_trsm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", up
 # ---------------------------------------------------------------------------------------------------
 
 
-def _lapack_leaf(lib: _kernels.BlasLibrary, name: str, a: np.ndarray, *flags: str) -> int:
-    prefix = _kernels.DTYPES[a.dtype]
+def _lapack_leaf(lib: _openblas.BlasLibrary, name: str, a: np.ndarray, *flags: str) -> int:
+    prefix = _openblas.DTYPES[a.dtype]
     info = np.zeros(1, np.int32)
     n = a.shape[0]
     sig = "v" + "c" * len(flags) + "iaia"
@@ -474,15 +474,15 @@ def _lapack_leaf(lib: _kernels.BlasLibrary, name: str, a: np.ndarray, *flags: st
 
 @dataclass
 class _TriConfig:
-    lib: _kernels.BlasLibrary
+    lib: _openblas.BlasLibrary
     stop: int
     #: stopping size of the off-diagonal TRMMs' recursion; None: recursion only where it measured
     #: faster than OpenBLAS's own dtrmm (:func:`tileblas.devices.cpu.recursion_faster`)
     trmm_stop: int | None = None
 
 
-def _tri_config(lib: _kernels.BlasLibrary | None, stop: int | None, default: int) -> _TriConfig:
-    lib = lib or _kernels.get_library(2)
+def _tri_config(lib: _openblas.BlasLibrary | None, stop: int | None, default: int) -> _TriConfig:
+    lib = lib or _openblas.get_library(2)
     if stop is None:
         return _TriConfig(lib, default, None)
     return _TriConfig(lib, int(stop), max(int(stop), 1))
@@ -497,13 +497,13 @@ def _offdiag_trmm(cfg: _TriConfig, backend: HostBackend, alpha: float, a: np.nda
 
         rhs = b.shape[1] if side == "L" else b.shape[0]
         if not recursion_faster(a.shape[0], rhs, cfg.lib.threads):
-            _kernels.trmm(alpha, a, b, side, uplo, trans, diag, lib=cfg.lib)
+            _openblas.trmm(alpha, a, b, side, uplo, trans, diag, lib=cfg.lib)
             return
         stop = default_stop(rhs)
     run_recursive("trmm", backend, alpha, a, b, side, uplo, trans, diag, stop)
 
 
-def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _kernels.BlasLibrary | None = None,
+def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
                     stop: int | None = None) -> None:
     """Invert the uplo triangle of the column-major square ``a`` in place (the other one is untouched).
 
@@ -544,7 +544,7 @@ def _trtri(a: np.ndarray, uplo: str, diag: str, cfg: _TriConfig, backend: HostBa
         _offdiag_trmm(cfg, backend, 1.0, a11, a21, "R", "L", "N", diag)    # (...) W11
 
 
-def recursive_lauum(a: np.ndarray, uplo: str = "U", lib: _kernels.BlasLibrary | None = None,
+def recursive_lauum(a: np.ndarray, uplo: str = "U", lib: _openblas.BlasLibrary | None = None,
                     stop: int | None = None) -> None:
     """U := U U^H (uplo 'U') or L := L^H L (uplo 'L') on the uplo triangle of column-major ``a``.
 
@@ -567,10 +567,10 @@ def _lauum(a: np.ndarray, uplo: str, cfg: _TriConfig, backend: HostBackend) -> N
     _lauum(a11, uplo, cfg, backend)
     if uplo == "U":
         a12 = a[:n1, n1:]
-        _kernels.herk(1.0, a12, 1.0, a11, "U", "N", lib=cfg.lib)
+        _openblas.herk(1.0, a12, 1.0, a11, "U", "N", lib=cfg.lib)
         _offdiag_trmm(cfg, backend, 1.0, a22, a12, "R", "U", "C")
     else:
         a21 = a[n1:, :n1]
-        _kernels.herk(1.0, a21, 1.0, a11, "L", "C", lib=cfg.lib)
+        _openblas.herk(1.0, a21, 1.0, a11, "L", "C", lib=cfg.lib)
         _offdiag_trmm(cfg, backend, 1.0, a22, a21, "L", "L", "C")
     _lauum(a22, uplo, cfg, backend)

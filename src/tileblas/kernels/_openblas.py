@@ -18,7 +18,7 @@ What it must not touch
     Argument checking for users (tileblas.blas does that, once) and scheduling (the runtime).  Every
     function here trusts its caller's shapes and dtypes.
 
-The native calls go through :func:`tileblas._native.call`, a few hundred nanoseconds per call; ctypes
+The native calls go through :func:`tileblas.kernels._native.call`, a few hundred nanoseconds per call; ctypes
 costs microseconds, which would make tiny Level-1 calls many times slower than SciPy's.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tileblas import _native
+from tileblas.kernels import _native
 
 __all__ = [
     "BlasLibrary",
@@ -201,7 +201,7 @@ def get_library(threads: int = 1) -> BlasLibrary:
             finally:
                 shutil.rmtree(tmpdir, ignore_errors=True)
         _LIBS[threads] = lib
-        # A thread limit in force (threadpoolctl's, see tileblas._threadpool) caps the new instance too.
+        # A thread limit in force (threadpoolctl's, see tileblas.kernels._threadpool) caps the new instance too.
         from . import _threadpool
 
         if _threadpool.limit() is not None:

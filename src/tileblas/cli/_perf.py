@@ -1,7 +1,7 @@
 """Performance-model subcommands: ``tileblas model build|show``, ``tileblas rank trinv|sylvester``, ``tileblas tune``.
 
 ``tileblas tune`` also measures the Level-3 path crossovers (:mod:`tileblas.perf._pathtune`) and stores
-them in ``paths.json`` (:mod:`tileblas.perf._paths`); ``--paths-only`` does only that.
+them in ``paths.json`` (:mod:`tileblas.policy._paths`); ``--paths-only`` does only that.
 
 Design note
     Thin argument parsing over :mod:`tileblas.perf`; every command takes ``--db`` (default
@@ -187,8 +187,8 @@ def _tune_paths(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from tileblas import _dispatch
-    from tileblas.perf import _paths
+    from tileblas.blas import _dispatch
+    from tileblas.policy import _paths
     from tileblas.perf._pathtune import measure_policy
 
     if args.paths_file:

@@ -2,7 +2,7 @@
 
 What this module owns
     The rules by which ``scipy.linalg.blas`` (f2py wrappers) turn Python arguments into BLAS arguments,
-    re-implemented once so that every wrapper in :mod:`tileblas._blas1`, :mod:`tileblas._blas2` (and the
+    re-implemented once so that every wrapper in :mod:`tileblas.blas._level1`, :mod:`tileblas.blas._level2` (and the
     Level-3 wrappers) behaves the same way.  Probed against SciPy 1.17:
 
     * Scalars (``alpha``, ``a``, ``c``, ``s`` ...): ``None`` means the default; a complex given to a real
@@ -23,7 +23,7 @@ What this module owns
       argument and its value (SciPy raises its own ``_fblas.error``).
 
 What it must not touch
-    Computation: the wrappers call native BLAS through :mod:`tileblas._native`; this module only
+    Computation: the wrappers call native BLAS through :mod:`tileblas.kernels._native`; this module only
     converts and checks.  The per-call fast paths live in the wrappers themselves (a function call here
     would cost more than the whole fast path).
 """
@@ -71,7 +71,7 @@ C128 = np.dtype(np.complex128)
 DTYPE: dict[str, np.dtype] = {"s": F32, "d": F64, "c": C64, "z": C128}
 #: real dtype that goes with each precision (the type of norms, cosines, ...)
 REAL_DTYPE: dict[str, np.dtype] = {"s": F32, "d": F64, "c": F32, "z": F64}
-#: tileblas._native signature code of a scalar of each precision, and of its real counterpart
+#: tileblas.kernels._native signature code of a scalar of each precision, and of its real counterpart
 SCALAR_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "C", "z": "Z"}
 REAL_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "f", "z": "d"}
 
@@ -242,12 +242,12 @@ def as_inout(obj: Any, dtype: np.dtype, name: str, overwrite: Any = True) -> tup
 
 
 def small_path(kind: str, prefix: str, address: int) -> Callable[..., Any]:
-    """The C small-call path of a Level-1/2 routine (:class:`tileblas._fastpath.Level12`): given every
+    """The C small-call path of a Level-1/2 routine (:class:`tileblas.blas._fastpath.Level12`): given every
     argument positionally it computes a common call at once (default n, offsets 0, increments 1, operands
     BLAS takes as they are) or returns NotImplemented, having done nothing.  Without the compiled module,
     a function that always returns NotImplemented."""
     try:
-        from tileblas._fastpath import Level12
+        from tileblas.blas._fastpath import Level12
     except ImportError:  # pragma: no cover - a build without the C module
         return _not_handled
     return Level12(kind, prefix, address)

@@ -1,15 +1,15 @@
 """Where tileblas.blas sends Level-3 work.
 
 ``level3(name, *args, **kwargs)`` takes a routine name (gemm, symm, hemm, syrk, herk, syr2k, her2k, trmm,
-trsm) and the arguments of the matching array-level kernel in :mod:`tileblas._kernels`, already checked
+trsm) and the arguments of the matching array-level kernel in :mod:`tileblas.kernels._openblas`, already checked
 and converted by the caller, and computes in place on the *current runtime*
 (:func:`tileblas.runtime.get_runtime`: the innermost ``with tileblas.Runtime(...)`` of this context, else
 the process default).  It is the one seam between the drop-in API and the execution engine.  The runtime
 module is imported on the first call, so importing tileblas.blas stays cheap.
 
-The path policy (:mod:`tileblas.perf._paths`: one native call on all threads, the recursion, or tiles) is
+The path policy (:mod:`tileblas.policy._paths`: one native call on all threads, the recursion, or tiles) is
 read on the first call; :func:`apply_policy` then hands the C fast path in front of the public routines
-(``tileblas._fastpath``, where it exists) the flop limits below which it may make the one native call
+(``tileblas.blas._fastpath``, where it exists) the flop limits below which it may make the one native call
 itself.  ``tileblas tune`` calls :func:`apply_policy` again after storing new crossovers.
 """
 
@@ -29,7 +29,7 @@ def fastpath_limits() -> dict[str, float]:
     """Per routine, the flops below which the policy in force computes with one native call on all threads
     in every precision (finite; ``sys.float_info.max`` for "always")."""
     from tileblas.devices import cpu
-    from tileblas.perf import _paths
+    from tileblas.policy import _paths
 
     pol = _paths.policy()
     rec = math.inf
@@ -42,13 +42,13 @@ def fastpath_limits() -> dict[str, float]:
 def apply_policy(reload: bool = False) -> dict[str, float] | None:
     """Read the path policy (re-read its file with ``reload``) and pass its limits to the C fast path.
     Returns the limits passed, or None when there is no fast path module."""
-    from tileblas.perf import _paths
+    from tileblas.policy import _paths
 
     if reload:
         _paths.reload()
     _APPLIED[0] = True
     try:
-        from tileblas import _fastpath  # type: ignore[attr-defined]
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
     except ImportError:
         return None
     setter = getattr(_fastpath, "set_level3_limits", None)
@@ -94,10 +94,10 @@ def _sync_fastpath(rt: Any) -> None:
     caller made or set: its profile records every call) and takes the path policy's native path (host
     devices only), with the OpenBLAS instance of its thread count; else off."""
     try:
-        from tileblas import _fastpath  # type: ignore[attr-defined]
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
     except ImportError:
         return
-    from tileblas import _kernels
+    from tileblas.kernels import _openblas
     from tileblas.runtime import _runtime
 
     threads = int(getattr(rt, "_policy_threads", 0) or 0)
@@ -106,9 +106,9 @@ def _sync_fastpath(rt: Any) -> None:
     if not ok:
         fastpath_off()
         return
-    from tileblas._blas3 import LEVEL3_FAMILIES
+    from tileblas.blas._level3 import LEVEL3_FAMILIES
 
-    lib = _kernels.get_library(threads)
+    lib = _openblas.get_library(threads)
     _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps})
     _FAST[0] = rt
     _fastpath.set_state(True, _runtime._CURRENT)
@@ -119,7 +119,7 @@ def fastpath_off() -> None:
     was replaced or closed)."""
     _FAST[0] = None
     try:
-        from tileblas import _fastpath  # type: ignore[attr-defined]
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
     except ImportError:
         return
     _fastpath.set_state(False, None)

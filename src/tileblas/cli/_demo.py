@@ -15,15 +15,15 @@ from typing import Callable
 __all__ = ["run_demo", "SECTIONS"]
 
 SECTIONS = (
-    "tileblas._demo_core:section",
-    "tileblas._demo_blas:section",
-    "tileblas._demo_perf:section",
-    "tileblas._demo_runtime:section",
-    "tileblas._demo_memory:section",
-    "tileblas._demo_async:section",
-    "tileblas._demo_linalg:section",
-    "tileblas._demo_rblas:section",
-    "tileblas._demo_cluster:section",
+    "tileblas.cli._demo_core:section",
+    "tileblas.cli._demo_blas:section",
+    "tileblas.cli._demo_perf:section",
+    "tileblas.cli._demo_runtime:section",
+    "tileblas.cli._demo_memory:section",
+    "tileblas.cli._demo_async:section",
+    "tileblas.cli._demo_linalg:section",
+    "tileblas.cli._demo_rblas:section",
+    "tileblas.cli._demo_cluster:section",
 )
 
 

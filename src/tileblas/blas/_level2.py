@@ -43,8 +43,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _native
-from tileblas._blas_common import (
+from tileblas.kernels import _native
+from tileblas.blas._common import (
     DTYPE,
     REAL_CODE,
     SCALAR_CODE,
@@ -63,7 +63,7 @@ from tileblas._blas_common import (
     default_len_rot,
     small_path,
 )
-from tileblas._kernels import get_library
+from tileblas.kernels._openblas import get_library
 
 _call = _native.call
 _LIB = get_library(1)

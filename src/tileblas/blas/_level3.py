@@ -6,7 +6,7 @@ What this module owns
     ``overwrite_*`` rule and return values, and the one place where their arguments are checked.
 
     Every call goes *check -> convert -> compute*: flags and shapes are validated and operands converted
-    before the output is touched; then :func:`tileblas._dispatch.level3` computes in place on the kernel
+    before the output is touched; then :func:`tileblas.blas._dispatch.level3` computes in place on the kernel
     layer's argument order.  Inputs already of the right dtype are passed in whatever layout they have
     (the kernels reach column-major BLAS by transposition); only the output is made Fortran-ordered,
     because that is what SciPy returns.
@@ -42,11 +42,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas import _dispatch
-from tileblas._blas_common import _not_handled
+from tileblas.blas import _dispatch
+from tileblas.blas._common import _not_handled
 
 try:  # the small-call path (compiled); without it every call takes the Python path below
-    from tileblas._fastpath import Level3 as _Level3
+    from tileblas.blas._fastpath import Level3 as _Level3
 except ImportError:  # pragma: no cover - a build without the C module
     _Level3 = None
 
@@ -227,7 +227,7 @@ def _unalias(work: np.ndarray, *ops: np.ndarray) -> list[np.ndarray]:
 
 
 def _small(kind: str, prefix: str) -> Callable[..., Any]:
-    """The C small-call path of routine ``prefix + kind`` (:mod:`tileblas._fastpath`): given every argument
+    """The C small-call path of routine ``prefix + kind`` (:mod:`tileblas.blas._fastpath`): given every argument
     positionally, it computes a common small call at once or returns NotImplemented, having written
     nothing; the Python code after it then checks, converts and runs the call on the runtime."""
     return _not_handled if _Level3 is None else _Level3(kind, prefix)

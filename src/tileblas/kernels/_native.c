@@ -1,9 +1,9 @@
 /*
- * tileblas._native -- the only compiled code in tileblas.
+ * tileblas.kernels._native -- the only compiled code in tileblas.
  *
  * One generic caller for native BLAS/LAPACK entry points that takes every argument by pointer (the
  * Fortran calling convention) or as a register-sized integer (CBLAS ints and enums), and calls it with
- * the GIL released.  The Python kernel layer (tileblas._kernels) resolves symbol addresses once and passes
+ * the GIL released.  The Python kernel layer (tileblas.kernels._openblas) resolves symbol addresses once and passes
  * a compact signature string per call, so a call costs a few hundred nanoseconds, not the microseconds of
  * ctypes.
  *
@@ -283,7 +283,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "tileblas._native", "GIL-free generic caller for native BLAS.", -1, methods,
+    PyModuleDef_HEAD_INIT, "tileblas.kernels._native", "GIL-free generic caller for native BLAS.", -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -1,6 +1,6 @@
 """tileblas' OpenBLAS thread counts under threadpoolctl.
 
-tileblas loads its own OpenBLAS (:func:`tileblas._kernels.get_library`): the single-threaded instance the
+tileblas loads its own OpenBLAS (:func:`tileblas.kernels._openblas.get_library`): the single-threaded instance the
 tile workers share, and private copies that run one native call on several threads (the shared/native
 path of :mod:`tileblas.runtime`).  NumPy's and SciPy's thread settings never reach them.  This module
 makes them visible to, and controllable by, threadpoolctl through its documented extension point: a
@@ -66,11 +66,11 @@ def set_limit(n: int | None) -> None:
             raise ValueError(f"thread limit must be an int >= 1 or None; got {n!r}")
         if n >= default_threads():
             n = None
-    from . import _kernels
+    from . import _openblas
 
     with _LOCK:
         _STATE["limit"] = n
-        for lib in list(_kernels._LIBS.values()):
+        for lib in list(_openblas._LIBS.values()):
             lib.set_num_threads(effective_threads(lib.threads))
 
 
@@ -84,13 +84,13 @@ def status() -> dict:
         ``threadpoolctl`` (whether the controller is registered) and ``instances``: per loaded instance,
         ``nominal`` (the count it was created with) and ``num_threads`` (what OpenBLAS reports now).
     """
-    from . import _kernels
+    from . import _openblas
 
     return {
         "limit": _STATE["limit"],
         "native_threads": effective_threads(default_threads()),
         "threadpoolctl": _STATE["registered"],
-        "instances": [{"nominal": t, "num_threads": lib.num_threads()} for t, lib in sorted(_kernels._LIBS.items())],
+        "instances": [{"nominal": t, "num_threads": lib.num_threads()} for t, lib in sorted(_openblas._LIBS.items())],
     }
 
 
@@ -156,18 +156,18 @@ def _controller_class(threadpoolctl):
             set_limit(int(num_threads))
 
         def get_version(self):
-            from . import _kernels
+            from . import _openblas
 
             try:
-                return _kernels.get_library(1).config().split()[1]
+                return _openblas.get_library(1).config().split()[1]
             except Exception:
                 return None
 
         def set_additional_attributes(self):
-            from . import _kernels
+            from . import _openblas
 
             try:
-                self.openblas_filepath = _kernels.library_path()
+                self.openblas_filepath = _openblas.library_path()
             except ImportError:
                 self.openblas_filepath = None
 

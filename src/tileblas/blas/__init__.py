@@ -1,0 +1,18 @@
+"""Drop-in replacement for :mod:`scipy.linalg.blas`.
+
+Every routine of scipy.linalg.blas under the same name, signature, defaults, return values and in-place /
+``overwrite_*`` semantics, computed by tileblas' GIL-free kernel layer; Level-3 routines run on the tile
+runtime.  Switch ``from scipy.linalg import blas`` to ``from tileblas import blas`` and nothing else
+changes.
+"""
+
+from tileblas.blas._level1 import *  # noqa: F401,F403
+from tileblas.blas._level1 import __all__ as _all1
+from tileblas.blas._level2 import *  # noqa: F401,F403
+from tileblas.blas._level2 import __all__ as _all2
+from tileblas.blas._level3 import *  # noqa: F401,F403
+from tileblas.blas._level3 import __all__ as _all3
+from tileblas.blas._getfuncs import *  # noqa: F401,F403
+from tileblas.blas._getfuncs import __all__ as _allg
+
+__all__ = [*_allg, *_all1, *_all2, *_all3]

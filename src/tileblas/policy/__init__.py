@@ -1,0 +1,1 @@
+"""The decisions the runtime reads."""
