@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from tileblas._version import __version__
 
 _SUBMODULES = {"blas", "devices", "kernels", "runtime", "linalg", "rblas", "perf", "cli"}
 

@@ -33,7 +33,7 @@ _TRANS = ("N", "T", "C")
 
 
 # ----------------------------------------------------------------------------------------- checks
-def _h(x: Any, name: str) -> MatrixHandle:
+def _as_handle(x: Any, name: str) -> MatrixHandle:
     if not isinstance(x, MatrixHandle):
         raise TypeError(f"{name} must be a MatrixHandle (tileblas.asyncapi.handle(array)); got {type(x).__name__}")
     if x.deleted:
@@ -79,11 +79,11 @@ def _scalar(value: Any, name: str, dt: np.dtype, real: bool = False) -> Any:
 
 
 def _matrices(*pairs: tuple[str, Any]) -> np.dtype:
-    """Check 2-D live handles of one dtype (the first pair's); the dtype.  Errors as _h/_same_dtype/_ndim."""
+    """Check 2-D live handles of one dtype (the first pair's); the dtype.  Errors as _as_handle/_same_dtype/_ndim."""
     dt = None
     for name, h in pairs:
         if type(h) is not MatrixHandle or h.deleted:
-            _h(h, name)
+            _as_handle(h, name)
         if dt is None:
             dt = h.dtype
         elif h.dtype != dt:
@@ -114,7 +114,8 @@ def _distinct(out: tuple[str, MatrixHandle], *ins: tuple[str, MatrixHandle]) -> 
             raise ValueError(f"{out[0]} must not be the same handle as {name} (BLAS outputs cannot alias inputs)")
 
 
-def _cx(dt: np.dtype) -> float:
+def _flop_factor(dt: np.dtype) -> float:
+    """Real flops per counted flop: 4 for complex dtypes (one complex multiply-add is four real ones)."""
     return 4.0 if dt.kind == "c" else 1.0
 
 
@@ -140,7 +141,7 @@ def _op_shape(shape: tuple[int, ...], trans: str) -> tuple[int, int]:
     return (shape[1], shape[0]) if trans != "N" else (shape[0], shape[1])
 
 
-def _k3(device: Any, name: str, handles: tuple = ()) -> Callable[..., None]:
+def _level3_kernel(device: Any, name: str, handles: tuple = ()) -> Callable[..., None]:
     """The Level-3 kernel ``name`` on ``device``; None: the current tile runtime, whose devices with their own
     memory keep the tiles of ``handles`` cached across calls (see :meth:`MatrixHandle._keep_in`)."""
     if device is None:
@@ -196,7 +197,7 @@ def _run_mm(name: str, a: MatrixHandle, b: MatrixHandle, c: MatrixHandle, alpha:
     """The run function of gemm (f1, f2: transa, transb) and symm/hemm (side, uplo) on ``dev``; bound with
     functools.partial (one object per call, where a closure makes a cell per variable)."""
     A, B, C = a.acquire(dev, "r"), b.acquire(dev, "r"), c.acquire(dev, mode)
-    _k3(dev, name, (a, b, c))(alpha, A, B, beta, C, f1, f2)
+    _level3_kernel(dev, name, (a, b, c))(alpha, A, B, beta, C, f1, f2)
     return c
 
 
@@ -262,10 +263,10 @@ def _run_rank_k(name: str, a: MatrixHandle, b: MatrixHandle | None, c: MatrixHan
     C = c.acquire(dev, "rw")
     # flags by keyword: devices that model a kernel's cost read the output as the last positional
     if b is None:
-        _k3(dev, name, (a, c))(alpha, a.acquire(dev, "r"), beta, C, uplo=uplo, trans=trans)
+        _level3_kernel(dev, name, (a, c))(alpha, a.acquire(dev, "r"), beta, C, uplo=uplo, trans=trans)
     else:
         A, B = a.acquire(dev, "r"), b.acquire(dev, "r")
-        _k3(dev, name, (a, b, c))(alpha, A, B, beta, C, uplo=uplo, trans=trans)
+        _level3_kernel(dev, name, (a, b, c))(alpha, A, B, beta, C, uplo=uplo, trans=trans)
     return c
 
 
@@ -292,7 +293,7 @@ def her2k(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHand
 
 
 def _triangular(name: str, alpha, a, b, side, uplo, transa, diag) -> AsyncFuture:
-    a, b = _h(a, "a"), _h(b, "b")
+    a, b = _as_handle(a, "a"), _as_handle(b, "b")
     dt = _same_dtype(("b", b), ("a", a))
     _ndim(a, "a", 2)
     _ndim(b, "b", 2)
@@ -307,10 +308,10 @@ def _triangular(name: str, alpha, a, b, side, uplo, transa, diag) -> AsyncFuture
 
     def run(dev: Any) -> MatrixHandle:
         A, B = a.acquire(dev, "r"), b.acquire(dev, "rw")
-        _k3(dev, name, (a, b))(alpha, A, B, side, uplo, transa, diag)
+        _level3_kernel(dev, name, (a, b))(alpha, A, B, side, uplo, transa, diag)
         return b
 
-    return _submit(_openblas.prefix_of(dt) + name, run, (a, b), (b,), float(ka) * m * n * _cx(dt))
+    return _submit(_openblas.prefix_of(dt) + name, run, (a, b), (b,), float(ka) * m * n * _flop_factor(dt))
 
 
 def trmm(alpha: Any, a: MatrixHandle, b: MatrixHandle, side: str = "L", uplo: str = "U", transa: str = "N",
@@ -369,7 +370,7 @@ def _pair(x: MatrixHandle, y: MatrixHandle) -> np.dtype:
 
 def axpy(alpha: Any, x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
     """y := alpha*x + y (vectors, or matrices element-wise)."""
-    x, y = _h(x, "x"), _h(y, "y")
+    x, y = _as_handle(x, "x"), _as_handle(y, "y")
     dt = _pair(x, y)
     _distinct(("y", y), ("x", x))
     alpha = _scalar(alpha, "alpha", dt)
@@ -388,12 +389,12 @@ def axpy(alpha: Any, x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
             _writeback(Y, yy, order)
         return y
 
-    return _submit(p + "axpy", run, (x, y), (y,), 2.0 * size * _cx(dt), host_only=True)
+    return _submit(p + "axpy", run, (x, y), (y,), 2.0 * size * _flop_factor(dt), host_only=True)
 
 
 def scal(alpha: Any, x: MatrixHandle) -> AsyncFuture:
     """x := alpha*x."""
-    x = _h(x, "x")
+    x = _as_handle(x, "x")
     dt = x.dtype
     alpha = _scalar(alpha, "alpha", dt)
     p = _openblas.prefix_of(dt)
@@ -408,12 +409,12 @@ def scal(alpha: Any, x: MatrixHandle) -> AsyncFuture:
             _writeback(X, xx, order)
         return x
 
-    return _submit(p + "scal", run, (x,), (x,), float(size) * _cx(dt), host_only=True)
+    return _submit(p + "scal", run, (x,), (x,), float(size) * _flop_factor(dt), host_only=True)
 
 
 def copy(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
     """y := x."""
-    x, y = _h(x, "x"), _h(y, "y")
+    x, y = _as_handle(x, "x"), _as_handle(y, "y")
     dt = _pair(x, y)
     _distinct(("y", y), ("x", x))
     p = _openblas.prefix_of(dt)
@@ -432,7 +433,7 @@ def copy(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
 
 
 def _dot(x: MatrixHandle, y: MatrixHandle, conj: bool) -> AsyncFuture:
-    x, y = _h(x, "x"), _h(y, "y")
+    x, y = _as_handle(x, "x"), _as_handle(y, "y")
     dt = _pair(x, y)
     p = _openblas.prefix_of(dt)
     size = x.size
@@ -453,7 +454,7 @@ def _dot(x: MatrixHandle, y: MatrixHandle, conj: bool) -> AsyncFuture:
 
     name = p + ("dotc" if conj and dt.kind == "c" else ("dotu" if dt.kind == "c" else "dot"))
     reads = (x,) if x is y else (x, y)
-    return _submit(name, run, reads, (), 2.0 * size * _cx(dt), host_only=True)
+    return _submit(name, run, reads, (), 2.0 * size * _flop_factor(dt), host_only=True)
 
 
 def dot(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
@@ -468,7 +469,7 @@ def dotc(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
 
 def nrm2(x: MatrixHandle) -> AsyncFuture:
     """A future of the Euclidean (for matrices: Frobenius) norm of x."""
-    x = _h(x, "x")
+    x = _as_handle(x, "x")
     dt = x.dtype
     p = _openblas.prefix_of(dt)
     name = {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"}[p]
@@ -483,7 +484,7 @@ def nrm2(x: MatrixHandle) -> AsyncFuture:
             return rdt.type(0)
         return rdt.type(_lib(dev).call(name, ret + "iai", size, xx, incx))
 
-    return _submit(name, run, (x,), (), 2.0 * size * _cx(dt), host_only=True)
+    return _submit(name, run, (x,), (), 2.0 * size * _flop_factor(dt), host_only=True)
 
 
 # ----------------------------------------------------------------------------------------- Level 2
@@ -493,7 +494,7 @@ def _general(a: np.ndarray, trans: str, p: str) -> tuple[np.ndarray, int, str]:
 
 def gemv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandle, trans: str = "N") -> AsyncFuture:
     """y := alpha*op(a)@x + beta*y."""
-    a, x, y = _h(a, "a"), _h(x, "x"), _h(y, "y")
+    a, x, y = _as_handle(a, "a"), _as_handle(x, "x"), _as_handle(y, "y")
     dt = _same_dtype(("y", y), ("a", a), ("x", x))
     _ndim(a, "a", 2)
     _ndim(x, "x", 1)
@@ -528,11 +529,11 @@ def gemv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandl
         return y
 
     reads = (a, x, y) if mode == "rw" else (a, x)
-    return _submit(p + "gemv", run, reads, (y,), 2.0 * m * n * _cx(dt), host_only=True)
+    return _submit(p + "gemv", run, reads, (y,), 2.0 * m * n * _flop_factor(dt), host_only=True)
 
 
 def _ger(alpha, x, y, a, conj: bool) -> AsyncFuture:
-    x, y, a = _h(x, "x"), _h(y, "y"), _h(a, "a")
+    x, y, a = _as_handle(x, "x"), _as_handle(y, "y"), _as_handle(a, "a")
     dt = _same_dtype(("a", a), ("x", x), ("y", y))
     _ndim(a, "a", 2)
     _ndim(x, "x", 1)
@@ -566,7 +567,7 @@ def _ger(alpha, x, y, a, conj: bool) -> AsyncFuture:
             A[...] = f
         return a
 
-    return _submit(fn, run, (a, x, y), (a,), 2.0 * m * n * _cx(dt), host_only=True)
+    return _submit(fn, run, (a, x, y), (a,), 2.0 * m * n * _flop_factor(dt), host_only=True)
 
 
 def ger(alpha: Any, x: MatrixHandle, y: MatrixHandle, a: MatrixHandle) -> AsyncFuture:
@@ -581,7 +582,7 @@ def gerc(alpha: Any, x: MatrixHandle, y: MatrixHandle, a: MatrixHandle) -> Async
 
 def trsv(a: MatrixHandle, x: MatrixHandle, uplo: str = "U", trans: str = "N", diag: str = "N") -> AsyncFuture:
     """Solve op(a)@z = x for z, overwriting x (a triangular)."""
-    a, x = _h(a, "a"), _h(x, "x")
+    a, x = _as_handle(a, "a"), _as_handle(x, "x")
     dt = _same_dtype(("x", x), ("a", a))
     _ndim(a, "a", 2)
     _ndim(x, "x", 1)
@@ -612,4 +613,4 @@ def trsv(a: MatrixHandle, x: MatrixHandle, uplo: str = "U", trans: str = "N", di
             X[...] = xx
         return x
 
-    return _submit(p + "trsv", run, (a, x), (x,), float(n) * n * _cx(dt), host_only=True)
+    return _submit(p + "trsv", run, (a, x), (x,), float(n) * n * _flop_factor(dt), host_only=True)

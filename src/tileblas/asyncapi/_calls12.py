@@ -22,7 +22,7 @@ import numpy as np
 
 from tileblas.kernels import _openblas
 from tileblas.asyncapi._calls import (
-    _cx, _distinct, _flag, _h, _lib, _ndim, _same_dtype, _scalar, _submit, _vec_in, _vec_out,
+    _flop_factor, _distinct, _flag, _as_handle, _lib, _ndim, _same_dtype, _scalar, _submit, _vec_in, _vec_out,
 )
 from tileblas.asyncapi._futures import AsyncFuture
 from tileblas.asyncapi._handles import MatrixHandle
@@ -57,13 +57,13 @@ def _routine(family: str, dt: np.dtype, arg: str) -> tuple[str, Callable[..., An
 
 
 def _vector(x: Any, name: str) -> MatrixHandle:
-    x = _h(x, name)
+    x = _as_handle(x, name)
     _ndim(x, name, 1)
     return x
 
 
 def _matrix(a: Any, name: str) -> MatrixHandle:
-    a = _h(a, name)
+    a = _as_handle(a, name)
     _ndim(a, name, 2)
     return a
 
@@ -126,7 +126,7 @@ def asum(x: MatrixHandle) -> AsyncFuture:
         X = x.acquire(dev, "r")
         return rdt.type(fn(X)) if x.size else rdt.type(0)
 
-    return _submit(name, run, (x,), (), 2.0 * x.size * _cx(x.dtype), host_only=True)
+    return _submit(name, run, (x,), (), 2.0 * x.size * _flop_factor(x.dtype), host_only=True)
 
 
 def iamax(x: MatrixHandle) -> AsyncFuture:
@@ -164,7 +164,7 @@ def rot(x: MatrixHandle, y: MatrixHandle, c: Any, s: Any) -> AsyncFuture:
             _put(Y, yo)
         return x, y
 
-    return _submit(name, run, (x, y), (x, y), 6.0 * x.size * _cx(dt), host_only=True)
+    return _submit(name, run, (x, y), (x, y), 6.0 * x.size * _flop_factor(dt), host_only=True)
 
 
 def rotm(x: MatrixHandle, y: MatrixHandle, param: Any) -> AsyncFuture:
@@ -193,7 +193,7 @@ def rotm(x: MatrixHandle, y: MatrixHandle, param: Any) -> AsyncFuture:
 def _mv(family: str, alpha: Any, a: Any, x: Any, beta: Any, y: Any, n_of: Callable[[MatrixHandle], int],
         call: Callable[..., np.ndarray], flops: float | None, a_name: str = "a", a_ndim: int = 2) -> AsyncFuture:
     """y := alpha*A@x + beta*y for a square A of order n_of(a) (symmetric, Hermitian, banded or packed)."""
-    a = _h(a, a_name)
+    a = _as_handle(a, a_name)
     _ndim(a, a_name, a_ndim)
     x, y = _vector(x, "x"), _vector(y, "y")
     dt = _same_dtype(("y", y), (a_name, a), ("x", x))
@@ -217,7 +217,7 @@ def _mv(family: str, alpha: Any, a: Any, x: Any, beta: Any, y: Any, n_of: Callab
         return y
 
     reads = (a, x, y) if mode == "rw" else (a, x)
-    return _submit(name, run, reads, (y,), (2.0 * n * n if flops is None else flops) * _cx(dt), host_only=True)
+    return _submit(name, run, reads, (y,), (2.0 * n * n if flops is None else flops) * _flop_factor(dt), host_only=True)
 
 
 def _square(a: MatrixHandle, name: str = "a") -> int:
@@ -326,14 +326,14 @@ def gbmv(alpha: Any, a: MatrixHandle, x: MatrixHandle, beta: Any, y: MatrixHandl
         return y
 
     reads = (a, x, y) if mode == "rw" else (a, x)
-    return _submit(name, run, reads, (y,), 2.0 * n * (kl + ku + 1) * _cx(dt), host_only=True)
+    return _submit(name, run, reads, (y,), 2.0 * n * (kl + ku + 1) * _flop_factor(dt), host_only=True)
 
 
 # ----------------------------------------------------------------------------------------- Level 2: x := ...
 def _tv(family: str, a: Any, x: Any, uplo: Any, trans: Any, diag: Any, n_of: Callable[[MatrixHandle], int],
         call: Callable[..., np.ndarray], a_name: str = "a", a_ndim: int = 2) -> AsyncFuture:
     """x := op(A)@x or x := op(A)^-1 @ x for a triangular A (full, banded or packed)."""
-    a = _h(a, a_name)
+    a = _as_handle(a, a_name)
     _ndim(a, a_name, a_ndim)
     x = _vector(x, "x")
     dt = _same_dtype(("x", x), (a_name, a))
@@ -353,7 +353,7 @@ def _tv(family: str, a: Any, x: Any, uplo: Any, trans: Any, diag: Any, n_of: Cal
             _put(X, call(fn, A, X, lower, t, d))
         return x
 
-    return _submit(name, run, (a, x), (x,), float(n) * n * _cx(dt), host_only=True)
+    return _submit(name, run, (a, x), (x,), float(n) * n * _flop_factor(dt), host_only=True)
 
 
 def trmv(a: MatrixHandle, x: MatrixHandle, uplo: str = "U", trans: str = "N", diag: str = "N") -> AsyncFuture:
@@ -399,7 +399,7 @@ def geru(alpha: Any, x: MatrixHandle, y: MatrixHandle, a: MatrixHandle) -> Async
 def _rank(family: str, alpha: Any, x: Any, y: Any, a: Any, uplo: Any, packed: bool, real_alpha: bool) -> AsyncFuture:
     """a := a + (rank-1 or rank-2 update of one triangle), a full (n x n) or packed."""
     a_name = "ap" if packed else "a"
-    a = _h(a, a_name)
+    a = _as_handle(a, a_name)
     _ndim(a, a_name, 1 if packed else 2)
     x = _vector(x, "x")
     ys = () if y is None else (_vector(y, "y"),)
@@ -427,7 +427,7 @@ def _rank(family: str, alpha: Any, x: Any, y: Any, a: Any, uplo: Any, packed: bo
         _put(A, out)
         return a
 
-    flops = (2.0 if ys else 1.0) * n * (n + 1) * _cx(dt)
+    flops = (2.0 if ys else 1.0) * n * (n + 1) * _flop_factor(dt)
     return _submit(name, run, (a, x) + ys, (a,), flops, host_only=True)
 
 

@@ -15,9 +15,9 @@ def info() -> dict[str, Any]:
     """What tileblas found on this machine: devices, BLAS library, threads, GPUs."""
     import numpy as np
 
-    import tileblas
+    from tileblas._version import __version__
     from tileblas.kernels import _openblas
-    from tileblas.devices import cpu_count
+    from tileblas.devices import cpu_count, host_devices
 
     lib = _openblas.get_library(1)
     try:
@@ -40,7 +40,7 @@ def info() -> dict[str, Any]:
     except Exception as exc:  # no driver, no device
         gpu_note = f"CuPy present, no usable GPU ({type(exc).__name__})"
     return {
-        "tileblas": tileblas.__version__,
+        "tileblas": __version__,
         "python": sys.version.split()[0],
         "numpy": np.__version__,
         "platform": platform.platform(),
@@ -53,7 +53,7 @@ def info() -> dict[str, Any]:
             "path": lib.path,
             "threads_per_tile_worker": lib.num_threads(),
         },
-        "devices": [d.describe() for d in __import__("tileblas.devices", fromlist=["host_devices"]).host_devices()],
+        "devices": [d.describe() for d in host_devices()],
         "threads": threads_info(),
         "gpu": {"available": bool(gpus), "devices": gpus, "note": gpu_note},
         "paths": paths_info(),

@@ -20,7 +20,7 @@ def section(out: Callable[[str], None]) -> None:
     except ImportError as exc:
         out(f"skipped: needs dask and distributed (pip install 'tileblas[distributed]'); {exc}")
         return
-    import tileblas
+    from tileblas.runtime import Runtime
     from tileblas.runtime._cluster import clear_transfer_logs, local_cluster
 
     n, chunk, trials = 2048, 1024, 2
@@ -36,7 +36,7 @@ def section(out: Callable[[str], None]) -> None:
         rt = None
         try:
             client.wait_for_workers(2, timeout=60)
-            rt = tileblas.Runtime(devices=client, tile_size=chunk)
+            rt = Runtime(devices=client, tile_size=chunk)
             out(f"LocalCluster of 2 single-threaded worker processes on {client.scheduler.address} "
                 f"(started in {time.perf_counter() - t0:.1f} s); devices: "
                 + ", ".join(f"{d.name}={d.address}" for d in rt.devices))
@@ -95,4 +95,4 @@ def section(out: Callable[[str], None]) -> None:
                 rt.shutdown()
             client.close()
             cluster.close()
-    out("cluster shut down; see `tileblas.Runtime(devices=client_or_address)` and benchmarks/bench_cluster.py")
+    out("cluster shut down; see `Runtime(devices=client_or_address)` and benchmarks/bench_cluster.py")
