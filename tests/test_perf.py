@@ -676,6 +676,7 @@ def test_suggest_import_is_light():
 
 
 def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
+    from tileblas import linalg
     from tileblas.kernels import _openblas
     from tileblas.kernels import _recursive
     from tileblas.perf import _suggest
@@ -695,7 +696,7 @@ def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
         heuristic = P.default_tile_size("gemm", 2048, 2048, 2048, 2)
         assert r.tile_size_for("gemm", 2048, 2048, 2048) == heuristic  # no model for this machine yet
         b = b0.copy(order="F")
-        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
+        linalg.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
         assert stops[-1] == _recursive.DEFAULT_STOP
         _mirror_to_this_machine(synthetic_repo)
         _suggest.clear_cache()
@@ -706,9 +707,12 @@ def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
         r.gemm(1.0, np.ones((600, 300)), np.ones((300, 600)), 0.0, c)
         assert np.all(c == 300.0)
         b = b0.copy(order="F")
-        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
+        linalg.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
         assert stops[-1] == perf.suggest("recursion_stop", routine="dtrsm", side="L", n=40) == 128
         np.testing.assert_allclose(b, expect, rtol=1e-10, atol=1e-12)
+        # the kernel itself decides nothing: called directly without a stop it keeps its default
+        _recursive.recursive_trsm(1.0, a, b0.copy(order="F"), "L", "L", "N", "N", lib=_openblas.get_library(1))
+        assert stops[-1] == _recursive.DEFAULT_STOP
     with Runtime(devices=2, deterministic=True) as r:  # deterministic partitions ignore the models
         assert r.tile_size_for("gemm", 2048, 2048, 2048) == P.default_tile_size(
             "gemm", 2048, 2048, 2048, P.DETERMINISTIC_DEVICES)

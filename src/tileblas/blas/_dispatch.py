@@ -28,13 +28,13 @@ _APPLIED = [False]
 def fastpath_limits() -> dict[str, float]:
     """Per routine, the flops below which the policy in force computes with one native call on all threads
     in every precision (finite; ``sys.float_info.max`` for "always")."""
-    from tileblas.devices import cpu
-    from tileblas.policy import _paths
+    from tileblas.policy import _paths, _recursion
 
     pol = _paths.policy()
     rec = math.inf
     for (fam, _), rule in pol.recursion.items():  # the fewest flops (real count) at which recursion is chosen
-        order, rhs = (cpu.RECURSIVE_MIN_ORDER, cpu.RECURSIVE_RHS[0]) if rule is None else (rule[0], rule[1])
+        order, rhs = ((_recursion.RECURSIVE_MIN_ORDER, _recursion.RECURSIVE_RHS[0]) if rule is None
+                      else (rule[0], rule[1]))
         rec = min(rec, float(order) * order * max(rhs, 1))
     return {k: min(v, sys.float_info.max) for k, v in pol.level3_limits(rec).items()}
 

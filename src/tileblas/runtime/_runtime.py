@@ -383,7 +383,7 @@ class Runtime:
         kernel = dev.shared_kernel(name, self._policy_threads)
         path = "small" if flops < self.small_flops else "shared"
         if name in ("trmm", "trsm"):
-            from tileblas.devices.cpu import recursion_faster
+            from tileblas.policy._recursion import recursion_faster
 
             rhs = shape[1] if b["side"] == "L" else shape[0]
             if recursion_faster(shape[2], rhs, self._policy_threads, name, out.dtype.char):
