@@ -8,7 +8,7 @@ trmm/trsm kernels (:mod:`tileblas.devices.cpu`), the runtime's native path (for 
   shape and thread count: by the rule ``tileblas tune`` stored in the path policy
   (:mod:`tileblas.policy._paths`), else by the shipped constants below.
 * :func:`recursion_stop`: the stopping size: this machine's performance models' answer for float64 where
-  ``tileblas tune`` built them (:func:`tileblas.perf.suggest`), else the measured default
+  ``tileblas tune`` built them (:func:`tileblas.policy._suggest.suggest`), else the measured default
   :func:`tileblas.kernels._recursive.default_stop`.
 
 What it must not touch
@@ -60,7 +60,7 @@ def recursion_stop(kind: str, side: str, free: int, dtype: Any) -> int:
     from tileblas.kernels import _recursive
 
     if dtype == np.float64:
-        from tileblas.perf import suggest
+        from tileblas.policy._suggest import suggest
 
         stop = suggest("recursion_stop", routine="d" + kind, side=side, n=free)
         if stop is not None:

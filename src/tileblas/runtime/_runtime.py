@@ -286,7 +286,7 @@ class Runtime:
         nd = self._devices_for_partition()
         if not self.deterministic and (flops is None or flops >= self.small_flops) \
                 and all(d.host_memory for d in self._devices):
-            from tileblas.perf import suggest
+            from tileblas.policy._suggest import suggest
 
             chain = name in P.CHAIN_ROUTINES
             tile = suggest("tile_size", m=m, n=n, k=k, devices=nd, candidates=P.TILE_CANDIDATES,
