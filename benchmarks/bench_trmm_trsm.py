@@ -241,7 +241,7 @@ def tile_threshold(sizes, trials) -> list[dict]:
     """The host CPU device's trmm/trsm tile kernels: OpenBLAS's own routine vs the recursion, on 1 and on
     all cores, square blocks (the tile shape) and 64 right-hand sides; gives RECURSIVE_MIN_ORDER."""
     from tileblas.kernels import _openblas
-    from tileblas.kernels._recursive import recursive_trmm, recursive_trsm
+    from tileblas.linalg import recursive_trmm, recursive_trsm  # the stop the CPU kernels use (models or default)
 
     rng = np.random.default_rng(4)
     rows = []

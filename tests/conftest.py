@@ -12,7 +12,7 @@ def _no_user_model_repository(tmp_path_factory):
     """Point ``TILEBLAS_MODEL_DB`` at a file that does not exist, so that performance models a user built
     with ``tileblas tune`` never change the tile sizes or recursion stops the tests see (tests that want
     a repository set the variable themselves)."""
-    from tileblas.perf._suggest import clear_cache
+    from tileblas.policy._suggest import clear_cache
 
     from tileblas.policy import _paths
 

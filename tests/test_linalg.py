@@ -262,7 +262,7 @@ def test_cholesky_bad_input():
 def test_potrs_kernel_choice(monkeypatch):
     """recursive=True/False/None give the same solution; None follows the measured rule."""
     from tileblas.kernels import _recursive
-    from tileblas.devices import cpu
+    from tileblas.policy import _recursion
 
     calls = []
     real = _recursive.recursive_trsm
@@ -279,8 +279,8 @@ def test_potrs_kernel_choice(monkeypatch):
     for rec in (True, False, None):
         np.testing.assert_allclose(linalg.potrs(cf, b, recursive=rec, threads=2), want, atol=1e-10)
     assert calls == [(90, 6), (90, 6)]  # only recursive=True: the default keeps OpenBLAS at this size
-    monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 64)
-    monkeypatch.setattr(cpu, "RECURSIVE_RHS", (4, 8))
+    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_ORDER", 64)
+    monkeypatch.setattr(_recursion, "RECURSIVE_RHS", (4, 8))
     calls.clear()
     np.testing.assert_allclose(linalg.potrs(cf, b, threads=2), want, atol=1e-10)
     np.testing.assert_allclose(linalg.potrs(cf, b, threads=1), want, atol=1e-10)  # 1 thread: OpenBLAS

@@ -209,7 +209,7 @@ def test_the_fast_path_gets_the_policy_limits(monkeypatch):
             calls.append(dict(limits))
 
     monkeypatch.setitem(sys.modules, "tileblas.blas._fastpath", Fake)
-    monkeypatch.setattr(tileblas, "_fastpath", Fake, raising=False)
+    monkeypatch.setattr(blas, "_fastpath", Fake, raising=False)
     pol = _policy(tile=3e8, recursion=(1024.0, 32.0, 128.0))
     pol.tile_flops[("gemm", "complex")] = 1e8
     _use(monkeypatch, pol)

@@ -32,9 +32,10 @@ from tileblas.perf import (
     trinv,
     validate,
 )
-from tileblas.perf._algorithms import _PLANS
-from tileblas.perf._modeler import Submodel
-from tileblas.perf._trace import ROUTINES
+from tileblas.perf._predictor import needed_models
+from tileblas.policy._calls import ROUTINES
+from tileblas.policy._models import Submodel
+from tileblas.policy._variants import _PLANS
 
 KEY = ModelKey("test-machine", "openblas", "0.0", 1, "cpu", "in-cache")
 
@@ -367,7 +368,7 @@ def test_repository_read_only_file(tmp_path, monkeypatch):
     """SQLite opens the file read-only (as it would without write permission); the permission test itself is
     stubbed because root may write any file."""
     path, sm = _filled_repository(tmp_path / "m.sqlite")
-    monkeypatch.setattr("tileblas.perf._repository._writable", lambda p: False)
+    monkeypatch.setattr("tileblas.policy._repository._writable", lambda p: False)
     _check_read_only(path, sm)
 
 
@@ -542,8 +543,8 @@ def _flop_time(routine):
 @pytest.fixture
 def synthetic_repo(tmp_path):
     repo = Repository(tmp_path / "s.sqlite")
-    need = perf._predictor.needed_models(trace_trinv(n, v, b) for n in (64, 128) for v in TRINV_VARIANTS
-                                         for b in (16, 32))
+    need = needed_models(trace_trinv(n, v, b) for n in (64, 128) for v in TRINV_VARIANTS
+                         for b in (16, 32))
     need[("dgemm", ("N", "N"))] = ([8, 8, 8], [128, 128, 128])
     need[("dtrsm", ("L", "L", "N"))] = ([8, 8], [128, 512])
     for (routine, flags), (lo, hi) in need.items():
@@ -592,7 +593,7 @@ def _mirror_to_this_machine(repo):
 
 
 def test_suggest_answers_from_models(synthetic_repo, tmp_path, monkeypatch):
-    from tileblas.perf import _suggest
+    from tileblas.policy import _suggest
 
     monkeypatch.setattr(_suggest, "RECHECK_S", 0.0)  # see repository changes at once
     _suggest.clear_cache()
@@ -620,7 +621,7 @@ def test_suggest_answers_from_models(synthetic_repo, tmp_path, monkeypatch):
 
 
 def test_suggest_is_memoised_and_follows_repository_changes(synthetic_repo, monkeypatch):
-    from tileblas.perf import _suggest
+    from tileblas.policy import _suggest
 
     _suggest.clear_cache()
     db = str(synthetic_repo.path)
@@ -646,7 +647,7 @@ def test_suggest_is_memoised_and_follows_repository_changes(synthetic_repo, monk
 def test_suggest_damaged_repository_is_silent(tmp_path, content):
     import warnings
 
-    from tileblas.perf import _suggest
+    from tileblas.policy import _suggest
 
     _suggest.clear_cache()
     bad = tmp_path / "junk.sqlite"
@@ -668,17 +669,19 @@ def test_suggest_import_is_light():
     import sys
 
     code = ("import sys, tileblas; from tileblas.perf import suggest; "
-            "print(sorted(m for m in sys.modules if m.startswith('tileblas.perf') or m == 'sqlite3'))")
+            "print(sorted(m for m in sys.modules if m.startswith(('tileblas.perf', 'tileblas.policy'))"
+            " or m == 'sqlite3'))")
     env = {**os.environ, "TILEBLAS_MODEL_DB": "/nonexistent/models.sqlite"}
     out = subprocess.run([sys.executable, "-c", code + "; print(suggest('tile_size', n=100))"], env=env,
                          capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[0] == "['tileblas.perf', 'tileblas.perf._suggest']" and out[1] == "None"
+    assert out[0] == "['tileblas.perf', 'tileblas.policy', 'tileblas.policy._suggest']" and out[1] == "None"
 
 
 def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
+    from tileblas import linalg
     from tileblas.kernels import _openblas
     from tileblas.kernels import _recursive
-    from tileblas.perf import _suggest
+    from tileblas.policy import _suggest
     from tileblas.runtime import Runtime
     from tileblas.runtime import _planner as P
 
@@ -695,7 +698,7 @@ def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
         heuristic = P.default_tile_size("gemm", 2048, 2048, 2048, 2)
         assert r.tile_size_for("gemm", 2048, 2048, 2048) == heuristic  # no model for this machine yet
         b = b0.copy(order="F")
-        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
+        linalg.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
         assert stops[-1] == _recursive.DEFAULT_STOP
         _mirror_to_this_machine(synthetic_repo)
         _suggest.clear_cache()
@@ -706,9 +709,12 @@ def test_runtime_and_recursion_read_the_models(synthetic_repo, monkeypatch):
         r.gemm(1.0, np.ones((600, 300)), np.ones((300, 600)), 0.0, c)
         assert np.all(c == 300.0)
         b = b0.copy(order="F")
-        _recursive.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
+        linalg.recursive_trsm(1.0, a, b, "L", "L", "N", "N", lib=_openblas.get_library(1))
         assert stops[-1] == perf.suggest("recursion_stop", routine="dtrsm", side="L", n=40) == 128
         np.testing.assert_allclose(b, expect, rtol=1e-10, atol=1e-12)
+        # the kernel itself decides nothing: called directly without a stop it keeps its default
+        _recursive.recursive_trsm(1.0, a, b0.copy(order="F"), "L", "L", "N", "N", lib=_openblas.get_library(1))
+        assert stops[-1] == _recursive.DEFAULT_STOP
     with Runtime(devices=2, deterministic=True) as r:  # deterministic partitions ignore the models
         assert r.tile_size_for("gemm", 2048, 2048, 2048) == P.default_tile_size(
             "gemm", 2048, 2048, 2048, P.DETERMINISTIC_DEVICES)
@@ -742,7 +748,7 @@ def test_build_models_for_covers_and_grows_domains(tmp_path):
     repo.set_property(KEY, "peak_gflops", 1.0)  # no peak measurement in a unit test
     kw = dict(variants=[3], reps=1, validation_points=0, min_size=64, log=lambda s: None)
     first = perf.build_models_for("trinv", [32], [8], repo, KEY, **kw)
-    assert {(m.routine, m.flags) for m in first} == {(r, f) for (r, f) in perf._predictor.needed_models(
+    assert {(m.routine, m.flags) for m in first} == {(r, f) for (r, f) in needed_models(
         [trace_trinv(32, 3, 8)])}
     assert perf.build_models_for("trinv", [32], [8], repo, KEY, **kw) == []  # covered: nothing rebuilt
     grown = {(m.routine, m.flags): m for m in perf.build_models_for("trinv", [64], [8], repo, KEY, **kw)}
@@ -750,7 +756,7 @@ def test_build_models_for_covers_and_grows_domains(tmp_path):
     for m in first:
         g = repo.load(KEY, m.routine, m.flags)
         assert all(a <= b for a, b in zip(g.lo, m.lo)) and all(a >= b for a, b in zip(g.hi, m.hi))
-    for (routine, flags), (lo, hi) in perf._predictor.needed_models([trace_trinv(64, 3, 8)]).items():
+    for (routine, flags), (lo, hi) in needed_models([trace_trinv(64, 3, 8)]).items():
         g = repo.load(KEY, routine, flags)
         assert all(a <= b for a, b in zip(g.lo, lo)) and all(a >= b for a, b in zip(g.hi, hi))
     Predictor(repo, KEY).predict("trinv", 64, 3, 8)  # every call of the trace has a model

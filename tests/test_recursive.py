@@ -346,10 +346,11 @@ def _spy(monkeypatch, cpu, kind):
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
 def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch):
     from tileblas.devices import cpu
+    from tileblas.policy import _recursion
 
     calls = _spy(monkeypatch, cpu, kind)
-    monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 40)
-    monkeypatch.setattr(cpu, "RECURSIVE_RHS", (4, 8))
+    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_ORDER", 40)
+    monkeypatch.setattr(_recursion, "RECURSIVE_RHS", (4, 8))
     rng = np.random.default_rng(5)
     for threads in (2, 1):
         run = cpu.CPUDevice(0, threads).kernel(kind)
@@ -367,12 +368,13 @@ def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch):
 def test_tile_runtime_with_recursive_tile_kernels(kind, monkeypatch):
     """A tiled call whose diagonal tiles are above the threshold gives the same result."""
     from tileblas.devices import cpu
+    from tileblas.policy import _recursion
     from tileblas.runtime import Runtime
 
     calls = _spy(monkeypatch, cpu, kind)
-    monkeypatch.setattr(cpu, "RECURSIVE_MIN_ORDER", 16)
-    monkeypatch.setattr(cpu, "RECURSIVE_MIN_THREADS", 1)
-    monkeypatch.setattr(cpu, "RECURSIVE_RHS", (1, 64))
+    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_ORDER", 16)
+    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_THREADS", 1)
+    monkeypatch.setattr(_recursion, "RECURSIVE_RHS", (1, 64))
     rng = np.random.default_rng(6)
     a = np.asfortranarray(tri_matrix(rng, 100, np.float64))
     b = np.asfortranarray(rand(rng, (100, 30), np.float64))

@@ -311,7 +311,7 @@ def test_default_tile_size_gives_enough_tiles():
 
 
 def test_default_tiles_of_trmm_trsm_chains_are_finer(monkeypatch):
-    from tileblas import perf
+    from tileblas.policy import _suggest
     from tileblas.runtime import _planner as P
 
     with Runtime(devices=2) as r:
@@ -331,10 +331,10 @@ def test_default_tiles_of_trmm_trsm_chains_are_finer(monkeypatch):
         assert tails[0] < tails[1] < tails[2] < 1.0 and mixes[0] < mixes[1] < mixes[2] < 1.0
         assert P._tile_rate(256) < P._tile_rate(512) < P._tile_rate(1024) < 1.0
         # a stored model's GEMM-based answer is capped by the chain heuristic, not taken as is
-        monkeypatch.setattr(perf, "suggest", lambda *a, **k: 1024)
+        monkeypatch.setattr(_suggest, "suggest", lambda *a, **k: 1024)
         assert r.tile_size_for("trsm", 4096, 4096, 4096) == 512
         assert r.tile_size_for("gemm", 4096, 4096, 4096) == 1024
-        monkeypatch.setattr(perf, "suggest", lambda *a, **k: 256)
+        monkeypatch.setattr(_suggest, "suggest", lambda *a, **k: 256)
         assert r.tile_size_for("trmm", 4096, 4096, 4096) == 256
 
 

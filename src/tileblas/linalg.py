@@ -9,7 +9,11 @@ What this module owns
       its ``minor`` attribute) and :class:`SingularTriangularError`, both :class:`numpy.linalg.LinAlgError`.
 
 What it must not touch
-    Kernel internals (tileblas.kernels._recursive builds the recursion, tileblas.kernels._openblas calls BLAS).
+    Kernel internals (tileblas.kernels._recursive builds the recursion, tileblas.kernels._openblas calls BLAS),
+    and the devices and runtime: it imports the kernels and the policy only.  Where the caller names no
+    ``stop``, the recursion's stopping size and the choice of the recursion over OpenBLAS's own routine
+    come from :mod:`tileblas.policy._recursion` (this machine's models and path policy, else the shipped
+    measurements) and are passed to the kernels.
 
 Caller's arrays are never left half-written: the Cholesky factorization, the only step that can fail
 part-way, always runs on a private copy; ``overwrite_*`` lets the *result* reuse the caller's memory once
@@ -26,6 +30,8 @@ import numpy as np
 from tileblas.kernels import _openblas
 from tileblas.kernels import _recursive as _rec
 from tileblas.kernels._recursive import TriangularSingularError as SingularTriangularError
+from tileblas.kernels._threadpool import cpu_count
+from tileblas.policy._recursion import recursion_faster, recursion_stop
 
 __all__ = [
     "NotPositiveDefiniteError",
@@ -43,8 +49,36 @@ __all__ = [
     "recursive_trsm",
 ]
 
-recursive_trmm = _rec.recursive_trmm
-recursive_trsm = _rec.recursive_trsm
+
+def _free(b: Any, side: str) -> int:
+    """Columns of B on its non-triangular side (rows for side 'R'): what the stopping size depends on."""
+    return b.shape[1] if side == "L" else b.shape[0]
+
+
+def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
+                   transa: str = "N", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
+                   stop: int | None = None, threads: int | None = None) -> None:
+    """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
+
+    :func:`tileblas.kernels._recursive.recursive_trmm` (inputs trusted, kernel-layer argument order) with
+    ``stop`` defaulting to this machine's performance models' value for float64 when ``tileblas tune``
+    built them, else the measured default (:func:`tileblas.policy._recursion.recursion_stop`).
+    """
+    if stop is None:
+        stop = recursion_stop("trmm", side, _free(b, side), b.dtype)
+    _rec.recursive_trmm(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
+
+
+def recursive_trsm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
+                   transa: str = "N", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
+                   stop: int | None = None, threads: int | None = None) -> None:
+    """Solve op(a)@x = alpha*b (side 'L') or x@op(a) = alpha*b (side 'R') for x in place, recursively.
+
+    Arguments as :func:`recursive_trmm`.
+    """
+    if stop is None:
+        stop = recursion_stop("trsm", side, _free(b, side), b.dtype)
+    _rec.recursive_trsm(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -113,8 +147,6 @@ def _check_finite(arr: np.ndarray, name: str) -> None:
 
 def _lib(threads: int | None) -> _openblas.BlasLibrary:
     if threads is None:
-        from tileblas.devices.cpu import cpu_count
-
         threads = cpu_count()
     if not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads must be a positive integer; got {threads!r}")
@@ -127,6 +159,12 @@ def _stop(stop: Any) -> int | None:
     if not isinstance(stop, (int, np.integer)) or isinstance(stop, bool) or stop < 1:
         raise ValueError(f"stop must be a positive integer; got {stop!r}")
     return int(stop)
+
+
+def _tri_stop(stop: Any, kind: str, side: str, b: np.ndarray) -> int:
+    """The caller's ``stop`` (validated), else :func:`tileblas.policy._recursion.recursion_stop`."""
+    st = _stop(stop)
+    return recursion_stop(kind, side, _free(b, side), b.dtype) if st is None else st
 
 
 def _zero_diagonal(c: np.ndarray) -> int:
@@ -182,7 +220,9 @@ _TRI_DOC = """
         'U' takes the diagonal of ``a`` as all ones.
     stop : int, optional
         Stopping size of the recursion: blocks of at most this order go to the native routine.
-        Default: a measured value (``tileblas.kernels._recursive.default_stop``: 256, 512 from 256 right-hand sides).
+        Default: this machine's performance models' value for float64 when ``tileblas tune`` built them,
+        else a measured value (``tileblas.kernels._recursive.default_stop``: 256, 512 from 256 right-hand
+        sides).
     threads : int, optional
         Host cores to use (default: all).
     check_finite : bool, default False
@@ -228,7 +268,7 @@ def trmm(alpha: Any, a: Any, b: np.ndarray, side: str = "L", uplo: str = "U", tr
     """Triangular matrix product in place by recursion into GEMMs: b := alpha*op(a)@b or alpha*b@op(a).
     """
     a, b, side, uplo, transa, diag = _tri_args(alpha, a, b, side, uplo, transa, diag, check_finite)
-    _rec.recursive_trmm(alpha, a, b, side, uplo, transa, diag, lib=_lib(threads), stop=_stop(stop))
+    _rec.recursive_trmm(alpha, a, b, side, uplo, transa, diag, lib=_lib(threads), stop=_tri_stop(stop, "trmm", side, b))
     return b
 
 
@@ -245,7 +285,7 @@ def trsm(alpha: Any, a: Any, b: np.ndarray, side: str = "L", uplo: str = "U", tr
         bad = _zero_diagonal(a)
         if bad:
             raise SingularTriangularError(bad)
-    _rec.recursive_trsm(alpha, a, b, side, uplo, transa, diag, lib=_lib(threads), stop=_stop(stop))
+    _rec.recursive_trsm(alpha, a, b, side, uplo, transa, diag, lib=_lib(threads), stop=_tri_stop(stop, "trsm", side, b))
     return b
 
 
@@ -333,7 +373,7 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
 
     Two triangular solves: U^H y = b, U x = y (or L y = b, L^H x = y), each by the recursion where it
     measured faster than OpenBLAS's own dtrsm for that shape and core count (many cores, a large factor
-    and few right-hand sides: :func:`tileblas.devices.cpu.recursion_faster`), else by OpenBLAS's dtrsm.
+    and few right-hand sides: :func:`tileblas.policy._recursion.recursion_faster`), else by OpenBLAS's dtrsm.
 
     Parameters
     ----------
@@ -387,10 +427,11 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
     if x2.size:
         lib, st = _lib(threads), _stop(stop)
         if recursive is None:
-            from tileblas.devices.cpu import recursion_faster
-
             recursive = st is not None or recursion_faster(n, x2.shape[1], lib.threads)
         if recursive:
+            if st is None:
+                st = recursion_stop("trsm", "L", x2.shape[1], x2.dtype)
+
             def solve(trans: str) -> None:
                 _rec.recursive_trsm(1.0, cc, x2, "L", uplo, trans, "N", lib=lib, stop=st)
         else:
@@ -443,7 +484,7 @@ def trtri(c: Any, lower: bool = False, unit_diagonal: bool = False, overwrite_c:
     w = _private_fortran(c, dtype, overwrite_c)
     if w.shape[0]:
         _rec.recursive_trtri(w, "L" if lower else "U", "U" if unit_diagonal else "N", lib=_lib(threads),
-                             stop=_stop(stop))
+                             stop=_stop(stop), faster=recursion_faster)
     return w
 
 
@@ -490,8 +531,8 @@ def potri(c: Any, lower: bool = False, overwrite_c: bool = False, check_finite: 
         flip = _c_ordered(w)
         wf, uplo = (w.T, "U" if lower else "L") if flip else (w, "L" if lower else "U")
         lib, st = _lib(threads), _stop(stop)
-        _rec.recursive_trtri(wf, uplo, "N", lib=lib, stop=st)
-        _rec.recursive_lauum(wf, uplo, lib=lib, stop=st)
+        _rec.recursive_trtri(wf, uplo, "N", lib=lib, stop=st, faster=recursion_faster)
+        _rec.recursive_lauum(wf, uplo, lib=lib, stop=st, faster=recursion_faster)
     return w
 
 

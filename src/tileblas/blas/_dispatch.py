@@ -11,6 +11,11 @@ The path policy (:mod:`tileblas.policy._paths`: one native call on all threads, 
 read on the first call; :func:`apply_policy` then hands the C fast path in front of the public routines
 (``tileblas.blas._fastpath``, where it exists) the flop limits below which it may make the one native call
 itself.  ``tileblas tune`` calls :func:`apply_policy` again after storing new crossovers.
+
+The C small-call path stands in for the default runtime tileblas made itself; when that runtime closes or
+the default is replaced, the runtime calls :func:`_release`, which this module registers with
+:func:`tileblas.runtime._runtime.on_release` before it first turns the path on (the runtime never imports
+tileblas.blas).
 """
 
 from __future__ import annotations
@@ -28,13 +33,13 @@ _APPLIED = [False]
 def fastpath_limits() -> dict[str, float]:
     """Per routine, the flops below which the policy in force computes with one native call on all threads
     in every precision (finite; ``sys.float_info.max`` for "always")."""
-    from tileblas.devices import cpu
-    from tileblas.policy import _paths
+    from tileblas.policy import _paths, _recursion
 
     pol = _paths.policy()
     rec = math.inf
     for (fam, _), rule in pol.recursion.items():  # the fewest flops (real count) at which recursion is chosen
-        order, rhs = (cpu.RECURSIVE_MIN_ORDER, cpu.RECURSIVE_RHS[0]) if rule is None else (rule[0], rule[1])
+        order, rhs = ((_recursion.RECURSIVE_MIN_ORDER, _recursion.RECURSIVE_RHS[0]) if rule is None
+                      else (rule[0], rule[1]))
         rec = min(rec, float(order) * order * max(rhs, 1))
     return {k: min(v, sys.float_info.max) for k, v in pol.level3_limits(rec).items()}
 
@@ -108,10 +113,18 @@ def _sync_fastpath(rt: Any) -> None:
         return
     from tileblas.blas._level3 import LEVEL3_FAMILIES
 
+    _runtime.on_release(_release)  # off again when rt closes or stops being the default
     lib = _openblas.get_library(threads)
     _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps})
     _FAST[0] = rt
     _fastpath.set_state(True, _runtime._CURRENT)
+
+
+def _release(rt: Any) -> None:
+    """The runtime's release hook: the small-call path goes off when the runtime it stands in for closes
+    (``rt``), or when the default runtime is replaced (``rt`` None)."""
+    if rt is None or _FAST[0] is rt:
+        fastpath_off()
 
 
 def fastpath_off() -> None:

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = args.func(args)
     except Exception as exc:
-        from tileblas.perf._repository import RepositoryError
+        from tileblas.policy._repository import RepositoryError
 
         if not isinstance(exc, (ValueError, TypeError, OSError, RepositoryError)):
             raise

@@ -74,16 +74,15 @@ def paths_info() -> dict[str, Any]:
     """The Level-3 paths and crossovers in force for the process-default runtime, and where they came from
     (:mod:`tileblas.policy._paths`)."""
     from tileblas.blas import _dispatch
-    from tileblas.devices import cpu
     from tileblas.kernels import _threadpool
-    from tileblas.policy import _paths
+    from tileblas.policy import _paths, _recursion
 
     pol = _paths.policy()
     d = pol.describe()
     d["path_file"] = str(_paths.policy_path())
-    d["shipped_recursion"] = {"min_order": cpu.RECURSIVE_MIN_ORDER, "rhs": list(cpu.RECURSIVE_RHS),
-                              "min_threads": cpu.RECURSIVE_MIN_THREADS}
-    d["native_threads"] = _threadpool.effective_threads(cpu.cpu_count())
+    d["shipped_recursion"] = {"min_order": _recursion.RECURSIVE_MIN_ORDER, "rhs": list(_recursion.RECURSIVE_RHS),
+                              "min_threads": _recursion.RECURSIVE_MIN_THREADS}
+    d["native_threads"] = _threadpool.effective_threads(_threadpool.cpu_count())
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
     try:
         from tileblas.blas import _fastpath  # type: ignore[attr-defined]

@@ -64,7 +64,7 @@ def ranking_agreement(predicted: dict[int, float], measured: dict[int, float], t
 def _cmd_build(args: argparse.Namespace) -> int:
     from tileblas.perf import Sampler, build_submodel, current_key
     from tileblas.perf._sampler import leading_dimension
-    from tileblas.perf._trace import routine_spec
+    from tileblas.policy._calls import routine_spec
 
     spec = routine_spec(args.routine)
     flags = tuple(args.flags.upper()) if args.flags else tuple(v[0] for v in spec.flag_values)

@@ -7,65 +7,43 @@ computation thread").  Device arrays are host arrays, so moving data costs nothi
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import numpy as np
 
 from tileblas.kernels import _openblas
 from tileblas.kernels import _recursive
+from tileblas.kernels._threadpool import cpu_count
 from tileblas.devices._base import Device, register_device_kind
-from tileblas.policy import _paths
+from tileblas.policy._recursion import (  # noqa: F401 - re-exported: their old home
+    RECURSIVE_MIN_ORDER,
+    RECURSIVE_MIN_THREADS,
+    RECURSIVE_RHS,
+    recursion_faster,
+    recursion_stop,
+)
 
 __all__ = ["CPUDevice", "host_devices", "cpu_count", "recursion_faster"]
 
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 
-#: When the trmm/trsm kernels run the recursive algorithm (:func:`tileblas.kernels._recursive.recursive_trmm` /
-#: ``recursive_trsm``) instead of OpenBLAS's own routine: on a device with at least
-#: RECURSIVE_MIN_THREADS BLAS threads, for a triangle of order >= RECURSIVE_MIN_ORDER and a number of
-#: right-hand sides (the other dimension of B) within RECURSIVE_RHS.  Measured on 2 cores with the
-#: recursion issuing its native calls directly (``benchmarks/bench_trmm_trsm.py --tile-threshold`` and
-#: the main benchmark, best of 5-7 interleaved): single-threaded, the recursion was 0.95-1.00x OpenBLAS
-#: at orders 512-2048; on 2 threads, with 64 right-hand sides, 1.00/1.05x (trmm/trsm) at order 512,
-#: 1.03-1.07/1.03-1.11x at 1024 and 1.11-1.18/1.01-1.12x at 2048; 0.95-1.05x with 256 (parity) and
-#: 0.95-0.99x for square blocks up to 2048; 0.85-0.95x with 16.  The tile runtime's default tiles
-#: (1-thread workers) therefore keep OpenBLAS's routine.
-RECURSIVE_MIN_ORDER = 1024
-RECURSIVE_MIN_THREADS = 2
-RECURSIVE_RHS = (32, 128)
-
-
-def cpu_count() -> int:
-    """Cores this process may use (affinity-aware)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d") -> bool:
-    """Whether the recursive ``kind`` (trmm/trsm) measured faster than OpenBLAS's own routine on ``threads``
-    BLAS threads for a triangle of ``order`` and ``rhs`` right-hand sides: by the rule ``tileblas tune``
-    measured on this machine for the routine and precision class (:func:`tileblas.policy._paths.policy`),
-    else by the shipped constants (see RECURSIVE_MIN_ORDER)."""
-    if threads < RECURSIVE_MIN_THREADS:
-        return False
-    rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
-    if rule is None:
-        return order >= RECURSIVE_MIN_ORDER and RECURSIVE_RHS[0] <= rhs <= RECURSIVE_RHS[1]
-    return order >= rule[0] and rule[1] <= rhs <= rule[2]
+# cpu_count lives in tileblas.kernels._threadpool, and recursion_faster with its RECURSIVE_* constants in
+# tileblas.policy._recursion (the decision the runtime reads); both are re-exported here, their old home.
 
 
 def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., None],
                        lib: _openblas.BlasLibrary, kind: str) -> Callable[..., None]:
-    """trmm/trsm on ``lib``: the recursive algorithm where it measured faster (see RECURSIVE_MIN_ORDER)."""
+    """trmm/trsm on ``lib``: the recursive algorithm where it measured faster
+    (:func:`~tileblas.policy._recursion.recursion_faster`), with the stopping size of
+    :func:`~tileblas.policy._recursion.recursion_stop`."""
 
     def run(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
             diag: str = "N") -> None:
         rhs = b.shape[1] if side == "L" else b.shape[0]
-        use = recursion_faster(a.shape[0], rhs, lib.threads, kind, b.dtype.char)
-        (recursive if use else native)(alpha, a, b, side, uplo, transa, diag, lib=lib)
+        if recursion_faster(a.shape[0], rhs, lib.threads, kind, b.dtype.char):
+            recursive(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=recursion_stop(kind, side, rhs, b.dtype))
+        else:
+            native(alpha, a, b, side, uplo, transa, diag, lib=lib)
 
     return run
 

@@ -15,7 +15,11 @@ What this module owns
     * The recursive triangular inverse (TRTRI) and triangular product (LAUUM) used by POTRI.
 
 What it must not touch
-    User-input validation (tileblas.linalg), scheduling (the runtime), optional imports.
+    User-input validation (tileblas.linalg), scheduling (the runtime), optional imports, and every layer
+    above the kernels: the stopping size (from this machine's performance models where ``tileblas tune``
+    built them) and the choice of the recursion over OpenBLAS's own routine are decided by the callers
+    (:mod:`tileblas.devices.cpu`, :mod:`tileblas.linalg`, through :mod:`tileblas.policy._recursion`) and
+    passed in; without them the measured defaults here apply.
 
 The recursion (for the triangular dimension n, the rows of B for side 'L', the columns for side 'R'):
 split n = n1 + n2 with n1 the largest power of two strictly below n (n/2 when n is a power of two),
@@ -49,6 +53,7 @@ import numpy as np
 from tileblas.kernels import _openblas
 from tileblas.kernels._openblas import colmajor
 from tileblas.kernels._native import call as _native_call
+from tileblas.kernels._threadpool import cpu_count
 
 __all__ = [
     "ArrayBackend",
@@ -75,7 +80,8 @@ __all__ = [
     "TriangularSingularError",
 ]
 
-#: Default stopping size of the TRMM/TRSM recursion on the host when no performance model suggests one:
+#: Default stopping size of the TRMM/TRSM recursion on the host when none is passed in (callers pass
+#: this machine's models' value where there is one, :func:`tileblas.policy._recursion.recursion_stop`):
 #: DEFAULT_STOP for B with fewer than WIDE_RHS columns on its non-triangular side, DEFAULT_STOP_WIDE from
 #: there on (:func:`default_stop`).  Measured on 2 cores (OpenBLAS; tight interleaved loops, median of 9
 #: rounds' minima, and ``benchmarks/bench_trmm_trsm.py --sweep-stop``): over n in {1024, 2048, 4096},
@@ -402,16 +408,10 @@ def _pool(workers: int):
 def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: str, transa: str, diag: str,
           lib: _openblas.BlasLibrary | None, stop: int | None, threads: int | None) -> None:
     free = b.shape[1] if side == "L" else b.shape[0]  # the independent (non-triangular) dimension
-    if stop is None and b.dtype == np.float64:  # this machine's models when `tileblas tune` built them
-        from tileblas.perf import suggest
-
-        stop = suggest("recursion_stop", routine="d" + kind, side=side, n=free)
     stop = default_stop(free) if stop is None else int(stop)
     if lib is not None:
         return run_recursive(kind, HostBackend(lib), alpha, a, b, side, uplo, transa, diag, stop)
     if threads is None:
-        from tileblas.devices.cpu import cpu_count
-
         threads = cpu_count()
     threads = max(1, int(threads))
     if threads > 1 and 0 < free <= PANEL_RHS_MAX and free >= threads:
@@ -441,8 +441,9 @@ def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", up
     """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
 
     Same arguments as :func:`tileblas.kernels._openblas.trmm` plus ``stop`` (recursion stopping size, default
-    from this machine's performance models for float64 when built, else :func:`default_stop`) and
-    ``threads`` (host cores to use when ``lib`` is None; default: all).  With ``lib`` given, every kernel
+    :func:`default_stop`; the callers pass this machine's models' value,
+    :func:`tileblas.policy._recursion.recursion_stop`) and ``threads`` (host cores to use when ``lib`` is
+    None; default: all).  With ``lib`` given, every kernel
     runs on that OpenBLAS instance.  Inputs are trusted.
     """
     _host("trmm", alpha, a, b, side, uplo, transa, diag, lib, stop, threads)
@@ -472,20 +473,28 @@ def _lapack_leaf(lib: _openblas.BlasLibrary, name: str, a: np.ndarray, *flags: s
     return int(info[0])
 
 
+#: ``faster(order, rhs, threads) -> bool``: whether an off-diagonal TRMM of TRTRI/LAUUM (a triangle of
+#: ``order``, ``rhs`` right-hand sides, on ``threads`` BLAS threads) takes the recursion rather than
+#: OpenBLAS's own dtrmm; the callers pass :func:`tileblas.policy._recursion.recursion_faster`.
+RecursionChoice = Callable[[int, int, int], bool]
+
+
 @dataclass
 class _TriConfig:
     lib: _openblas.BlasLibrary
     stop: int
-    #: stopping size of the off-diagonal TRMMs' recursion; None: recursion only where it measured
-    #: faster than OpenBLAS's own dtrmm (:func:`tileblas.devices.cpu.recursion_faster`)
+    #: stopping size of the off-diagonal TRMMs' recursion; None: recursion only where ``faster`` says so
     trmm_stop: int | None = None
+    #: the choice for the off-diagonal TRMMs when ``trmm_stop`` is None; None: always OpenBLAS's dtrmm
+    faster: RecursionChoice | None = None
 
 
-def _tri_config(lib: _openblas.BlasLibrary | None, stop: int | None, default: int) -> _TriConfig:
+def _tri_config(lib: _openblas.BlasLibrary | None, stop: int | None, default: int,
+                faster: RecursionChoice | None) -> _TriConfig:
     lib = lib or _openblas.get_library(2)
     if stop is None:
-        return _TriConfig(lib, default, None)
-    return _TriConfig(lib, int(stop), max(int(stop), 1))
+        return _TriConfig(lib, default, None, faster)
+    return _TriConfig(lib, int(stop), max(int(stop), 1), faster)
 
 
 def _offdiag_trmm(cfg: _TriConfig, backend: HostBackend, alpha: float, a: np.ndarray, b: np.ndarray,
@@ -493,10 +502,8 @@ def _offdiag_trmm(cfg: _TriConfig, backend: HostBackend, alpha: float, a: np.nda
     """b := alpha op(a) b or alpha b op(a) for TRTRI/LAUUM: the recursion where chosen."""
     stop = cfg.trmm_stop
     if stop is None:
-        from tileblas.devices.cpu import recursion_faster
-
         rhs = b.shape[1] if side == "L" else b.shape[0]
-        if not recursion_faster(a.shape[0], rhs, cfg.lib.threads):
+        if cfg.faster is None or not cfg.faster(a.shape[0], rhs, cfg.lib.threads):
             _openblas.trmm(alpha, a, b, side, uplo, trans, diag, lib=cfg.lib)
             return
         stop = default_stop(rhs)
@@ -504,12 +511,14 @@ def _offdiag_trmm(cfg: _TriConfig, backend: HostBackend, alpha: float, a: np.nda
 
 
 def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
-                    stop: int | None = None) -> None:
+                    stop: int | None = None, faster: RecursionChoice | None = None) -> None:
     """Invert the uplo triangle of the column-major square ``a`` in place (the other one is untouched).
 
     inv([[U11, U12], [0, U22]]) = [[V11, -V11 U12 V22], [0, V22]]: invert both diagonal blocks, then
-    two recursive TRMMs on the off-diagonal block.  Raises :class:`TriangularSingularError` before
-    writing anything when a diagonal element is exactly zero (non-unit diagonal).
+    two TRMMs on the off-diagonal block: recursive ones with ``stop`` given, else recursive where
+    ``faster(order, rhs, threads)`` says so (:data:`RecursionChoice`; None: OpenBLAS's dtrmm).  Raises
+    :class:`TriangularSingularError` before writing anything when a diagonal element is exactly zero
+    (non-unit diagonal).
     """
     n = a.shape[0]
     if not colmajor(a):
@@ -518,7 +527,7 @@ def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _openb
         zero = np.flatnonzero(np.diagonal(a) == 0)
         if zero.size:
             raise TriangularSingularError(int(zero[0]) + 1)
-    cfg = _tri_config(lib, stop, DEFAULT_STOP_TRTRI)
+    cfg = _tri_config(lib, stop, DEFAULT_STOP_TRTRI, faster)
     backend = HostBackend(cfg.lib)
     _trtri(a, uplo, diag, cfg, backend)
 
@@ -545,15 +554,16 @@ def _trtri(a: np.ndarray, uplo: str, diag: str, cfg: _TriConfig, backend: HostBa
 
 
 def recursive_lauum(a: np.ndarray, uplo: str = "U", lib: _openblas.BlasLibrary | None = None,
-                    stop: int | None = None) -> None:
+                    stop: int | None = None, faster: RecursionChoice | None = None) -> None:
     """U := U U^H (uplo 'U') or L := L^H L (uplo 'L') on the uplo triangle of column-major ``a``.
 
     [[V11, V12], [0, V22]] -> [[V11 V11^H + V12 V12^H, V12 V22^H], [., V22 V22^H]]: LAUUM(V11), a
-    rank-k update of V11 by V12, a recursive TRMM of V12 by V22^H, LAUUM(V22), in that order.
+    rank-k update of V11 by V12, a TRMM of V12 by V22^H (recursive as in :func:`recursive_trtri`),
+    LAUUM(V22), in that order.
     """
     if not colmajor(a):
         raise ValueError("recursive_lauum needs a column-major array")
-    cfg = _tri_config(lib, stop, DEFAULT_STOP_LAUUM)
+    cfg = _tri_config(lib, stop, DEFAULT_STOP_LAUUM, faster)
     _lauum(a, uplo, cfg, HostBackend(cfg.lib))
 
 

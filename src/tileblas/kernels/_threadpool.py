@@ -25,16 +25,22 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["register", "registered", "limit", "effective_threads", "default_threads", "status"]
+__all__ = ["register", "registered", "limit", "effective_threads", "default_threads", "status", "cpu_count"]
 
 _LOCK = threading.RLock()
 _STATE: dict = {"registered": False, "limit": None}
 
 
+def cpu_count() -> int:
+    """Cores this process may use (affinity-aware)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def default_threads() -> int:
     """Threads tileblas' native path uses with no limit in force: the cores this process may use."""
-    from tileblas.devices.cpu import cpu_count
-
     return cpu_count()
 
 

@@ -12,10 +12,17 @@ Implements Peise & Bientinesi, "Performance Modeling for Dense Linear Algebra":
 * :func:`suggest` -- the narrow hook through which the runtime reads tuning values (tile size, recursion
   stop size, block size) from stored models; it returns None when this machine has no usable model, and
   the caller then applies its documented heuristic (``Runtime`` -> ``runtime._planner.default_tile_size``,
-  recursive TRSM/TRMM -> ``_recursive.DEFAULT_STOP``).  ``tileblas tune`` builds the models it reads.
+  recursive TRSM/TRMM -> ``kernels._recursive.default_stop``).  ``tileblas tune`` builds the models it reads.
 
-Attributes are imported on first use (PEP 562), so ``from tileblas.perf import suggest`` -- what the runtime
-does -- loads only the standard library; matplotlib and tqdm are imported by the functions that use them.
+This package is the measuring side (sampling, fitting, timing algorithms, tuning the path policy, plots).
+What the runtime reads -- the stored models and their evaluation (:class:`Submodel`, :class:`Region`), the
+repository, the traces of the algorithms' variants, the predictor and :func:`suggest` -- lives in
+:mod:`tileblas.policy` (``_models``, ``_repository``, ``_calls``, ``_variants``, ``_predictor``,
+``_suggest``), below the runtime, and is re-exported here under the same names.
+
+Attributes are imported on first use (PEP 562), so ``from tileblas.perf import suggest`` loads only the
+standard library besides :mod:`tileblas.policy._suggest`; matplotlib and tqdm are imported by the functions
+that use them.
 """
 
 from __future__ import annotations
@@ -23,17 +30,23 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tileblas.perf._suggest import suggest
+from tileblas.policy._suggest import suggest
 
+# where each public name lives: the measuring side here, the read side in tileblas.policy
 _WHERE = {
-    "_algorithms": ("ALGORITHMS", "SYLVESTER_VARIANTS", "TRINV_VARIANTS", "sylvester", "sylvester_invariant",
-                    "trace_sylvester", "trace_trinv", "trinv"),
-    "_modeler": ("Modeler", "Region", "Submodel", "build_submodel", "least_disturbed", "validate"),
-    "_predictor": ("MissingModelError", "Prediction", "Predictor", "build_models_for", "measure_peak"),
-    "_repository": ("ModelKey", "ReadOnlyRepositoryError", "Repository", "RepositoryError", "current_key"),
-    "_paths": ("default_path",),
-    "_sampler": ("Sampler", "Timing", "time_callable"),
-    "_trace": ("ROUTINES", "Call", "Executor", "SylvesterError", "Tracer"),
+    "tileblas.perf._algorithms": ("ALGORITHMS", "sylvester", "trinv"),
+    "tileblas.perf._modeler": ("Modeler", "build_submodel", "least_disturbed", "validate"),
+    "tileblas.perf._predictor": ("build_models_for", "measure_peak"),
+    "tileblas.perf._sampler": ("Sampler", "Timing", "time_callable"),
+    "tileblas.perf._trace": ("Executor", "SylvesterError"),
+    "tileblas.policy._calls": ("ROUTINES", "Call", "Tracer"),
+    "tileblas.policy._models": ("Region", "Submodel"),
+    "tileblas.policy._paths": ("default_path",),
+    "tileblas.policy._predictor": ("MissingModelError", "Prediction", "Predictor"),
+    "tileblas.policy._repository": ("ModelKey", "ReadOnlyRepositoryError", "Repository", "RepositoryError",
+                                    "current_key"),
+    "tileblas.policy._variants": ("SYLVESTER_VARIANTS", "TRINV_VARIANTS", "sylvester_invariant", "trace_sylvester",
+                                  "trace_trinv"),
 }
 _ATTR = {name: mod for mod, names in _WHERE.items() for name in names}
 
@@ -42,7 +55,7 @@ def __getattr__(name: str) -> Any:
     mod = _ATTR.get(name)
     if mod is None:
         raise AttributeError(f"module 'tileblas.perf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"tileblas.perf.{mod}"), name)
+    value = getattr(importlib.import_module(mod), name)
     globals()[name] = value
     return value
 

@@ -104,7 +104,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
     """Measure the crossovers (see the module notes) and return them as a PathPolicy (not saved)."""
     from tileblas.kernels import _openblas
     from tileblas.kernels import _recursive
-    from tileblas.devices import cpu_count
+    from tileblas.kernels._threadpool import cpu_count
     from tileblas.runtime._runtime import Runtime
 
     for f in families:
@@ -164,15 +164,18 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
 def _measure_recursion(fam: str, cls: str, dt: Any, orders: Sequence[int], rhs: Sequence[int], reps: int,
                        settle: float, margin: float, lib: Any, recursive: Callable, native: Callable,
                        rng: np.random.Generator, measured: dict, say: Callable[[str], None]) -> tuple:
+    from tileblas.policy._recursion import recursion_stop
+
     first: dict[int, float] = {}
     rows = []
     for r in sorted(rhs):
         wins = []
+        stop = recursion_stop(fam, "L", r, np.dtype(dt))  # the stop the CPU kernels would use (side L)
         for n in sorted(orders):
             args, kw, out = _operands(fam, n, r, dt, rng)
             best = best_of({
                 "native": _timer(lambda *a, **k: native(*a, lib=lib, **k), args, kw, out),
-                "recursive": _timer(lambda *a, **k: recursive(*a, lib=lib, **k), args, kw, out),
+                "recursive": _timer(lambda *a, **k: recursive(*a, lib=lib, stop=stop, **k), args, kw, out),
             }, reps, settle)
             ratio = best["native"] / best["recursive"]
             rows.append([n, r, best["native"], best["recursive"], ratio])

@@ -7,8 +7,8 @@ Design note
     caches by writing a buffer larger than the last-level cache.  It returns a :class:`Timing` with min,
     mean, std, median and max (seconds).
 
-    :class:`Sampler` times a routine of :data:`~tileblas.perf._trace.ROUTINES` for a flag combination and a
-    size tuple, through exactly the :class:`~tileblas.perf._trace.Executor` methods the algorithms call,
+    :class:`Sampler` times a routine of :data:`~tileblas.policy._calls.ROUTINES` for a flag combination and
+    a size tuple, through exactly the :class:`~tileblas.perf._trace.Executor` methods the algorithms call,
     on views of operand buffers with a fixed leading dimension (the paper fixes it too), so models carry
     the same per-call overhead as an execution.  :meth:`Sampler.sample_blas` times any routine of
     :mod:`tileblas.blas` (the SciPy drop-in) for an argument tuple, and :meth:`Sampler.sample_function`
@@ -26,7 +26,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tileblas.perf._trace import Executor, routine_spec
+from tileblas.perf._trace import Executor
+from tileblas.policy._calls import routine_spec
 
 __all__ = ["Timing", "time_callable", "Sampler", "LOCALITIES", "STATS", "DEFAULT_LD", "leading_dimension"]
 
@@ -215,7 +216,7 @@ class Sampler:
         Parameters
         ----------
         routine : str
-            A name of :data:`~tileblas.perf._trace.ROUTINES`, e.g. ``"dtrsm"``.
+            A name of :data:`~tileblas.policy._calls.ROUTINES`, e.g. ``"dtrsm"``.
         flags : sequence of str
             One letter per flag argument of the routine, e.g. ``("L", "L", "N")`` for side, uplo, transa.
         sizes : sequence of int

@@ -4,7 +4,7 @@ Standard library only, so that the runtime's lookups (and ``import tileblas``) i
 never touch SQLite.
 
 Files
-    :func:`default_path`: the model repository (SQLite; :mod:`tileblas.perf._repository`).
+    :func:`default_path`: the model repository (SQLite; :mod:`tileblas.policy._repository`).
     :func:`policy_path`: the path policy, a small JSON file next to it (``paths.json``), written by
     ``tileblas tune`` and read once per process by :func:`policy` (:func:`reload` re-reads it).
 

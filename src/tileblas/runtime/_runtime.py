@@ -36,6 +36,11 @@ State
     for that thread/context); outside any ``with`` block :func:`get_runtime` returns the process default,
     created on first use (one single-threaded CPU worker per core) and replaceable by :func:`set_runtime`.
 
+    Layers above that keep state tied to a runtime (the drop-in's C small-call path, which stands in for
+    the default runtime) register a callback with :func:`on_release`; it is called with a runtime when it
+    closes and with None when the process default is replaced (:func:`set_runtime`).  The runtime never
+    imports them.
+
 What it must not touch
     Device-kind-specific code, and argument conversion of the drop-in API (tileblas.blas does that and
     calls :func:`tileblas.blas._dispatch.level3`).
@@ -58,11 +63,25 @@ from tileblas.runtime import _planner as P
 from tileblas.runtime._scheduler import Scheduler, TaskRecord
 from tileblas.runtime._trace import CallProfile, build_profile, chrome_trace, plot_timeline, write_trace
 
-__all__ = ["Runtime", "get_runtime", "set_runtime", "make_devices"]
+__all__ = ["Runtime", "get_runtime", "set_runtime", "make_devices", "on_release"]
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("tileblas_runtime", default=None)
 _DEFAULT: "Runtime | None" = None
 _DEFAULT_LOCK = threading.Lock()
+#: Callbacks of :func:`on_release`, called in registration order.
+_RELEASE_HOOKS: list[Callable[["Runtime | None"], None]] = []
+
+
+def on_release(hook: Callable[["Runtime | None"], None]) -> None:
+    """Call ``hook(rt)`` when a runtime ``rt`` closes (before its workers stop), and ``hook(None)`` when the
+    process default runtime is replaced by :func:`set_runtime`.  Registering a hook again is harmless."""
+    if hook not in _RELEASE_HOOKS:
+        _RELEASE_HOOKS.append(hook)
+
+
+def _released(rt: "Runtime | None") -> None:
+    for hook in tuple(_RELEASE_HOOKS):
+        hook(rt)
 
 
 def make_devices(spec: Any = None) -> list:
@@ -247,10 +266,7 @@ class Runtime:
         threads at once, is harmless.  A Runtime that is dropped without being closed releases its workers
         when it is garbage collected.
         """
-        from tileblas.blas import _dispatch
-
-        if _dispatch._FAST[0] is self:
-            _dispatch.fastpath_off()
+        _released(self)
         self._sched.shutdown()
 
     close = shutdown
@@ -286,7 +302,7 @@ class Runtime:
         nd = self._devices_for_partition()
         if not self.deterministic and (flops is None or flops >= self.small_flops) \
                 and all(d.host_memory for d in self._devices):
-            from tileblas.perf import suggest
+            from tileblas.policy._suggest import suggest
 
             chain = name in P.CHAIN_ROUTINES
             tile = suggest("tile_size", m=m, n=n, k=k, devices=nd, candidates=P.TILE_CANDIDATES,
@@ -383,7 +399,7 @@ class Runtime:
         kernel = dev.shared_kernel(name, self._policy_threads)
         path = "small" if flops < self.small_flops else "shared"
         if name in ("trmm", "trsm"):
-            from tileblas.devices.cpu import recursion_faster
+            from tileblas.policy._recursion import recursion_faster
 
             rhs = shape[1] if b["side"] == "L" else shape[0]
             if recursion_faster(shape[2], rhs, self._policy_threads, name, out.dtype.char):
@@ -596,9 +612,7 @@ def set_runtime(rt: Runtime | None) -> Runtime | None:
         raise TypeError(f"rt must be a Runtime or None; got {type(rt).__name__}")
     with _DEFAULT_LOCK:
         prev, _DEFAULT = _DEFAULT, rt
-    from tileblas.blas import _dispatch
-
-    _dispatch.fastpath_off()  # the small-call path stood in for the previous default
+    _released(None)  # e.g. the drop-in's small-call path, which stood in for the previous default
     return prev
 
 

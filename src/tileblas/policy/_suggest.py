@@ -1,16 +1,18 @@
-"""``tileblas.perf.suggest``: the one function through which the runtime reads tuning values from models.
+"""``suggest`` (public as ``tileblas.perf.suggest``): the one function through which tileblas reads tuning
+values from models.
 
 Design note
-    The runtime (default tile size) and the recursive TRSM/TRMM (recursion stopping size) ask
-    :func:`suggest`; when it returns None they use their own documented heuristics
-    (:func:`tileblas.runtime._planner.default_tile_size` and ``tileblas.kernels._recursive.DEFAULT_STOP``).  It
-    returns None whenever this machine has no usable model: no repository file, no model stored under
-    this machine's key (:func:`~tileblas.perf._repository.current_key`), or a damaged / foreign / too new
+    The runtime (default tile size) and the callers of the host recursive TRSM/TRMM (recursion stopping
+    size, through :func:`tileblas.policy._recursion.recursion_stop`) ask :func:`suggest`; when it returns
+    None they use their own documented heuristics (:func:`tileblas.runtime._planner.default_tile_size` and
+    :func:`tileblas.kernels._recursive.default_stop`).  It returns None whenever this machine has no usable
+    model: no repository file, no model stored under this machine's key
+    (:func:`~tileblas.policy._repository.current_key`), or a damaged / foreign / too new
     file -- silently, because a tuning hint must never break a BLAS call (``tileblas model show`` reports
     what is wrong with a repository).  ``tileblas tune`` builds the models it reads.
 
-    Cost: this module imports only the standard library at import time; the repository, the modeler and
-    the predictor are imported on the first lookup for which a repository file exists.  Answers are
+    Cost: this module imports only the standard library at import time; the repository, the model classes
+    and the predictor are imported on the first lookup for which a repository file exists.  Answers are
     memoised per (repository, question); the repository file's change stamp is re-read at most every
     :data:`RECHECK_S` seconds, and a change drops the memo.  A repeated question costs a few dictionary
     lookups (about a microsecond); a new one a few model evaluations (well under a millisecond).
@@ -139,8 +141,8 @@ def _predictor(path: str, threads: int, locality: str) -> Any:
     if pk not in preds:
         pred = None
         try:
-            from tileblas.perf._predictor import Predictor
-            from tileblas.perf._repository import Repository, current_key
+            from tileblas.policy._predictor import Predictor
+            from tileblas.policy._repository import Repository, current_key
 
             pred = Predictor(Repository(path, create=False), current_key(threads, locality))
         except Exception:  # damaged, foreign or too new file, no BLAS library: the heuristic applies
@@ -152,7 +154,7 @@ def _predictor(path: str, threads: int, locality: str) -> Any:
 def suggest(name: str, **params: Any) -> Any:
     """A tuning value computed from this machine's stored models, or None when there is none.
 
-    The runtime and the recursive kernels call this (cheaply: answers are memoised); it never samples
+    The runtime and the callers of the recursive kernels call this (cheaply: answers are memoised); it never samples
     or builds models (``tileblas tune`` does) and never raises for a missing or damaged repository.
 
     Parameters
@@ -170,7 +172,7 @@ def suggest(name: str, **params: Any) -> Any:
           direct call is predicted no slower than one split into two halves plus a GEMM.
         * ``"block_size"``: params ``algorithm`` ("trinv"/"sylvester"), ``variant``, ``n``, ``blocks``.
     threads, locality, path : optional params
-        Which models to read (default 1 thread, in-cache, :func:`~tileblas.perf.default_path`).
+        Which models to read (default 1 thread, in-cache, :func:`~tileblas.policy._paths.default_path`).
 
     Returns
     -------

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from tileblas.perf._modeler import Submodel
+from tileblas.policy._models import Submodel
 from tileblas.policy._paths import default_path
 
 __all__ = ["Repository", "RepositoryError", "ReadOnlyRepositoryError", "ModelKey", "current_key", "default_path", "SCHEMA_VERSION"]
