@@ -42,3 +42,19 @@ def _shipped_path_policy():
     yield
     if _paths.policy() is not before:
         _paths.reload()
+
+
+@pytest.fixture
+def tuned():
+    """``tuned(**changes)`` puts the :class:`tileblas.Tuning` in force with ``changes`` for the rest of the
+    test; the one before is restored afterwards."""
+    from tileblas._tuning import set_tuning
+
+    made = []
+
+    def apply(**changes):
+        made.append(set_tuning(**changes))
+
+    yield apply
+    for t in reversed(made):
+        t.__exit__(None, None, None)

@@ -259,10 +259,9 @@ def test_cholesky_bad_input():
     assert linalg.inv_spd(np.zeros((0, 0))).shape == (0, 0)
 
 
-def test_potrs_kernel_choice(monkeypatch):
+def test_potrs_kernel_choice(monkeypatch, tuned):
     """recursive=True/False/None give the same solution; None follows the measured rule."""
     from tileblas.kernels import _recursive
-    from tileblas.policy import _recursion
 
     calls = []
     real = _recursive.recursive_trsm
@@ -279,8 +278,7 @@ def test_potrs_kernel_choice(monkeypatch):
     for rec in (True, False, None):
         np.testing.assert_allclose(linalg.potrs(cf, b, recursive=rec, threads=2), want, atol=1e-10)
     assert calls == [(90, 6), (90, 6)]  # only recursive=True: the default keeps OpenBLAS at this size
-    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_ORDER", 64)
-    monkeypatch.setattr(_recursion, "RECURSIVE_RHS", (4, 8))
+    tuned(recursive_min_order=64, recursive_rhs=(4, 8))
     calls.clear()
     np.testing.assert_allclose(linalg.potrs(cf, b, threads=2), want, atol=1e-10)
     np.testing.assert_allclose(linalg.potrs(cf, b, threads=1), want, atol=1e-10)  # 1 thread: OpenBLAS
@@ -292,13 +290,10 @@ def test_potrs_kernel_choice(monkeypatch):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lower", [False, True])
-def test_potri_default_stops_recurse_above_leaf(dtype, lower, monkeypatch):
-    """With the default stops TRTRI recurses above DEFAULT_STOP_TRTRI (small here) and LAUUM above
-    DEFAULT_STOP_LAUUM; the off-diagonal TRMMs take OpenBLAS's routine for square blocks."""
-    from tileblas.kernels import _recursive
-
-    monkeypatch.setattr(_recursive, "DEFAULT_STOP_TRTRI", 24)
-    monkeypatch.setattr(_recursive, "DEFAULT_STOP_LAUUM", 40)
+def test_potri_default_stops_recurse_above_leaf(dtype, lower, monkeypatch, tuned):
+    """With the default stops TRTRI recurses above Tuning.recursion_stop_trtri (small here) and LAUUM above
+    Tuning.recursion_stop_lauum; the off-diagonal TRMMs take OpenBLAS's routine for square blocks."""
+    tuned(recursion_stop_trtri=24, recursion_stop_lauum=40)
     a = spd(150, dtype)
     cs, _ = sl.cho_factor(a, lower=lower)
     want, info = sl.get_lapack_funcs("potri", (cs,))(cs, lower=lower)

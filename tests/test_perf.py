@@ -592,10 +592,10 @@ def _mirror_to_this_machine(repo):
     return key
 
 
-def test_suggest_answers_from_models(synthetic_repo, tmp_path, monkeypatch):
+def test_suggest_answers_from_models(synthetic_repo, tmp_path, monkeypatch, tuned):
     from tileblas.policy import _suggest
 
-    monkeypatch.setattr(_suggest, "RECHECK_S", 0.0)  # see repository changes at once
+    tuned(model_recheck_s=0.0)  # see repository changes at once
     _suggest.clear_cache()
     db = str(synthetic_repo.path)
     # models are stored under KEY, not this machine's key: nothing to suggest
@@ -620,7 +620,7 @@ def test_suggest_answers_from_models(synthetic_repo, tmp_path, monkeypatch):
     assert perf.suggest("block_size", algorithm="trinv", variant=1, n=128, blocks=[16, 32], path=db) in (16, 32)
 
 
-def test_suggest_is_memoised_and_follows_repository_changes(synthetic_repo, monkeypatch):
+def test_suggest_is_memoised_and_follows_repository_changes(synthetic_repo, monkeypatch, tuned):
     from tileblas.policy import _suggest
 
     _suggest.clear_cache()
@@ -637,9 +637,9 @@ def test_suggest_is_memoised_and_follows_repository_changes(synthetic_repo, monk
     for n in (129, 200, 256):
         perf.suggest("recursion_stop", routine="dtrsm", n=n, path=db)
     assert len(calls) == 2
-    # a changed repository is noticed after RECHECK_S
+    # a changed repository is noticed after Tuning.model_recheck_s
     synthetic_repo.delete(key, "dgemm", "NN")
-    monkeypatch.setattr(_suggest, "RECHECK_S", 0.0)
+    tuned(model_recheck_s=0.0)
     assert perf.suggest("tile_size", n=512, path=db, candidates=(64, 128)) is None
 
 

@@ -344,13 +344,11 @@ def _spy(monkeypatch, cpu, kind):
     return calls
 
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
-def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch):
+def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch, tuned):
     from tileblas.devices import cpu
-    from tileblas.policy import _recursion
 
     calls = _spy(monkeypatch, cpu, kind)
-    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_ORDER", 40)
-    monkeypatch.setattr(_recursion, "RECURSIVE_RHS", (4, 8))
+    tuned(recursive_min_order=40, recursive_rhs=(4, 8))
     rng = np.random.default_rng(5)
     for threads in (2, 1):
         run = cpu.CPUDevice(0, threads).kernel(kind)
@@ -365,16 +363,13 @@ def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
-def test_tile_runtime_with_recursive_tile_kernels(kind, monkeypatch):
+def test_tile_runtime_with_recursive_tile_kernels(kind, monkeypatch, tuned):
     """A tiled call whose diagonal tiles are above the threshold gives the same result."""
     from tileblas.devices import cpu
-    from tileblas.policy import _recursion
     from tileblas.runtime import Runtime
 
     calls = _spy(monkeypatch, cpu, kind)
-    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_ORDER", 16)
-    monkeypatch.setattr(_recursion, "RECURSIVE_MIN_THREADS", 1)
-    monkeypatch.setattr(_recursion, "RECURSIVE_RHS", (1, 64))
+    tuned(recursive_min_order=16, recursive_min_threads=1, recursive_rhs=(1, 64))
     rng = np.random.default_rng(6)
     a = np.asfortranarray(tri_matrix(rng, 100, np.float64))
     b = np.asfortranarray(rand(rng, (100, 30), np.float64))

@@ -12,6 +12,7 @@ Submodules are imported on first use so that ``import tileblas`` stays fast and 
 * :mod:`tileblas.linalg` -- recursive TRMM/TRSM, Cholesky solve and inverse
 * :mod:`tileblas.rblas` -- reversible BLAS
 * :mod:`tileblas.perf` -- performance models, prediction and tuning
+* :class:`Tuning`, :func:`get_tuning`, :func:`set_tuning` -- the tunables, in one config object
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _LAZY: dict[str, str] = {
     "Matrix": "tileblas.asyncapi",
     "MatrixHandle": "tileblas.asyncapi",
     "Runtime": "tileblas.runtime", "get_runtime": "tileblas.runtime", "set_runtime": "tileblas.runtime",
+    "Tuning": "tileblas._tuning", "get_tuning": "tileblas._tuning", "set_tuning": "tileblas._tuning",
 }
 
 __all__ = ["__version__", *sorted(_SUBMODULES)]

@@ -36,10 +36,8 @@ class Tuning:
     shared_flops : float
         On host workers only, calls below this many flops run as one native call on all the workers' BLAS
         threads together (the default of ``Runtime(shared_flops=...)``).
-    min_tile, max_tile : int
-        The default tile size stays within these bounds.
     tile_candidates : tuple of int
-        Tile sizes the default may pick, largest first.
+        Tile sizes the default may pick (tried largest first).
     max_tiles_per_dim : int
         A plan cuts no dimension into more tiles than this (it grows its tiles instead).
     deterministic_devices : int
@@ -75,8 +73,6 @@ class Tuning:
 
     small_flops: float = 2.0 * 192**3
     shared_flops: float = 2.0 * 1280**3
-    min_tile: int = 128
-    max_tile: int = 1024
     tile_candidates: tuple = (1024, 768, 512, 384, 256, 192, 128)
     max_tiles_per_dim: int = 1024
     deterministic_devices: int = 4
@@ -118,9 +114,11 @@ class Tuning:
                 if not ok:
                     raise ValueError(f"Tuning.{f.name} must be a number >= 0; got {value!r}")
                 object.__setattr__(self, f.name, float(value))
-        if self.min_tile < 1 or self.max_tile < self.min_tile:
-            raise ValueError(f"Tuning needs 1 <= min_tile <= max_tile; got min_tile={self.min_tile}, "
-                             f"max_tile={self.max_tile}")
+        for name in ("tile_candidates", "cluster_tile_candidates"):
+            value = getattr(self, name)
+            if min(value) < 1:
+                raise ValueError(f"Tuning.{name} must hold tile sizes >= 1; got {value!r}")
+            object.__setattr__(self, name, tuple(sorted(set(value), reverse=True)))
         if len(self.recursive_rhs) != 2 or self.recursive_rhs[0] > self.recursive_rhs[1]:
             raise ValueError(f"Tuning.recursive_rhs must be (low, high) with low <= high; got {self.recursive_rhs!r}")
 
@@ -149,7 +147,7 @@ class set_tuning:
     used as ``with set_tuning(min_tile=256): ...`` the previous one is restored when the block ends.
 
     >>> import tileblas
-    >>> with tileblas.set_tuning(small_flops=0):     # tile even the smallest calls
+    >>> with tileblas.set_tuning(tile_candidates=(512, 256)):   # runtimes made here tile by 512 or 256
     ...     pass
     """
 

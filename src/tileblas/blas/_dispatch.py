@@ -33,12 +33,14 @@ _APPLIED = [False]
 def fastpath_limits() -> dict[str, float]:
     """Per routine, the flops below which the policy in force computes with one native call on all threads
     in every precision (finite; ``sys.float_info.max`` for "always")."""
-    from tileblas.policy import _paths, _recursion
+    from tileblas._tuning import get_tuning
+    from tileblas.policy import _paths
 
     pol = _paths.policy()
+    tuning = get_tuning()
     rec = math.inf
     for (fam, _), rule in pol.recursion.items():  # the fewest flops (real count) at which recursion is chosen
-        order, rhs = ((_recursion.RECURSIVE_MIN_ORDER, _recursion.RECURSIVE_RHS[0]) if rule is None
+        order, rhs = ((tuning.recursive_min_order, tuning.recursive_rhs[0]) if rule is None
                       else (rule[0], rule[1]))
         rec = min(rec, float(order) * order * max(rhs, 1))
     return {k: min(v, sys.float_info.max) for k, v in pol.level3_limits(rec).items()}

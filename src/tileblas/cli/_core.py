@@ -75,13 +75,18 @@ def paths_info() -> dict[str, Any]:
     (:mod:`tileblas.policy._paths`)."""
     from tileblas.blas import _dispatch
     from tileblas.kernels import _threadpool
-    from tileblas.policy import _paths, _recursion
+    from tileblas._tuning import Tuning, get_tuning
+    from tileblas.policy import _paths
 
     pol = _paths.policy()
     d = pol.describe()
     d["path_file"] = str(_paths.policy_path())
-    d["shipped_recursion"] = {"min_order": _recursion.RECURSIVE_MIN_ORDER, "rhs": list(_recursion.RECURSIVE_RHS),
-                              "min_threads": _recursion.RECURSIVE_MIN_THREADS}
+    tuning = get_tuning()
+    d["shipped_recursion"] = {"min_order": tuning.recursive_min_order, "rhs": list(tuning.recursive_rhs),
+                              "min_threads": tuning.recursive_min_threads}
+    shipped = Tuning()
+    d["tuning_changed"] = {f: getattr(tuning, f) for f in tuning.__dataclass_fields__
+                           if getattr(tuning, f) != getattr(shipped, f)}
     d["native_threads"] = _threadpool.effective_threads(_threadpool.cpu_count())
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
     try:
@@ -140,6 +145,9 @@ def _print_paths(p: dict[str, Any]) -> None:
         print(line)
     lim = ", ".join(f"{k} {'all' if v is None else f'{v:.3g}'}" for k, v in p["fastpath_limits"].items())
     print(f"             C fast path {'limits' if p['fastpath'] else 'limits (no fast path module here)'}: {lim}")
+    changed = p.get("tuning_changed") or {}
+    print("Tuning       " + ("shipped defaults (tileblas.get_tuning())" if not changed else
+                             "changed from the shipped defaults: " + ", ".join(f"{k}={v}" for k, v in changed.items())))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

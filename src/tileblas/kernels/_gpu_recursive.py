@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import colmajor
 from tileblas.kernels._recursive import Gemm, Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
 
@@ -46,9 +47,9 @@ __all__ = [
     "DEFAULT_GPU_STOP",
 ]
 
-#: Recursion stopping size on GPUs.  The paper's value (128, "effective across various GPU devices");
-#: not re-measured here: no GPU was available when this module was written.
-DEFAULT_GPU_STOP = 128
+#: Shipped default of the GPU recursion's stopping size (the value in force:
+#: ``tileblas.get_tuning().gpu_recursion_stop``).
+DEFAULT_GPU_STOP = Tuning().gpu_recursion_stop
 
 
 def _cupy():
@@ -202,7 +203,7 @@ def gpu_recursive(kind: str, alpha, a, b, side="L", uplo="U", transa="N", diag="
     """The recursive ``kind`` ('trmm' or 'trsm') on CuPy arrays, ``b`` updated in place (inputs trusted)."""
     with stream if stream is not None else contextlib.nullcontext():
         run_recursive(kind, CupyBackend(stream), alpha, a, b, side, uplo, transa, diag,
-                      DEFAULT_GPU_STOP if stop is None else int(stop))
+                      get_tuning().gpu_recursion_stop if stop is None else int(stop))
 
 
 def gpu_trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", stop=None, stream=None) -> None:
@@ -355,7 +356,7 @@ def host_async(kind: str, alpha, a: np.ndarray, b: np.ndarray, side="L", uplo="U
     if side == "L":
         a, b, side, uplo = a.T, b.T, "R", _flip(uplo)
     m, n = b.shape
-    stop = DEFAULT_GPU_STOP if stop is None else int(stop)
+    stop = get_tuning().gpu_recursion_stop if stop is None else int(stop)
     ops = plan(kind, n, side, uplo, transa, stop)
     steps = async_schedule(ops, n)
     a_keys = [s.key for s in steps if s.what == "put_a"]

@@ -50,6 +50,7 @@ from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
+from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels import _openblas
 from tileblas.kernels._openblas import colmajor
 from tileblas.kernels._native import call as _native_call
@@ -80,40 +81,25 @@ __all__ = [
     "TriangularSingularError",
 ]
 
-#: Default stopping size of the TRMM/TRSM recursion on the host when none is passed in (callers pass
-#: this machine's models' value where there is one, :func:`tileblas.policy._recursion.recursion_stop`):
-#: DEFAULT_STOP for B with fewer than WIDE_RHS columns on its non-triangular side, DEFAULT_STOP_WIDE from
-#: there on (:func:`default_stop`).  Measured on 2 cores (OpenBLAS; tight interleaved loops, median of 9
-#: rounds' minima, and ``benchmarks/bench_trmm_trsm.py --sweep-stop``): over n in {1024, 2048, 4096},
-#: stops 128/256/512/1024 are within a few per cent of each other; with 64 right-hand sides 256 was the
-#: best or within 1 % of it (1.02-1.12x OpenBLAS), with 256 right-hand sides and square B 512 was
-#: 0-2.5 % faster than 256 in every case (e.g. n=1024, 256 RHS: 0.988/0.997 trmm, 0.997/1.006 trsm).
-DEFAULT_STOP = 256
-DEFAULT_STOP_WIDE = 512
-WIDE_RHS = 256
+_SHIPPED = Tuning()
+
+#: Shipped defaults of the recursion's stopping sizes, kept under their old names; the values in force are
+#: :func:`tileblas.get_tuning`'s (``recursion_stop``, ``recursion_stop_wide``, ``wide_rhs``,
+#: ``recursion_stop_trtri``, ``recursion_stop_lauum``, ``panel_rhs_max``; docs/recursive.md has the
+#: measurements behind them).
+DEFAULT_STOP = _SHIPPED.recursion_stop
+DEFAULT_STOP_WIDE = _SHIPPED.recursion_stop_wide
+WIDE_RHS = _SHIPPED.wide_rhs
+DEFAULT_STOP_TRTRI = _SHIPPED.recursion_stop_trtri
+DEFAULT_STOP_LAUUM = _SHIPPED.recursion_stop_lauum
+PANEL_RHS_MAX = _SHIPPED.panel_rhs_max
 
 
 def default_stop(free: int) -> int:
-    """The measured default stopping size for ``free`` columns on B's non-triangular side."""
-    return DEFAULT_STOP_WIDE if free >= WIDE_RHS else DEFAULT_STOP
-
-
-#: Stopping size of the recursive TRTRI (below it LAPACK's own routine runs).  Measured on 2 cores
-#: (OpenBLAS's multi-threaded dtrtri at the leaves, best of 3 interleaved): with the off-diagonal TRMMs
-#: on OpenBLAS's own dtrmm (square blocks, where it is as fast as the recursion), leaves of 512 were
-#: 1.02-1.08x OpenBLAS's dtrtri at n in {1024, 2048, 4096}; 256 and 1024 were 0.98-1.03x.
-DEFAULT_STOP_TRTRI = 512
-
-#: Stopping size of the recursive LAUUM.  OpenBLAS's own multi-threaded dlauum measured 1.02-1.11x
-#: faster than the recursion (leaves 256-2048, SYRK + TRMM updates) at n in {1024, 2048, 4096} on 2
-#: cores, so by default the recursion only starts above 4096.
-DEFAULT_STOP_LAUUM = 4096
-
-#: With at most this many columns on the non-triangular side, the host path splits B into one panel per
-#: core and runs the recursion on each panel with single-threaded BLAS in parallel Python threads (the
-#: kernel layer releases the GIL); above it one recursion drives the multi-threaded BLAS.  0 (off):
-#: measured slower than one recursion on the 2-thread BLAS for 16, 64 and 256 RHS at n <= 4096.
-PANEL_RHS_MAX = 0
+    """The default stopping size for ``free`` columns on B's non-triangular side (the :class:`Tuning` in
+    force: ``recursion_stop`` below ``wide_rhs`` columns, ``recursion_stop_wide`` from there on)."""
+    t = get_tuning()
+    return t.recursion_stop_wide if free >= t.wide_rhs else t.recursion_stop
 
 
 class TriangularSingularError(np.linalg.LinAlgError):
@@ -414,7 +400,7 @@ def _host(kind: str, alpha: Any, a: np.ndarray, b: np.ndarray, side: str, uplo: 
     if threads is None:
         threads = cpu_count()
     threads = max(1, int(threads))
-    if threads > 1 and 0 < free <= PANEL_RHS_MAX and free >= threads:
+    if threads > 1 and 0 < free <= get_tuning().panel_rhs_max and free >= threads:
         return run_panels(kind, alpha, a, b, side, uplo, transa, diag, stop, threads)
     return run_recursive(kind, HostBackend(_openblas.get_library(threads)), alpha, a, b, side, uplo, transa,
                          diag, stop)
@@ -527,7 +513,7 @@ def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _openb
         zero = np.flatnonzero(np.diagonal(a) == 0)
         if zero.size:
             raise TriangularSingularError(int(zero[0]) + 1)
-    cfg = _tri_config(lib, stop, DEFAULT_STOP_TRTRI, faster)
+    cfg = _tri_config(lib, stop, get_tuning().recursion_stop_trtri, faster)
     backend = HostBackend(cfg.lib)
     _trtri(a, uplo, diag, cfg, backend)
 
@@ -563,7 +549,7 @@ def recursive_lauum(a: np.ndarray, uplo: str = "U", lib: _openblas.BlasLibrary |
     """
     if not colmajor(a):
         raise ValueError("recursive_lauum needs a column-major array")
-    cfg = _tri_config(lib, stop, DEFAULT_STOP_LAUUM, faster)
+    cfg = _tri_config(lib, stop, get_tuning().recursion_stop_lauum, faster)
     _lauum(a, uplo, cfg, HostBackend(cfg.lib))
 
 

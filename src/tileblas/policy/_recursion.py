@@ -21,35 +21,32 @@ from typing import Any
 
 import numpy as np
 
+from tileblas._tuning import Tuning, get_tuning
 from tileblas.policy import _paths
 
 __all__ = ["recursion_faster", "recursion_stop", "RECURSIVE_MIN_ORDER", "RECURSIVE_MIN_THREADS", "RECURSIVE_RHS"]
 
-#: When the trmm/trsm kernels run the recursive algorithm (:func:`tileblas.kernels._recursive.recursive_trmm` /
-#: ``recursive_trsm``) instead of OpenBLAS's own routine: on a device with at least
-#: RECURSIVE_MIN_THREADS BLAS threads, for a triangle of order >= RECURSIVE_MIN_ORDER and a number of
-#: right-hand sides (the other dimension of B) within RECURSIVE_RHS.  Measured on 2 cores with the
-#: recursion issuing its native calls directly (``benchmarks/bench_trmm_trsm.py --tile-threshold`` and
-#: the main benchmark, best of 5-7 interleaved): single-threaded, the recursion was 0.95-1.00x OpenBLAS
-#: at orders 512-2048; on 2 threads, with 64 right-hand sides, 1.00/1.05x (trmm/trsm) at order 512,
-#: 1.03-1.07/1.03-1.11x at 1024 and 1.11-1.18/1.01-1.12x at 2048; 0.95-1.05x with 256 (parity) and
-#: 0.95-0.99x for square blocks up to 2048; 0.85-0.95x with 16.  The tile runtime's default tiles
-#: (1-thread workers) therefore keep OpenBLAS's routine.
-RECURSIVE_MIN_ORDER = 1024
-RECURSIVE_MIN_THREADS = 2
-RECURSIVE_RHS = (32, 128)
+#: Shipped defaults of the rule for when the trmm/trsm kernels run the recursion instead of OpenBLAS's
+#: own routine, kept under their old names; the values in force are :func:`tileblas.get_tuning`'s
+#: (``recursive_min_order``, ``recursive_min_threads``, ``recursive_rhs``; docs/recursive.md has the
+#: measurements behind them).
+RECURSIVE_MIN_ORDER = Tuning().recursive_min_order
+RECURSIVE_MIN_THREADS = Tuning().recursive_min_threads
+RECURSIVE_RHS = Tuning().recursive_rhs
 
 
 def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d") -> bool:
     """Whether the recursive ``kind`` (trmm/trsm) measured faster than OpenBLAS's own routine on ``threads``
     BLAS threads for a triangle of ``order`` and ``rhs`` right-hand sides: by the rule ``tileblas tune``
     measured on this machine for the routine and precision class (:func:`tileblas.policy._paths.policy`),
-    else by the shipped constants (see RECURSIVE_MIN_ORDER)."""
-    if threads < RECURSIVE_MIN_THREADS:
+    else by the :class:`~tileblas.Tuning` in force (``recursive_min_order``, ``recursive_rhs``); never on
+    fewer than its ``recursive_min_threads`` threads."""
+    t = get_tuning()
+    if threads < t.recursive_min_threads:
         return False
     rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
     if rule is None:
-        return order >= RECURSIVE_MIN_ORDER and RECURSIVE_RHS[0] <= rhs <= RECURSIVE_RHS[1]
+        return order >= t.recursive_min_order and t.recursive_rhs[0] <= rhs <= t.recursive_rhs[1]
     return order >= rule[0] and rule[1] <= rhs <= rule[2]
 
 

@@ -11,10 +11,10 @@ Design note
     file -- silently, because a tuning hint must never break a BLAS call (``tileblas model show`` reports
     what is wrong with a repository).  ``tileblas tune`` builds the models it reads.
 
-    Cost: this module imports only the standard library at import time; the repository, the model classes
+    Cost: this module imports only the standard library and :mod:`tileblas._tuning` at import time; the repository, the model classes
     and the predictor are imported on the first lookup for which a repository file exists.  Answers are
     memoised per (repository, question); the repository file's change stamp is re-read at most every
-    :data:`RECHECK_S` seconds, and a change drops the memo.  A repeated question costs a few dictionary
+    ``Tuning.model_recheck_s`` seconds (:func:`tileblas.get_tuning`), and a change drops the memo.  A repeated question costs a few dictionary
     lookups (about a microsecond); a new one a few model evaluations (well under a millisecond).
     Recursion-stop questions are bucketed by the next power of two of the free dimension so that a
     stream of different shapes does not keep evaluating models.
@@ -31,12 +31,15 @@ import threading
 import time
 from typing import Any, Sequence
 
+from tileblas._tuning import Tuning, get_tuning
+
 __all__ = ["suggest", "clear_cache", "RECHECK_S", "NAMES"]
 
 #: Questions :func:`suggest` answers.
 NAMES = ("tile_size", "recursion_stop", "block_size")
-#: Seconds between two checks of a repository file for changes.
-RECHECK_S = 2.0
+#: Shipped default of the seconds between two checks of a repository file for changes (the value in force:
+#: ``tileblas.get_tuning().model_recheck_s``).
+RECHECK_S = Tuning().model_recheck_s
 _MEMO_MAX = 4096
 
 _lock = threading.Lock()
@@ -126,7 +129,7 @@ def _predictor(path: str, threads: int, locality: str) -> Any:
     """The Predictor for this machine's key on ``path`` (memoised with the file's stamp), or None."""
     now = time.monotonic()
     st = _STATE.get(path)
-    if st is None or now - st[0] > RECHECK_S:
+    if st is None or now - st[0] > get_tuning().model_recheck_s:
         stamp = _stamp(path)
         if st is None or stamp != st[1]:
             st = [now, stamp, {}]
@@ -188,7 +191,7 @@ def suggest(name: str, **params: Any) -> Any:
     path = params.pop("path", None)
     now = time.monotonic()
     if path is None:
-        if now - _DEFAULT[0] > RECHECK_S:  # the environment is re-read now and then, not on every call
+        if now - _DEFAULT[0] > get_tuning().model_recheck_s:  # the environment is re-read now and then, not on every call
             env = os.environ
             _DEFAULT[1] = env.get("TILEBLAS_MODEL_DB") or _default(env.get("XDG_CACHE_HOME"), env.get("HOME"))
             _DEFAULT[0] = now
@@ -206,7 +209,7 @@ def suggest(name: str, **params: Any) -> Any:
     except TypeError:
         ck = (path, name, threads, locality, repr(sorted(params.items())))
     st = _STATE.get(path)
-    if st is not None and now - st[0] <= RECHECK_S and ck in _MEMO:
+    if st is not None and now - st[0] <= get_tuning().model_recheck_s and ck in _MEMO:
         return _MEMO[ck]
     with _lock:
         pred = _predictor(path, threads, locality)

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import DTYPES
 
 __all__ = [
@@ -72,32 +73,25 @@ ROUTINES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "trsm": (("alpha", "a", "b"), {"side": "L", "uplo": "U", "transa": "N", "diag": "N"}),
 }
 
-#: Calls below this many floating-point operations run as one native call (tiling cannot pay: a tile
-#: task costs tens of microseconds of scheduling, and below ~2*192**3 flops one core finishes the whole
-#: call in well under a millisecond; measured by benchmarks/bench_runtime.py --crossover).
-SMALL_FLOPS = 2 * 192**3
-#: On host CPU workers only (they share the machine's cores and memory), calls below this many flops run
-#: as one native call on all their BLAS threads together: there each worker's share is a handful of tiles
-#: of <= 256, which single-threaded OpenBLAS runs well below its rate.  Measured on 2 cores (dgemm, best of
-#: 9, interleaved): one 2-thread call was 2.5x faster than 2 tile workers at n = 512, 1.5x at 768, 1.8x at
-#: 1024, and 1.06-1.10x at n = 1536-3072 (where tiles of 384-1024 keep the workers near their rate).
-SHARED_FLOPS = 2 * 1280**3
+_SHIPPED = Tuning()
+#: Shipped defaults, kept under their old names for code that reads them; the values in force are
+#: :func:`tileblas.get_tuning`'s (docs/runtime.md has the measurements behind each).  Calls below
+#: ``small_flops`` run as one native call; on host workers, calls below ``shared_flops`` run as one native
+#: call on all the workers' BLAS threads together.
+SMALL_FLOPS = _SHIPPED.small_flops
+SHARED_FLOPS = _SHIPPED.shared_flops
 #: Tile kernels that every device provides (Device.kernel); "axpy" (split-k reduction) is the runtime's.
 LEVEL3_KERNELS = frozenset(ROUTINES)
-#: Default tile sizes stay within [MIN_TILE, MAX_TILE]: below 128 single-threaded OpenBLAS runs far
-#: from peak, above 1024 there is too little parallelism on the problem sizes the paper studies.
-MIN_TILE = 128
-MAX_TILE = 1024
-#: A plan cuts no dimension into more than this many tiles: a call whose tile size would, grows its tiles
-#: (all dimensions alike) until it does not.  Planning and scheduling cost per tile step, so this keeps
-#: them bounded by the work rather than by the index space of degenerate shapes (a 1 x k by k x 1 product
-#: with k = 2**26 and tiles of 32 would otherwise be 2**21 steps of 64 flops each).
-MAX_TILES_PER_DIM = 1024
+#: The smallest and largest shipped default tile sizes (``tile_candidates``); a plan cuts no dimension into
+#: more than MAX_TILES_PER_DIM tiles, growing its tiles instead (``max_tiles_per_dim``).
+MIN_TILE = min(_SHIPPED.tile_candidates)
+MAX_TILE = max(_SHIPPED.tile_candidates)
+MAX_TILES_PER_DIM = _SHIPPED.max_tiles_per_dim
 #: Largest dimension one native BLAS call takes (the library uses 32-bit integers).
 BLAS_INT_MAX = 2**31 - 1
-#: In deterministic mode the partitioning must not depend on the number of devices; it is chosen as if
-#: the runtime had this many.
-DETERMINISTIC_DEVICES = 4
+#: In deterministic mode the partitioning is chosen as if the runtime had this many devices (shipped
+#: default of ``deterministic_devices``).
+DETERMINISTIC_DEVICES = _SHIPPED.deterministic_devices
 
 _FLAGS = {
     "transa": ("N", "T", "C"),
@@ -395,8 +389,8 @@ def _ceil(a: int, b: int) -> int:
 
 def bounded_tile(m: int, n: int, k: int, tile: int) -> int:
     """``tile``, grown where needed so that no dimension of the call has more than
-    :data:`MAX_TILES_PER_DIM` tiles."""
-    return max(int(tile), _ceil(max(m, n, k), MAX_TILES_PER_DIM))
+    ``Tuning.max_tiles_per_dim`` tiles."""
+    return max(int(tile), _ceil(max(m, n, k), get_tuning().max_tiles_per_dim))
 
 
 _DIM_NAMES = {
@@ -429,25 +423,18 @@ def _output_tiles(name: str, m: int, n: int, t: int) -> int:
     return mt * nt
 
 
-#: Tile sizes the default may pick, largest first.
-TILE_CANDIDATES = (1024, 768, 512, 384, 256, 192, 128)
-#: Fixed cost of one tile task (scheduling + Python kernel-layer overhead), seconds, and a single core's
-#: DGEMM rate, flop/s: together they say how much of a small tile's time is overhead (measured on the
-#: development machine: ~35 GFLOP/s single-threaded from T=128 up, ~25 us per task).
-TASK_OVERHEAD_S = 25e-6
-CORE_FLOPS = 3.0e10
-#: Tile edge at which a tile task's kernel runs at half its large-tile rate in the model
-#: ``1 / (1 + (TILE_RATE_KNEE / t)**2)`` of :func:`_tile_rate` (operands strided in large matrices, not
-#: in cache: measured on the development machine in a 4096 dgemm on 2 workers, tiles of 256 ran at ~88 %
-#: of the rate of tiles of 512 or 1024).  Used for the dependency chains of TRMM/TRSM, whose default
-#: tiles are smaller than other routines'.
-TILE_RATE_KNEE = 96.0
+#: The planner's cost model, shipped defaults (``tile_candidates``, ``task_overhead_s``, ``core_flops``,
+#: ``tile_rate_knee``, ``tri_kernel_rel`` of :class:`~tileblas.Tuning`): the tile sizes the default may
+#: pick, largest first; the fixed cost of one tile task and one core's DGEMM rate, which say how much of a
+#: small tile's time is overhead; the tile edge at which a tile kernel runs at half its large-tile rate;
+#: a TRMM/TRSM tile kernel's rate relative to DGEMM's.
+TILE_CANDIDATES = _SHIPPED.tile_candidates
+TASK_OVERHEAD_S = _SHIPPED.task_overhead_s
+CORE_FLOPS = _SHIPPED.core_flops
+TILE_RATE_KNEE = _SHIPPED.tile_rate_knee
 #: Routines whose tasks form dependency chains (in-place update of B along the triangle).
 CHAIN_ROUTINES = ("trmm", "trsm")
-#: Rate of a single-threaded TRMM/TRSM tile kernel relative to DGEMM's on the same tile (measured on the
-#: development machine: 0.78-0.90 for tiles of 512-1024, lower for smaller ones): the diagonal steps of
-#: a chain cost this much more per flop, so larger tiles put more of the call's flops in slower kernels.
-TRI_KERNEL_REL = 0.8
+TRI_KERNEL_REL = _SHIPPED.tri_kernel_rel
 
 
 #: With more than this many output tiles per device, greedy list scheduling is taken as balanced.
@@ -479,18 +466,19 @@ def _tile_works(name: str, m: int, n: int, k: int, t: int) -> list:
 def _chain_works(m: int, n: int, k: int, t: int) -> tuple[float, float]:
     """Total work of the TRMM/TRSM tasks and the largest task's, in GEMM-flop time units (the flops of
     the call, as :func:`flop_count` counts them, sum to m*n*k; the diagonal steps weigh
-    1 / :data:`TRI_KERNEL_REL` per flop).
+    1 / ``Tuning.tri_kernel_rel`` per flop).
 
     The triangle runs along the dimension of order k (rows when k == m, else columns); the task of
     triangle block d and cross block x combines the triangle blocks before it (one GEMM step each, 2
     flops per multiply-add) and the diagonal block (one TRMM/TRSM step).  Whether the chain runs up or
     down, the works are the same up to where the one partial block falls."""
     tri, other = (m, n) if k == m else (n, m)
+    rel = get_tuning().tri_kernel_rel
     total = largest = 0.0
     before = 0
     for d in range(0, tri, t):
         s = min(t, tri - d)
-        w = float(s) * (2.0 * before + s / TRI_KERNEL_REL)  # per column of the other side
+        w = float(s) * (2.0 * before + s / rel)  # per column of the other side
         total += w * other
         largest = max(largest, w * min(t, other))
         before += s
@@ -512,14 +500,14 @@ def _chain_balance(total: float, largest: float, devices: int) -> float:
 
 
 def _tile_rate(t: int) -> float:
-    """Relative kernel rate of tile tasks of edge ``t`` (1 for large tiles); see :data:`TILE_RATE_KNEE`."""
-    return 1.0 / (1.0 + (TILE_RATE_KNEE / t) ** 2)
+    """Relative kernel rate of tile tasks of edge ``t`` (1 for large tiles); see ``Tuning.tile_rate_knee``."""
+    return 1.0 / (1.0 + (get_tuning().tile_rate_knee / t) ** 2)
 
 
 def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
     """The tile size a call gets when neither the runtime nor the call names one.
 
-    Among :data:`TILE_CANDIDATES`, pick the one with the best predicted efficiency: the balance of the
+    Among the :class:`~tileblas.Tuning`'s ``tile_candidates``, pick the one with the best predicted efficiency: the balance of the
     output tiles over the devices (greedy list scheduling, which is what demand-driven pulling achieves)
     times the share of each task spent in the kernel rather than in fixed per-task costs.  Candidates
     that give fewer than four tiles per device (eight for the dependency chains of in-place TRSM/TRMM)
@@ -527,22 +515,24 @@ def default_tile_size(name: str, m: int, n: int, k: int, devices: int) -> int:
 
     For the chains of TRMM/TRSM the balance is :func:`_chain_balance` of the tasks' real (unequal) work,
     times the share of the work done in the faster GEMM kernel rather than the diagonal TRMM/TRSM kernel
-    (:data:`TRI_KERNEL_REL`); the kernel rate of smaller tiles (:func:`_tile_rate`) weighs against both:
+    (``Tuning.tri_kernel_rel``); the kernel rate of smaller tiles (:func:`_tile_rate`) weighs against both:
     at n = 4096 on 2 devices this picks 512 (other routines: 1024).
     """
     devices = max(1, devices)
+    tuning = get_tuning()
+    candidates = tuning.tile_candidates
     chain = name in CHAIN_ROUTINES
     per_device = 8 if chain else 4
-    best_t, best_score = TILE_CANDIDATES[-1], -1.0
-    for t in TILE_CANDIDATES:
+    best_t, best_score = candidates[-1], -1.0
+    for t in candidates:
         tiles = _ceil(m, t) * _ceil(n, t) if chain else _output_tiles(name, m, n, t)
         # the works themselves only where _balance looks at them (it takes many tiles as balanced)
         works = None if chain or tiles > _BALANCED_TILES * devices else _tile_works(name, m, n, k, t)
-        if tiles < per_device * devices and t != TILE_CANDIDATES[-1]:
+        if tiles < per_device * devices and t != candidates[-1]:
             continue
-        task_s = 2.0 * min(t, m) * min(t, n) * min(t, max(k, 1)) / CORE_FLOPS
+        task_s = 2.0 * min(t, m) * min(t, n) * min(t, max(k, 1)) / tuning.core_flops
         steps = max(1, -(-k // t))
-        eff = task_s * steps / (task_s * steps + TASK_OVERHEAD_S * (1 + steps))
+        eff = task_s * steps / (task_s * steps + tuning.task_overhead_s * (1 + steps))
         if chain:
             total, largest = _chain_works(m, n, k, t)
             mix = float(m) * n * k / total if total > 0.0 else 1.0

@@ -58,6 +58,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tileblas._tuning import get_tuning
 from tileblas.policy import _paths
 from tileblas.runtime import _planner as P
 from tileblas.runtime._scheduler import Scheduler, TaskRecord
@@ -201,12 +202,13 @@ class Runtime:
         self.reservation_slots = int(reservation_slots)
         self.sync = bool(sync)
         self.deterministic = bool(deterministic)
-        self.small_flops = P.SMALL_FLOPS if small_flops is None else float(small_flops)
+        if small_flops is not None and (isinstance(small_flops, bool) or not isinstance(
+                small_flops, (int, float, np.integer, np.floating)) or not small_flops >= 0):
+            raise ValueError(f"small_flops must be a number >= 0 or None; got {small_flops!r}")
+        self._small_flops = None if small_flops is None else float(small_flops)
         by_policy = shared_flops is None and not self.deterministic and self.tile_size is None
-        if shared_flops is None:
-            shared_flops = 0.0 if self.deterministic else P.SHARED_FLOPS
-        if isinstance(shared_flops, bool) or not isinstance(shared_flops, (int, float, np.integer, np.floating)) \
-                or not shared_flops >= 0:
+        if isinstance(shared_flops, bool) or (shared_flops is not None and (not isinstance(
+                shared_flops, (int, float, np.integer, np.floating)) or not shared_flops >= 0)):
             raise ValueError(f"shared_flops must be a number >= 0; got {shared_flops!r}")
         # The host workers' BLAS threads together, where every device is one (else the shared path is off).
         threads = [d.threads for d in self._devices if d.host_memory]
@@ -214,7 +216,9 @@ class Runtime:
         self._shared_threads = sum(threads) if host_only and len(threads) > 1 else 0
         # Threads of the path policy's native call (0: the policy does not apply to this runtime).
         self._policy_threads = sum(threads) if by_policy and host_only else 0
-        self.shared_flops = None if self._policy_threads else float(shared_flops)
+        # None: the Tuning in force at each call (0 in deterministic mode); no limit under the path policy.
+        self._shared_flops = (None if shared_flops is None and not self.deterministic
+                              else float(shared_flops or 0.0))
         self._names = [d.name for d in self._devices]
         if memory_policy not in ("cache", "on-demand"):
             raise ValueError(f"memory_policy must be 'cache' or 'on-demand'; got {memory_policy!r}")
@@ -284,8 +288,22 @@ class Runtime:
         self.shutdown()
 
     # ----------------------------------------------------------------- decisions
+    @property
+    def small_flops(self) -> float:
+        """Calls below this many flops run as one native call: the value given, else the
+        :class:`~tileblas.Tuning` in force (``small_flops``)."""
+        return get_tuning().small_flops if self._small_flops is None else self._small_flops
+
+    @property
+    def shared_flops(self) -> float | None:
+        """On host workers, calls below this many flops run as one native call on all their threads: the
+        value given, else the :class:`~tileblas.Tuning` in force; None where the path policy decides."""
+        if self._policy_threads:
+            return None
+        return get_tuning().shared_flops if self._shared_flops is None else self._shared_flops
+
     def _devices_for_partition(self) -> int:
-        return P.DETERMINISTIC_DEVICES if self.deterministic else len(self._devices)
+        return get_tuning().deterministic_devices if self.deterministic else len(self._devices)
 
     def tile_size_for(self, name: str, m: int, n: int, k: int) -> int:
         """The tile size a call of routine ``name`` with output m x n and inner dimension k would get."""
@@ -305,8 +323,9 @@ class Runtime:
             from tileblas.policy._suggest import suggest
 
             chain = name in P.CHAIN_ROUTINES
-            tile = suggest("tile_size", m=m, n=n, k=k, devices=nd, candidates=P.TILE_CANDIDATES,
-                           overhead=P.TASK_OVERHEAD_S, min_tiles=(8 if chain else 4) * nd)
+            tuning = get_tuning()
+            tile = suggest("tile_size", m=m, n=n, k=k, devices=nd, candidates=tuning.tile_candidates,
+                           overhead=tuning.task_overhead_s, min_tiles=(8 if chain else 4) * nd)
             if tile:
                 return min(tile, P.default_tile_size(name, m, n, k, nd)) if chain else tile
         return P.default_tile_size(name, m, n, k, nd)
