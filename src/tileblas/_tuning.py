@@ -68,7 +68,8 @@ class Tuning:
     model_recheck_s : float
         Seconds between two checks of a model repository file for changes.
     cluster_tile_candidates : tuple of int
-        Tile sizes the default may pick on a Dask cluster.
+        Tile sizes the default may pick on a Dask cluster (kept smallest first: the largest that still
+        gives every worker enough tiles wins).
     """
 
     small_flops: float = 2.0 * 192**3
@@ -114,11 +115,11 @@ class Tuning:
                 if not ok:
                     raise ValueError(f"Tuning.{f.name} must be a number >= 0; got {value!r}")
                 object.__setattr__(self, f.name, float(value))
-        for name in ("tile_candidates", "cluster_tile_candidates"):
+        for name, largest_first in (("tile_candidates", True), ("cluster_tile_candidates", False)):
             value = getattr(self, name)
             if min(value) < 1:
                 raise ValueError(f"Tuning.{name} must hold tile sizes >= 1; got {value!r}")
-            object.__setattr__(self, name, tuple(sorted(set(value), reverse=True)))
+            object.__setattr__(self, name, tuple(sorted(set(value), reverse=largest_first)))
         if len(self.recursive_rhs) != 2 or self.recursive_rhs[0] > self.recursive_rhs[1]:
             raise ValueError(f"Tuning.recursive_rhs must be (low, high) with low <= high; got {self.recursive_rhs!r}")
 

@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from tileblas._tuning import Tuning, get_tuning
 from tileblas.runtime import _planner as P
 from tileblas.runtime._planner import Tile
 from tileblas.runtime._runtime import Runtime
@@ -72,9 +73,10 @@ from tileblas.runtime._runtime import Runtime
 __all__ = ["ClusterRuntime", "DistributedMatrix", "is_cluster_spec", "local_cluster", "cluster_tile_size",
            "CLUSTER_TILE_CANDIDATES"]
 
-#: Default tile sizes on a cluster: a remote task costs about a millisecond of scheduling and
-#: communication, so tiles are coarser than on one machine (512: 0.27 GFLOP per k step; 2048: 17 GFLOP).
-CLUSTER_TILE_CANDIDATES = (512, 1024, 2048, 4096)
+#: Shipped default of the tile sizes on a cluster (the value in force:
+#: ``tileblas.get_tuning().cluster_tile_candidates``): a remote task costs about a millisecond of scheduling
+#: and communication, so tiles are coarser than on one machine.
+CLUSTER_TILE_CANDIDATES = Tuning().cluster_tile_candidates
 #: Wanted output tiles per worker before a larger tile is taken (load balance; dependency chains of
 #: in-place TRSM/TRMM want more).
 _TILES_PER_WORKER = 4
@@ -120,8 +122,9 @@ def cluster_tile_size(name: str, m: int, n: int, k: int, workers: int) -> int:
     every worker :data:`_TILES_PER_WORKER` output tiles (twice that for in-place TRMM/TRSM chains)."""
     per = _TILES_PER_WORKER * (2 if name in ("trmm", "trsm") else 1)
     want = per * max(1, workers)
-    best = CLUSTER_TILE_CANDIDATES[0]
-    for t in CLUSTER_TILE_CANDIDATES:
+    candidates = get_tuning().cluster_tile_candidates
+    best = candidates[0]
+    for t in candidates:
         tiles = -(-m // t) * -(-n // t)
         if name in ("syrk", "herk", "syr2k", "her2k"):
             nt = -(-n // t)
@@ -411,7 +414,7 @@ class ClusterRuntime(Runtime):
         self.reservation_slots = None if reservation_slots is None else int(reservation_slots)
         self.sync = bool(sync)
         self.deterministic = bool(deterministic)
-        self.small_flops = P.SMALL_FLOPS if small_flops is None else float(small_flops)
+        self._small_flops = None if small_flops is None else float(small_flops)
         self.worker_wait_s = float(worker_wait_s)
         self._epoch = time.perf_counter()
         self._lock = threading.Lock()
@@ -560,7 +563,7 @@ class ClusterRuntime(Runtime):
         self._store.clear()
 
     def _devices_for_partition(self) -> int:
-        return P.DETERMINISTIC_DEVICES if self.deterministic else max(1, sum(d.alive for d in self._devices))
+        return get_tuning().deterministic_devices if self.deterministic else max(1, sum(d.alive for d in self._devices))
 
     def tile_size_for(self, name: str, m: int, n: int, k: int) -> int:
         if self.tile_size is not None:
