@@ -416,7 +416,7 @@ def test_trace_trinv_variant1_matches_paper_example():
 
 
 def test_trace_records_the_calls_execution_makes():
-    class Recording(perf.Executor):
+    class Recording(perf.CallRunner):
         def __init__(self):
             super().__init__()
             self.tracer = perf.Tracer()

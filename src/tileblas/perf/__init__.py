@@ -38,7 +38,7 @@ _WHERE = {
     "tileblas.perf._modeler": ("Modeler", "build_submodel", "least_disturbed", "validate"),
     "tileblas.perf._predictor": ("build_models_for", "measure_peak"),
     "tileblas.perf._sampler": ("Sampler", "Timing", "time_callable"),
-    "tileblas.perf._trace": ("Executor", "SylvesterError"),
+    "tileblas.perf._runner": ("CallRunner", "Executor", "SylvesterError"),
     "tileblas.policy._calls": ("ROUTINES", "Call", "Tracer"),
     "tileblas.policy._models": ("Region", "Submodel"),
     "tileblas.policy._paths": ("default_path",),
@@ -67,7 +67,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ALGORITHMS",
     "Call",
-    "Executor",
+    "CallRunner",
     "MissingModelError",
     "ModelKey",
     "Modeler",

@@ -3,7 +3,7 @@
 Design note
     The algorithms and their variants are written once, in :mod:`tileblas.policy._variants`, against the
     :class:`~tileblas.policy._calls.BlasCalls` interface: the predictor traces them there.  Here they
-    compute, with an :class:`~tileblas.perf._trace.Executor` on tileblas' OpenBLAS: the public
+    compute, with an :class:`~tileblas.perf._runner.CallRunner` on tileblas' OpenBLAS: the public
     :func:`trinv` and :func:`sylvester` (which validate their inputs), and, per family in
     :data:`ALGORITHMS`, a runner that executes one variant on fixed random inputs with the sampler's
     leading dimension (what the benchmark and ``tileblas predict --measure`` time for comparison).
@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from tileblas.perf._trace import Executor
+from tileblas.perf._runner import CallRunner
 from tileblas.policy._calls import BlasCalls
 from tileblas.policy._variants import (
     _PLANS,
@@ -62,7 +62,7 @@ def trinv(l: np.ndarray, variant: int = 3, block: int = 96, *, blas: BlasCalls |
     block : int
         Block size ``b``.
     blas : BlasCalls, optional
-        Where the calls go; default an :class:`Executor` on one thread.
+        Where the calls go; default an :class:`CallRunner` on one thread.
 
     Returns
     -------
@@ -85,7 +85,7 @@ def trinv(l: np.ndarray, variant: int = 3, block: int = 96, *, blas: BlasCalls |
     zero = np.flatnonzero(np.diagonal(work) == 0)
     if zero.size:
         raise np.linalg.LinAlgError(f"l is singular: diagonal element {int(zero[0]) + 1} is exactly zero")
-    _trinv_blocked(blas or Executor(), work, variant, block)
+    _trinv_blocked(blas or CallRunner(), work, variant, block)
     return work
 
 
@@ -106,7 +106,7 @@ def sylvester(l: np.ndarray, u: np.ndarray, c: np.ndarray, variant: int = 1, blo
     block : int
         Block size.
     blas : BlasCalls, optional
-        Where the calls go; default an :class:`Executor` on one thread.
+        Where the calls go; default an :class:`CallRunner` on one thread.
 
     Returns
     -------
@@ -136,7 +136,7 @@ def sylvester(l: np.ndarray, u: np.ndarray, c: np.ndarray, variant: int = 1, blo
     lw = np.asfortranarray(np.tril(la), dtype=np.float64)
     uw = np.asfortranarray(np.triu(ua), dtype=np.float64)
     x = np.array(ca, dtype=np.float64, order="F", copy=True)
-    _sylv_blocked(blas or Executor(), lw, uw, x, _PLANS[variant], block)
+    _sylv_blocked(blas or CallRunner(), lw, uw, x, _PLANS[variant], block)
     return x
 
 
@@ -179,7 +179,7 @@ def _padded(n: int) -> np.ndarray:
 def _trinv_runner(n: int, variant: int, block: int, rng: np.random.Generator, threads: int = 1):
     base = np.asfortranarray(np.tril(rng.standard_normal((n, n))) + n * np.eye(n))
     work = _padded(n)
-    ex = Executor(threads)
+    ex = CallRunner(threads)
 
     def prepare() -> None:
         work[...] = base
@@ -195,7 +195,7 @@ def _sylv_runner(n: int, variant: int, block: int, rng: np.random.Generator, thr
     lw[...] = np.tril(rng.standard_normal((n, n))) + n * np.eye(n)
     uw[...] = np.triu(rng.standard_normal((n, n))) + n * np.eye(n)
     base = np.asfortranarray(rng.standard_normal((n, n)))
-    ex = Executor(threads)
+    ex = CallRunner(threads)
     plan = _PLANS[variant]
 
     def prepare() -> None:

@@ -8,7 +8,7 @@ Design note
     mean, std, median and max (seconds).
 
     :class:`Sampler` times a routine of :data:`~tileblas.policy._calls.ROUTINES` for a flag combination and
-    a size tuple, through exactly the :class:`~tileblas.perf._trace.Executor` methods the algorithms call,
+    a size tuple, through exactly the :class:`~tileblas.perf._runner.CallRunner` methods the algorithms call,
     on views of operand buffers with a fixed leading dimension (the paper fixes it too), so models carry
     the same per-call overhead as an execution.  :meth:`Sampler.sample_blas` times any routine of
     :mod:`tileblas.blas` (the SciPy drop-in) for an argument tuple, and :meth:`Sampler.sample_function`
@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tileblas.perf._trace import Executor
+from tileblas.perf._runner import CallRunner
 from tileblas.policy._calls import routine_spec
 
 __all__ = ["Timing", "time_callable", "Sampler", "LOCALITIES", "STATS", "DEFAULT_LD", "leading_dimension"]
@@ -143,7 +143,7 @@ class Sampler:
         self.reps = _check_reps(reps)
         self.ld = int(ld)
         self.flush_bytes = int(flush_bytes)
-        self.executor = Executor(self.threads)
+        self.executor = CallRunner(self.threads)
         self._rng = np.random.default_rng(seed)
         self._buffers: dict[str, np.ndarray] = {}
         self._flush: np.ndarray | None = None

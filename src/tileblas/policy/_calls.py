@@ -5,7 +5,7 @@ Design note
     :class:`BlasCalls` object (``gemm``, ``trsm``, ``trmm``, ``trti2``, ``trsyl``), always on
     column-major (Fortran-ordered) views.  :class:`Tracer` records each call as a :class:`Call`
     ``(routine, flags, sizes)`` instead of computing, which is what the predictor (paper section IV)
-    evaluates models over; the executing side, :class:`tileblas.perf._trace.Executor`, runs each call on
+    evaluates models over; the executing side, :class:`tileblas.perf._runner.CallRunner`, runs each call on
     tileblas' own OpenBLAS.  Calls with an empty operand are dropped by both sides, so a trace lists
     exactly the native calls an execution makes.
 

@@ -4,7 +4,7 @@ Design note
     Every algorithm is written once against the :class:`~tileblas.policy._calls.BlasCalls` interface, on
     column-major views.  With a :class:`~tileblas.policy._calls.Tracer` (on
     :func:`~tileblas.policy._calls.phantom` operands that own no memory) it only records its calls, which
-    is what the predictor evaluates models over; with an :class:`~tileblas.perf._trace.Executor` it
+    is what the predictor evaluates models over; with an :class:`~tileblas.perf._runner.CallRunner` it
     computes (:func:`tileblas.perf.trinv`, :func:`tileblas.perf.sylvester`, in :mod:`tileblas.perf._algorithms`).
 
     Triangular inverse ``L := L^-1`` (paper section IV-A): the four variants of the paper, traversing L from

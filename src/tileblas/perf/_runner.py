@@ -1,12 +1,12 @@
-"""The executing side of the "BLAS calls" interface: :class:`Executor` runs an algorithm's calls on OpenBLAS.
+"""The executing side of the "BLAS calls" interface: :class:`CallRunner` runs an algorithm's calls on OpenBLAS.
 
 Design note
     Algorithms (:mod:`tileblas.policy._variants`) are written against
     :class:`~tileblas.policy._calls.BlasCalls`; with a :class:`~tileblas.policy._calls.Tracer` they only
-    record their calls (what the predictor evaluates), with an :class:`Executor` they compute: each call
+    record their calls (what the predictor evaluates), with an :class:`CallRunner` they compute: each call
     runs on tileblas' own OpenBLAS (through :mod:`tileblas.kernels._openblas` and ``BlasLibrary.call`` for
     the LAPACK leaves).  Calls with an empty operand are dropped, as the tracer drops them.  The sampler
-    times exactly :class:`Executor`'s methods, so models include the same call overhead as an execution.
+    times exactly :class:`CallRunner`'s methods, so models include the same call overhead as an execution.
 
     The descriptions (:class:`~tileblas.policy._calls.Call`, :data:`~tileblas.policy._calls.ROUTINES`,
     the tracer) live in :mod:`tileblas.policy._calls` and are re-exported here.
@@ -35,7 +35,7 @@ __all__ = [
     "RoutineSpec",
     "ROUTINES",
     "BlasCalls",
-    "Executor",
+    "CallRunner",
     "Tracer",
     "phantom",
     "SylvesterError",
@@ -52,7 +52,7 @@ def _empty(*arrays: np.ndarray) -> bool:
     return any(a.size == 0 for a in arrays)
 
 
-class Executor(BlasCalls):
+class CallRunner(BlasCalls):
     """Runs every call on a tileblas-owned OpenBLAS instance with ``threads`` threads."""
 
     def __init__(self, threads: int = 1) -> None:
@@ -117,3 +117,7 @@ class Executor(BlasCalls):
             xx /= scale[0]
         if xx is not x:
             x[...] = xx
+
+
+#: The former name of :class:`CallRunner`, kept working (``tileblas.asyncapi.Executor`` is unrelated).
+Executor = CallRunner
