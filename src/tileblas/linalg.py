@@ -29,7 +29,7 @@ import numpy as np
 
 from tileblas.kernels import _openblas
 from tileblas.kernels import _recursive as _rec
-from tileblas.kernels._recursive import TriangularSingularError as SingularTriangularError
+from tileblas.kernels._recursive import SingularTriangularError
 from tileblas.kernels._threadpool import cpu_count
 from tileblas.policy._recursion import recursion_faster, recursion_stop
 

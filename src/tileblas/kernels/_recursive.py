@@ -78,7 +78,7 @@ __all__ = [
     "DEFAULT_STOP_TRTRI",
     "DEFAULT_STOP_LAUUM",
     "PANEL_RHS_MAX",
-    "TriangularSingularError",
+    "SingularTriangularError",
 ]
 
 _SHIPPED = Tuning()
@@ -102,7 +102,7 @@ def default_stop(free: int) -> int:
     return t.recursion_stop_wide if free >= t.wide_rhs else t.recursion_stop
 
 
-class TriangularSingularError(np.linalg.LinAlgError):
+class SingularTriangularError(np.linalg.LinAlgError):
     """A triangular matrix has an exactly zero diagonal element (``index`` is 1-based)."""
 
     def __init__(self, index: int, what: str = "triangular matrix") -> None:
@@ -503,7 +503,7 @@ def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _openb
     inv([[U11, U12], [0, U22]]) = [[V11, -V11 U12 V22], [0, V22]]: invert both diagonal blocks, then
     two TRMMs on the off-diagonal block: recursive ones with ``stop`` given, else recursive where
     ``faster(order, rhs, threads)`` says so (:data:`RecursionChoice`; None: OpenBLAS's dtrmm).  Raises
-    :class:`TriangularSingularError` before writing anything when a diagonal element is exactly zero
+    :class:`SingularTriangularError` before writing anything when a diagonal element is exactly zero
     (non-unit diagonal).
     """
     n = a.shape[0]
@@ -512,7 +512,7 @@ def recursive_trtri(a: np.ndarray, uplo: str = "U", diag: str = "N", lib: _openb
     if diag == "N" and n:
         zero = np.flatnonzero(np.diagonal(a) == 0)
         if zero.size:
-            raise TriangularSingularError(int(zero[0]) + 1)
+            raise SingularTriangularError(int(zero[0]) + 1)
     cfg = _tri_config(lib, stop, get_tuning().recursion_stop_trtri, faster)
     backend = HostBackend(cfg.lib)
     _trtri(a, uplo, diag, cfg, backend)
@@ -523,7 +523,7 @@ def _trtri(a: np.ndarray, uplo: str, diag: str, cfg: _TriConfig, backend: HostBa
     if n <= cfg.stop:
         info = _lapack_leaf(cfg.lib, "trtri", a, uplo, diag)
         if info > 0:  # unreachable after the diagonal check, kept as a guard
-            raise TriangularSingularError(info)
+            raise SingularTriangularError(info)
         return
     n1 = split_point(n)
     a11, a22 = a[:n1, :n1], a[n1:, n1:]

@@ -363,26 +363,26 @@ class Runtime:
         if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
                                       or tile_size < 1):
             raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
-        b = P.check_call(name, args, kwargs)
-        m, n, k = P.call_dims(name, b)
-        out = b["c"] if "c" in b else b["b"]
+        bound = P.check_call(name, args, kwargs)
+        m, n, k = P.call_dims(name, bound)
+        out = bound["c"] if "c" in bound else bound["b"]
         flops = P.flop_count(name, m, n, k) * (4.0 if out.dtype.kind == "c" else 1.0)
         shape = (m, n, k)
         if m == 0 or n == 0:
             self._record(name, shape, out.dtype, 0, "trivial", flops, [], time.perf_counter(), time.perf_counter())
             return
-        if P.is_trivial(name, b):
-            return self._direct(name, b, shape, flops, "trivial")
+        if P.is_trivial(name, bound):
+            return self._direct(name, bound, shape, flops, "trivial")
         if self._policy_threads and tile_size is None and flops < _paths.policy().tile_limit(name, out.dtype.char):
-            return self._native(name, b, shape, flops, out)
+            return self._native(name, bound, shape, flops, out)
         explicit = tile_size if tile_size is not None else self.tile_size
         tile = int(explicit) if explicit is not None else self._default_tile(name, m, n, k, flops)
         tile = P.bounded_tile(m, n, k, tile)
         if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
-            return self._direct(name, b, shape, flops, "small")
+            return self._direct(name, bound, shape, flops, "small")
         if explicit is None and not self._policy_threads and flops < self.shared_flops and self._shared_threads:
-            return self._direct(name, b, shape, flops, "shared")
-        plan = P.plan_call(name, b, tile, self._split_target())
+            return self._direct(name, bound, shape, flops, "shared")
+        plan = P.plan_call(name, bound, tile, self._split_target())
         call = self._run_plan(plan)
         path = "split-k" if plan.split > 1 else "tiled"
         self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
@@ -406,7 +406,7 @@ class Runtime:
         finally:
             mem.end_call(plan)
 
-    def _native(self, name: str, b: dict[str, Any], shape: tuple, flops: float, out: np.ndarray) -> None:
+    def _native(self, name: str, bound: dict[str, Any], shape: tuple, flops: float, out: np.ndarray) -> None:
         """The path policy's native path: one call on all the host workers' BLAS threads together (the CPU
         trmm/trsm kernel runs the recursion where it measured faster; path "small" below ``small_flops``,
         else "shared" or "recursive"); a call log with its one record and a count, no per-device totals.
@@ -420,7 +420,7 @@ class Runtime:
         if name in ("trmm", "trsm"):
             from tileblas.policy._recursion import recursion_faster
 
-            rhs = shape[1] if b["side"] == "L" else shape[0]
+            rhs = shape[1] if bound["side"] == "L" else shape[0]
             if recursion_faster(shape[2], rhs, self._policy_threads, name, out.dtype.char):
                 path = "recursive"
         rec = TaskRecord(None, 0, name)
@@ -428,7 +428,7 @@ class Runtime:
         t0 = rec.t_found = rec.t0 = time.perf_counter()
         failed = True
         try:
-            kernel(*[b[p] for p in params], **{f: b[f] for f in flags})
+            kernel(*[bound[p] for p in params], **{f: bound[f] for f in flags})
             failed = False
         finally:
             t1 = rec.t1 = rec.t_done = time.perf_counter()
@@ -441,18 +441,18 @@ class Runtime:
                 self._calls += 1
                 self._failed += failed
 
-    def _direct(self, name: str, b: dict[str, Any], shape: tuple, flops: float, path: str) -> None:
+    def _direct(self, name: str, bound: dict[str, Any], shape: tuple, flops: float, path: str) -> None:
         """One native call on one device (trivial and small problems)."""
         P.check_native_dims(name, *shape)
         host = [d for d, dev in enumerate(self._devices) if dev.host_memory]
         params, flags = P.ROUTINES[name]
-        args = [b[p] for p in params]
-        kw = {f: b[f] for f in flags}
+        args = [bound[p] for p in params]
+        kw = {f: bound[f] for f in flags}
         if not host:  # a device with its own memory: one task with one tile covering the problem
             tile = max(max(shape), 1)
-            plan = P.plan_call(name, b, tile, 0)
+            plan = P.plan_call(name, bound, tile, 0)
             call = self._run_plan(plan)
-            self._record(name, shape, b.get("c", b.get("b")).dtype, tile, path, flops, call.records,
+            self._record(name, shape, bound.get("c", bound.get("b")).dtype, tile, path, flops, call.records,
                          call.t_start, call.t_end, failed=call.error is not None)
             if call.error is not None:
                 raise call.error
@@ -470,7 +470,7 @@ class Runtime:
             raise
         finally:
             rec.t1 = rec.t_done = time.perf_counter()
-            out = b["c"] if "c" in b else b["b"]
+            out = bound["c"] if "c" in bound else bound["b"]
             self._record(name, shape, out.dtype, max(shape), path, flops, [rec], t_start, rec.t1,
                          failed=not rec.ok)
 
