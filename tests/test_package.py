@@ -23,12 +23,14 @@ def test_import_is_light():
     code = (
         "import sys, json, tileblas\n"
         f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {OPTIONAL!r})\n"
-        "print(json.dumps({'bad': bad, 'version': tileblas.__version__}))\n"
+        "heavy = sorted(m for m in ('numpy', 'tileblas.kernels._openblas', 'tileblas.runtime') if m in sys.modules)\n"
+        "print(json.dumps({'bad': bad, 'heavy': heavy, 'version': tileblas.__version__}))\n"
     )
     r = _run([sys.executable, "-c", code])
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["bad"] == [], f"import tileblas imported optional modules: {out['bad']}"
+    assert out["heavy"] == [], f"import tileblas loaded {out['heavy']} (they load on first use)"
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", out["version"])
 
 

@@ -7,20 +7,10 @@ See :mod:`tileblas.kernels._openblas` for the design.  Typical use::
     kernels.gemm(1.0, a, b, 0.0, c, lib=kernels.get_library(2))   # on 2 BLAS threads
 """
 
-from tileblas.kernels._openblas import (
-    BlasLibrary,
-    gemm,
-    get_library,
-    hemm,
-    her2k,
-    herk,
-    library_path,
-    symm,
-    syr2k,
-    syrk,
-    trmm,
-    trsm,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "BlasLibrary",
@@ -36,3 +26,17 @@ __all__ = [
     "trmm",
     "trsm",
 ]
+
+
+# Resolved on first use: importing this package (as ``import tileblas`` does for the thread controller in
+# kernels/_threadpool.py) must not load NumPy or OpenBLAS.
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        value = getattr(importlib.import_module("tileblas.kernels._openblas"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tileblas.kernels' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
