@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tileblas.runtime._cluster import clear_transfer_logs
+from tileblas.runtime.cluster import clear_transfer_logs
 
 __all__ = ["main", "run"]
 
@@ -56,7 +56,7 @@ def run(n: int, chunk: int, trials: int, workers: int, modes: tuple[str, ...] = 
     from distributed import Client, wait
 
     import tileblas
-    from tileblas.runtime._cluster import local_cluster
+    from tileblas.runtime.cluster import local_cluster
 
     dask.config.set({"distributed.admin.low-level-log-length": 1_000_000})
     import warnings

@@ -22,7 +22,7 @@ import scipy.linalg.blas as sblas  # noqa: E402
 import tileblas  # noqa: E402
 from tileblas import blas  # noqa: E402
 from tileblas.runtime import get_runtime, set_runtime  # noqa: E402
-from tileblas.runtime._cluster import (  # noqa: E402
+from tileblas.runtime.cluster import (  # noqa: E402
     ClusterRuntime,
     DistributedMatrix,
     cluster_tile_size,

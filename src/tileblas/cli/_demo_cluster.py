@@ -21,7 +21,7 @@ def section(out: Callable[[str], None]) -> None:
         out(f"skipped: needs dask and distributed (pip install 'tileblas[distributed]'); {exc}")
         return
     from tileblas.runtime import Runtime
-    from tileblas.runtime._cluster import clear_transfer_logs, local_cluster
+    from tileblas.runtime.cluster import clear_transfer_logs, local_cluster
 
     n, chunk, trials = 2048, 1024, 2
     rng = np.random.default_rng(0)

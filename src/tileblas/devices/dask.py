@@ -15,7 +15,7 @@ What it owns
       reference; every worker needs tileblas installed (``pip install tileblas[distributed]``).
 
 What it must not touch
-    Placement and recovery decisions (:mod:`tileblas.runtime._cluster` owns them); networking and
+    Placement and recovery decisions (:mod:`tileblas.runtime.cluster` owns them); networking and
     serialisation (Dask's own comms and serialisers do all of it).
 
 Tiles on a worker are immutable values held by Dask futures: a task never writes into a tile it was given

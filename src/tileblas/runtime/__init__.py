@@ -14,7 +14,7 @@ Typical use::
         rt.trace("gemm.json")               # Chrome/Perfetto trace
 
 On a Dask cluster (``pip install tileblas[distributed]``) the same calls run with each worker as a device
-(:mod:`._cluster`)::
+(:mod:`.cluster`)::
 
     rt = tileblas.Runtime(devices=distributed_client)   # or "tls://scheduler:8786", or "dask:2"
 """
@@ -33,7 +33,7 @@ from tileblas.runtime._planner import (
     plan_call,
 )
 from tileblas.runtime._runtime import Runtime, get_runtime, make_devices, set_runtime
-from tileblas.runtime._cluster import ClusterRuntime, DistributedMatrix, local_cluster  # Dask imported on use
+from tileblas.runtime.cluster import ClusterRuntime, DistributedMatrix, local_cluster  # Dask imported on use
 from tileblas.runtime._scheduler import LocalityModel, RecentTiles, Scheduler
 from tileblas.runtime._trace import CallProfile, DeviceProfile, plot_timeline
 

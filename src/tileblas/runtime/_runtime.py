@@ -180,12 +180,12 @@ class Runtime:
 
     def __new__(cls, devices: Any = None, *args: Any, **kwargs: Any) -> "Runtime":
         # A Dask cluster (Client, cluster object, scheduler address, "dask:N") gives a ClusterRuntime
-        # (tileblas.runtime._cluster); nothing of Dask is imported otherwise.
+        # (tileblas.runtime.cluster); nothing of Dask is imported otherwise.
         if cls is Runtime and devices is not None and not isinstance(devices, (int, list, tuple)):
-            from tileblas.runtime import _cluster
+            from tileblas.runtime import cluster
 
-            if _cluster.is_cluster_spec(devices):
-                cls = _cluster.ClusterRuntime
+            if cluster.is_cluster_spec(devices):
+                cls = cluster.ClusterRuntime
         return super().__new__(cls)
 
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
