@@ -35,6 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tileblas._dtypes import DTYPE_OF, REAL_CODE, REAL_DTYPE_OF, SCALAR_CODE
+from tileblas.kernels._openblas import colmajor
 __all__ = [
     "F32",
     "F64",
@@ -62,18 +64,10 @@ __all__ = [
     "column_major",
 ]
 
-F32 = np.dtype(np.float32)
-F64 = np.dtype(np.float64)
-C64 = np.dtype(np.complex64)
-C128 = np.dtype(np.complex128)
-
-#: dtype of each BLAS precision prefix
-DTYPE: dict[str, np.dtype] = {"s": F32, "d": F64, "c": C64, "z": C128}
-#: real dtype that goes with each precision (the type of norms, cosines, ...)
-REAL_DTYPE: dict[str, np.dtype] = {"s": F32, "d": F64, "c": F32, "z": F64}
-#: tileblas.kernels._native signature code of a scalar of each precision, and of its real counterpart
-SCALAR_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "C", "z": "Z"}
-REAL_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "f", "z": "d"}
+#: The precision table (:mod:`tileblas._dtypes`) under the names this layer uses.
+DTYPE = DTYPE_OF
+REAL_DTYPE = REAL_DTYPE_OF
+F32, F64, C64, C128 = (DTYPE_OF[p] for p in "sdcz")
 
 _nd = np.ndarray
 
@@ -295,17 +289,12 @@ def as_matrix(obj: Any, dtype: np.dtype, name: str) -> np.ndarray:
 
 
 def column_major(a: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(array, ld)`` describing the 2-D ``a`` column-major for BLAS; copies only when no stride fits."""
-    m, n = a.shape
-    s0, s1 = a.strides
-    it = a.itemsize
-    if m <= 1 or s0 == it:
-        if n <= 1:
-            return a, max(m, 1)
-        if s1 > 0 and s1 % it == 0 and s1 // it >= max(m, 1):
-            return a, s1 // it
-    f = np.asfortranarray(a)
-    return f, max(m, 1)
+    """``(array, ld)`` describing the 2-D ``a`` column-major for BLAS (:func:`tileblas.kernels._openblas.colmajor`
+    decides); copies only when no stride fits."""
+    ld = colmajor(a)
+    if ld:
+        return a, ld
+    return np.asfortranarray(a), max(a.shape[0], 1)
 
 
 def as_inout_matrix(

@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tileblas._dtypes import DTYPE_OF
 from tileblas.blas import _dispatch
 from tileblas.blas._common import _not_handled
 
@@ -52,12 +53,7 @@ except ImportError:  # pragma: no cover - a build without the C module
 
 __all__: list[str] = []
 
-_DTYPE = {
-    "s": np.dtype(np.float32),
-    "d": np.dtype(np.float64),
-    "c": np.dtype(np.complex64),
-    "z": np.dtype(np.complex128),
-}
+_DTYPE = DTYPE_OF
 _TRANS = ("N", "T", "C")
 
 

@@ -121,11 +121,11 @@ def _split(routine: str) -> tuple[str, str]:
 
 
 def _dtype_of_prefix(prefix: str) -> Any:
-    import numpy as np
+    from tileblas._dtypes import DTYPE_OF
 
     # 'd' -> d; 'id' (idamax) -> d; 'sc'/'dz' (scnrm2, dzasum) -> c/z data; 'cs'/'zd' (csscal) -> c/z data
     data = {"sc": "c", "dz": "z", "cs": "c", "zd": "z"}.get(prefix, prefix[-1])
-    return np.dtype({"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[data])
+    return DTYPE_OF[data]
 
 
 def _rand(rng: Any, shape: tuple[int, ...], dtype: Any) -> Any:

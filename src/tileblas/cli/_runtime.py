@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from tileblas._dtypes import DTYPE_OF
 __all__ = ["register", "trace_routine", "make_problem"]
 
-_DTYPES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+_DTYPES = DTYPE_OF
 
 
 def make_problem(routine: str, n: int, dtype: Any, seed: int = 0) -> tuple:

@@ -35,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from tileblas._dtypes import PREFIX_OF
 from tileblas.devices._base import DeviceError
 from tileblas.devices._discrete import DiscreteDevice, Event
 
 __all__ = ["GPUDevice", "gpu_devices", "gpu_count"]
 
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
-           np.dtype(np.complex128): "z"}
+_PREFIX = PREFIX_OF
 _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 _OP = {"N": 0, "T": 1, "C": 2}  # CUBLAS_OP_N / T / C
 

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import colmajor
 from tileblas.kernels._recursive import Gemm, Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
@@ -73,8 +74,7 @@ def gpu_available() -> bool:
         return False
 
 
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.complex64): "c",
-           np.dtype(np.complex128): "z"}
+_PREFIX = PREFIX_OF
 _OP = {"N": 0, "T": 1, "C": 2}  # CUBLAS_OP_N/T/C
 _SWAP_NT = {"N": "T", "T": "N"}
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tileblas._dtypes import PREFIX_OF, REAL_CODE, SCALAR_CODE
 from tileblas.kernels import _native
 
 __all__ = [
@@ -56,15 +57,10 @@ __all__ = [
 
 call = _native.call
 
-#: BLAS precision prefix for each supported dtype.
-DTYPES: dict[np.dtype, str] = {
-    np.dtype(np.float32): "s",
-    np.dtype(np.float64): "d",
-    np.dtype(np.complex64): "c",
-    np.dtype(np.complex128): "z",
-}
-_SCALAR_CODE = {"s": "f", "d": "d", "c": "C", "z": "Z"}
-_REAL_CODE = {"s": "f", "d": "d", "c": "f", "z": "d"}
+#: BLAS precision prefix for each supported dtype (:mod:`tileblas._dtypes`).
+DTYPES = PREFIX_OF
+_SCALAR_CODE = SCALAR_CODE
+_REAL_CODE = REAL_CODE
 
 
 def prefix_of(dtype: Any) -> str:

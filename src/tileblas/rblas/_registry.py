@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tileblas._dtypes import DTYPE_OF
 from tileblas.rblas import _exact
 from tileblas.rblas._modes import (
     AlreadyReversedError,
@@ -53,11 +54,8 @@ from tileblas.rblas._tape import (
 
 __all__ = ["Spec", "Out", "Ctx", "make_pair", "signature_params", "lookup", "forward", "reverse", "DTYPE_OF_PREFIX"]
 
-DTYPE_OF_PREFIX = {
-    "s": np.dtype(np.float32), "d": np.dtype(np.float64),
-    "c": np.dtype(np.complex64), "z": np.dtype(np.complex128),
-    "cs": np.dtype(np.complex64), "zd": np.dtype(np.complex128),
-}
+#: dtype of each routine prefix, including the mixed ones (csscal, zdrot, ...).
+DTYPE_OF_PREFIX = {**DTYPE_OF, "cs": DTYPE_OF["c"], "zd": DTYPE_OF["z"]}
 
 
 _IMMUTABLE = (bool, int, float, complex, str, bytes, np.number)

@@ -1,0 +1,25 @@
+"""The one table of BLAS precisions: prefix letters, their dtypes, real counterparts and native scalar codes.
+
+What it must not touch: anything of tileblas (it is the lowest module; everything that maps a prefix to a
+dtype, or back, reads it from here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["PREFIXES", "DTYPE_OF", "PREFIX_OF", "REAL_DTYPE_OF", "SCALAR_CODE", "REAL_CODE"]
+
+#: The four BLAS precisions, in BLAS order.
+PREFIXES = ("s", "d", "c", "z")
+#: dtype of each precision prefix.
+DTYPE_OF: dict[str, np.dtype] = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
+                                 "c": np.dtype(np.complex64), "z": np.dtype(np.complex128)}
+#: precision prefix of each supported dtype.
+PREFIX_OF: dict[np.dtype, str] = {dt: p for p, dt in DTYPE_OF.items()}
+#: real dtype that goes with each precision (the type of norms, cosines, Hermitian scalars).
+REAL_DTYPE_OF: dict[str, np.dtype] = {"s": DTYPE_OF["s"], "d": DTYPE_OF["d"], "c": DTYPE_OF["s"], "z": DTYPE_OF["d"]}
+#: signature code of a scalar of each precision for :func:`tileblas.kernels._native.call`, and of its
+#: real counterpart.
+SCALAR_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "C", "z": "Z"}
+REAL_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "f", "z": "d"}
