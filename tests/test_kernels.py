@@ -150,3 +150,21 @@ def test_private_library_instances():
     assert l1.path != l2.path
     with pytest.raises(ValueError, match="threads"):
         K.get_library(0)
+
+
+@pytest.mark.parametrize("uplo", [None, "U", "L"])
+@pytest.mark.parametrize("shape", [(5, 5), (5, 3), (3, 5)])
+@pytest.mark.parametrize("alpha", [1.0, -0.5])
+def test_split_k_axpy_updates_only_its_triangle(uplo, shape, alpha):
+    """The split-k reduction every host-memory device uses: y += alpha*x on the uplo triangle of the
+    (possibly rectangular) tile, diagonal included; the other entries are left as they were."""
+    from tileblas.kernels._openblas import split_k_axpy
+
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(shape), rng.standard_normal(shape)
+    want = y.copy()
+    ones = np.ones(shape, bool)
+    keep = ones if uplo is None else (np.triu(ones) if uplo == "U" else np.tril(ones))
+    want[keep] += alpha * x[keep]
+    split_k_axpy(alpha, x, y, uplo)
+    np.testing.assert_array_equal(y, want)

@@ -265,18 +265,6 @@ def tile_nbytes(x: Any) -> int:
     return 0 if x is None else int(getattr(x, "nbytes", 0))
 
 
-def _axpy(alpha: Any, x: np.ndarray, y: np.ndarray, uplo: str | None = None) -> None:
-    """y += alpha*x, on the uplo triangle only when given (the split-k reduction)."""
-    if uplo is None:
-        if alpha == 1:
-            np.add(y, x, out=y)
-        else:
-            y += alpha * x
-        return
-    mask = np.triu(np.ones(y.shape, dtype=bool)) if uplo == "U" else np.tril(np.ones(y.shape, dtype=bool))
-    y[mask] += alpha * x[mask]
-
-
 _LOCAL_KERNELS: dict[str, Callable[..., None]] = {}
 
 
@@ -284,7 +272,9 @@ def _kernel(name: str) -> Callable[..., None]:
     fn = _LOCAL_KERNELS.get(name)
     if fn is None:
         if name == "axpy":
-            fn = _axpy
+            from tileblas.kernels._openblas import split_k_axpy
+
+            fn = split_k_axpy
         else:
             from tileblas.kernels import _openblas
 

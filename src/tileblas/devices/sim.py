@@ -40,16 +40,6 @@ __all__ = ["SimDevice", "sim_devices", "kernel_flops"]
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm", "axpy")
 
 
-def _axpy(alpha: Any, x: np.ndarray, y: np.ndarray, uplo: str | None = None) -> None:
-    """y += alpha*x (on the uplo triangle only, when given): the split-k reduction."""
-    if uplo is None:
-        y += alpha * x
-        return
-    n = y.shape[0]
-    rows, cols = np.triu_indices(n) if uplo == "U" else np.tril_indices(n)
-    y[rows, cols] += alpha * x[rows, cols]
-
-
 def kernel_flops(name: str, args: list, kwargs: dict) -> float:
     """Real flops of one tile-kernel call (complex counts 4x), from its arguments' shapes."""
     if name == "gemm":
@@ -233,7 +223,7 @@ class SimDevice(DiscreteDevice):
             if name not in _KERNELS:
                 raise ValueError(f"unknown kernel {name!r}; simulated-device kernels: {', '.join(_KERNELS)}")
             if name == "axpy":
-                fn = _axpy
+                fn = _openblas.split_k_axpy
             else:
                 base = getattr(_openblas, name)
                 lib = _openblas.get_library(self.threads)

@@ -37,6 +37,7 @@ from tileblas._dtypes import PREFIX_OF, REAL_CODE, SCALAR_CODE
 from tileblas.kernels import _native
 
 __all__ = [
+    "split_k_axpy",
     "BlasLibrary",
     "get_library",
     "library_path",
@@ -484,3 +485,18 @@ def trmm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None) -> Non
 def trsm(alpha, a, b, side="L", uplo="U", transa="N", diag="N", lib=None) -> None:
     """Solve op(a)@x = alpha*b (side L) or x@op(a) = alpha*b (side R) for x, overwriting b."""
     return _triangular("trsm", side, uplo, transa, diag, alpha, a, b, lib)
+
+
+def split_k_axpy(alpha: Any, x: np.ndarray, y: np.ndarray, uplo: str | None = None) -> None:
+    """y += alpha*x in place, on the ``uplo`` triangle of y only when given (the other entries untouched):
+    the split-k reduction of the tile runtime, on host memory, for every device kind that keeps tiles there.
+    The triangle is that of the m x n tile (diagonal included), so rectangular tiles work too."""
+    if uplo is None:
+        if alpha == 1:
+            np.add(y, x, out=y)
+        else:
+            y += alpha * x
+        return
+    m, n = y.shape
+    rows, cols = np.triu_indices(m, 0, n) if uplo == "U" else np.tril_indices(m, 0, n)
+    y[rows, cols] += alpha * x[rows, cols]

@@ -53,6 +53,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tileblas.kernels._openblas import split_k_axpy
 from tileblas.runtime._planner import LEVEL3_KERNELS, Plan, Task, Tile
 
 __all__ = ["Scheduler", "CallState", "LocalityModel", "RecentTiles", "TaskRecord", "host_tile_op"]
@@ -113,20 +114,9 @@ class RecentTiles(LocalityModel):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _host_axpy(alpha: Any, x: np.ndarray, y: np.ndarray, uplo: str | None = None) -> None:
-    """y += alpha*x (on the uplo triangle only, when given): the split-k reduction on host memory."""
-    if uplo is None:
-        if alpha == 1:
-            np.add(y, x, out=y)
-        else:
-            y += alpha * x
-        return
-    n = y.shape[0]
-    rows, cols = (np.triu_indices(n) if uplo == "U" else np.tril_indices(n))
-    y[rows, cols] += alpha * x[rows, cols]
 
 
-_HOST_OPS: dict[str, Callable[..., None]] = {"axpy": _host_axpy}
+_HOST_OPS: dict[str, Callable[..., None]] = {"axpy": split_k_axpy}
 
 
 def host_tile_op(name: str) -> Callable[..., None]:
