@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from tileblas._dtypes import PREFIX_OF
+from tileblas.kernels._gpu_recursive import _cublas, _cupy  # the one CuPy loader
 from tileblas.devices._base import DeviceError
 from tileblas.devices._discrete import DiscreteDevice, Event
 
@@ -46,16 +47,6 @@ _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): 
 _OP = {"N": 0, "T": 1, "C": 2}  # CUBLAS_OP_N / T / C
 
 
-def _cupy() -> Any:
-    import cupy
-
-    return cupy
-
-
-def _cublas() -> Any:
-    from cupy_backends.cuda.libs import cublas
-
-    return cublas
 
 
 def gpu_count() -> int:

@@ -53,13 +53,15 @@ __all__ = [
 DEFAULT_GPU_STOP = Tuning().gpu_recursion_stop
 
 
-def _cupy():
+def _cupy() -> Any:
+    """CuPy, imported on first use (the one loader: devices/gpu.py uses it too)."""
     import cupy
 
     return cupy
 
 
-def _cublas():
+def _cublas() -> Any:
+    """CuPy's cuBLAS bindings, imported on first use."""
     from cupy_backends.cuda.libs import cublas
 
     return cublas

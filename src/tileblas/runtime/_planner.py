@@ -56,6 +56,7 @@ __all__ = [
     "MAX_TILES_PER_DIM",
     "BLAS_INT_MAX",
     "bounded_tile",
+    "check_tile_size",
     "check_native_dims",
 ]
 
@@ -381,6 +382,14 @@ def flop_count(name: str, m: int, n: int, k: int) -> float:
     if name in ("syr2k", "her2k"):
         return 2.0 * n * (n + 1) * k
     return 1.0 * m * n * k  # trmm, trsm: k is the triangle's order
+
+
+def check_tile_size(tile_size: Any) -> int | None:
+    """The one check of a ``tile_size`` argument (Runtime, its calls, cluster handles): None or an int >= 1."""
+    if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
+                                  or tile_size < 1):
+        raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
+    return None if tile_size is None else int(tile_size)
 
 
 def _ceil(a: int, b: int) -> int:

@@ -191,9 +191,7 @@ class Runtime:
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
                  memory_policy: str = "cache", shared_flops: float | None = None) -> None:
-        if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
-                                      or tile_size < 1):
-            raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
+        P.check_tile_size(tile_size)
         if isinstance(reservation_slots, bool) or not isinstance(reservation_slots, (int, np.integer)) \
                 or reservation_slots < 1:
             raise ValueError(f"reservation_slots must be a positive int; got {reservation_slots!r}")
@@ -360,9 +358,7 @@ class Runtime:
         if self.closed:
             raise RuntimeError("this Runtime has been shut down (closed); calls made after close() are "
                                "refused and leave the output unchanged")
-        if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
-                                      or tile_size < 1):
-            raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
+        P.check_tile_size(tile_size)
         bound = P.check_call(name, args, kwargs)
         m, n, k = P.call_dims(name, bound)
         out = bound["c"] if "c" in bound else bound["b"]

@@ -80,9 +80,7 @@ class ClusterRuntime(Runtime):
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None, *,
                  security: Any = None, cache_bytes: int | None = None, worker_wait_s: float = 60.0,
                  client_kwargs: dict | None = None) -> None:
-        if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
-                                      or tile_size < 1):
-            raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
+        P.check_tile_size(tile_size)
         if reservation_slots is not None and (isinstance(reservation_slots, bool)
                                               or not isinstance(reservation_slots, (int, np.integer))
                                               or reservation_slots < 1):
@@ -317,9 +315,7 @@ class ClusterRuntime(Runtime):
 
     def _handle_tile(self, shape: tuple, tile_size: int | None) -> int:
         if tile_size is not None:
-            if isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer)) or tile_size < 1:
-                raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
-            return int(tile_size)
+            return P.check_tile_size(tile_size)
         m, n = int(shape[0]), int(shape[1])
         return self.tile_size_for("gemm", m, n, max(m, n))
 
@@ -402,9 +398,7 @@ class ClusterRuntime(Runtime):
         """Compute Level-3 routine ``name`` in place on the cluster (see :meth:`Runtime.run`).  Operands may
         be NumPy arrays (the client's memory) or :class:`DistributedMatrix` handles (the workers')."""
         self._check_open()
-        if tile_size is not None and (isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer))
-                                      or tile_size < 1):
-            raise ValueError(f"tile_size must be a positive int or None; got {tile_size!r}")
+        P.check_tile_size(tile_size)
         handles: dict[int, DistributedMatrix] = {}
         args = tuple(self._standin(x, handles) for x in args)
         kwargs = {k: self._standin(v, handles) for k, v in kwargs.items()}
