@@ -95,4 +95,4 @@ def section(out: Callable[[str], None]) -> None:
                 rt.shutdown()
             client.close()
             cluster.close()
-    out("cluster shut down; see `Runtime(devices=client_or_address)` and benchmarks/bench_cluster.py")
+    out("cluster shut down; see `tileblas.Runtime(devices=client_or_address)` and benchmarks/bench_cluster.py")
