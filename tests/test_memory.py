@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tileblas.devices import DeviceError, SimDevice
-from tileblas.runtime._cache import ALRU, Block, Directory, TaskMemory, TileMemory
+from tileblas.runtime._cache import ALRU, Block, Directory
+from tileblas.runtime._tilememory import TaskMemory, TileMemory
 from tileblas.runtime._memory import DeviceHeap
 from tileblas.runtime._planner import Tile
 

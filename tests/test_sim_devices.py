@@ -9,7 +9,8 @@ import pytest
 
 from tileblas.devices import CPUDevice, DeviceError, SimDevice, create_device, sim_devices
 from tileblas.runtime import Runtime, make_devices
-from tileblas.runtime._cache import CacheLocality, TaskMemory, TileMemory
+from tileblas.runtime._locality import CacheLocality
+from tileblas.runtime._tilememory import TaskMemory, TileMemory
 from tileblas.runtime._planner import Tile
 
 RNG = np.random.default_rng(7)

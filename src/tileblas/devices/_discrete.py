@@ -1,7 +1,7 @@
 """The interface of devices with a memory space of their own (simulated devices, GPUs).
 
 What it owns
-    The contract between such a device and the runtime's tile memory (:mod:`tileblas.runtime._cache`):
+    The contract between such a device and the runtime's tile memory (:mod:`tileblas.runtime._tilememory`):
 
     * one preallocated chunk of ``memory_bytes`` bytes; the runtime's heap hands out offsets and
       :meth:`DiscreteDevice.view` turns an offset into a contiguous column-major device array;

@@ -34,7 +34,8 @@ from tileblas.runtime._planner import (
 )
 from tileblas.runtime._runtime import Runtime, get_runtime, make_devices, set_runtime
 from tileblas.runtime.cluster import ClusterRuntime, DistributedMatrix, local_cluster  # Dask imported on use
-from tileblas.runtime._scheduler import LocalityModel, RecentTiles, Scheduler
+from tileblas.runtime._locality import LocalityModel, RecentTiles
+from tileblas.runtime._scheduler import Scheduler
 from tileblas.runtime._trace import CallProfile, DeviceProfile, plot_timeline
 
 __all__ = [

@@ -164,7 +164,7 @@ class Runtime:
     memory_policy : {"cache", "on-demand"}
         For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
         MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
-        afterwards ("on-demand", like cuBLAS-XT; the baseline).  See :mod:`tileblas.runtime._cache`.
+        afterwards ("on-demand", like cuBLAS-XT; the baseline).  See :mod:`tileblas.runtime._tilememory`.
 
     Notes
     -----
@@ -223,7 +223,8 @@ class Runtime:
         self._memory = None
         locality = None
         if any(not d.host_memory for d in self._devices) or memory_policy != "cache":
-            from tileblas.runtime._cache import CacheLocality, TileMemory
+            from tileblas.runtime._locality import CacheLocality
+            from tileblas.runtime._tilememory import TileMemory
 
             self._memory = TileMemory(self._devices, memory_policy)
             locality = CacheLocality(self._memory)

@@ -48,72 +48,18 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from tileblas.kernels._openblas import split_k_axpy
+from tileblas.runtime._locality import LocalityModel, RecentTiles
 from tileblas.runtime._planner import LEVEL3_KERNELS, Plan, Task, Tile
 
-__all__ = ["Scheduler", "CallState", "LocalityModel", "RecentTiles", "TaskRecord", "host_tile_op"]
-
-
-# ---------------------------------------------------------------------------------------------------
-# Locality
-# ---------------------------------------------------------------------------------------------------
-
-
-class LocalityModel:
-    """Where tiles are, as far as the priority of equation (3) is concerned.
-
-    Subclasses (device tile caches) override :meth:`level` and :meth:`touched`.  ``level`` returns 2 for
-    a tile resident on the device (L1 hit), 1 for a tile a peer device holds (L2 hit), 0 otherwise.
-    """
-
-    def level(self, device: int, key: tuple) -> int:  # pragma: no cover - interface
-        return 0
-
-    def touched(self, device: int, keys: Sequence[tuple]) -> None:  # pragma: no cover - interface
-        """Called by a device's worker after it ran a task that read ``keys``."""
-
-    def score(self, device: int, keys: Sequence[tuple]) -> int:
-        level = self.level
-        return sum(level(device, k) for k in keys)
-
-
-class RecentTiles(LocalityModel):
-    """The tiles each device touched most recently (bounded, least recently used dropped first).
-
-    Host devices have no tile cache of their own; a tile read recently is likely still in the core's
-    caches, and running the tasks that share it on the same worker keeps that so.  Peers' records are not
-    consulted (level 1 does not apply to a shared memory space).
-    """
-
-    def __init__(self, devices: int, capacity: int = 64) -> None:
-        self.capacity = capacity
-        self._recent: list[OrderedDict] = [OrderedDict() for _ in range(devices)]
-
-    def level(self, device: int, key: tuple) -> int:
-        return 2 if key in self._recent[device] else 0
-
-    def score(self, device: int, keys: Sequence[tuple]) -> int:
-        return 2 * sum(map(self._recent[device].__contains__, keys))
-
-    def touched(self, device: int, keys: Sequence[tuple]) -> None:
-        rec = self._recent[device]
-        for k in keys:
-            rec[k] = None
-            rec.move_to_end(k)
-        while len(rec) > self.capacity:
-            rec.popitem(last=False)
+__all__ = ["Scheduler", "CallState", "LocalityModel", "RecentTiles", "TaskRecord", "host_tile_op", "task_failed"]
 
 
 # ---------------------------------------------------------------------------------------------------
 # Kernels that are not Level-3 BLAS
 # ---------------------------------------------------------------------------------------------------
-
-
 
 
 _HOST_OPS: dict[str, Callable[..., None]] = {"axpy": split_k_axpy}
@@ -157,7 +103,7 @@ class TaskRecord:
         self.score = 0
         self.ok = True
         self.flops = 0.0
-        self.mem = None  # device-memory accounting (runtime._cache.TaskMemory) on discrete devices
+        self.mem = None  # device-memory accounting (runtime._tilememory.TaskMemory) on discrete devices
 
     @property
     def label(self) -> str:
@@ -182,6 +128,16 @@ class CallState:
         for t in plan.tasks:
             t.call = self
             t.prio = (seq, -t.depth, t.index)
+
+
+def task_failed(task: Task, device_name: str, rec: TaskRecord, exc: BaseException) -> None:
+    """Record that ``task`` raised ``exc`` on a device: the record is marked failed and the call keeps its
+    first error, with a note naming the task, routine and device (what the caller sees)."""
+    rec.ok = False
+    call = task.call
+    if call.error is None:
+        call.error = exc
+        call.error_note = f"in tile task {task.label} of {call.plan.routine} on device {device_name}"
 
 
 _CLOSED = ("this Runtime has been shut down (closed); calls made after close() are refused and leave the "
@@ -221,7 +177,7 @@ class Scheduler:
         self.slots = int(slots)
         self.sync = bool(sync)
         self.locality = locality or RecentTiles(len(self.devices))
-        self.memory = memory  # runtime._cache.TileMemory when some device has its own memory
+        self.memory = memory  # runtime._tilememory.TileMemory when some device has its own memory
         self._cv = threading.Condition(threading.Lock())
         self._queue: list = []
         self._stations: list[list[Task]] = [[] for _ in self.devices]
@@ -444,29 +400,28 @@ class Scheduler:
             if self.memory is not None:
                 self.memory.host_wrote(task.out)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, never swallowed
-            self._failed(task, d, rec, exc)
+            task_failed(task, self.devices[d].name, rec, exc)
         rec.t1 = time.perf_counter()
         if task.inputs:
             self.locality.touched(d, task.inputs)
+
+    def _execute(self, task: Task, d: int, rec: TaskRecord, stream: int = 0) -> None:
+        """Run one task's steps on device d (outside the lock).  Records failure instead of raising."""
+        if self._host[d]:
+            self._execute_host(task, d, rec)
+        elif self.memory is not None:  # tile caches, coherence, streams
+            self.memory.execute(task, d, stream, rec)
+        else:
+            self._execute_copying(task, d, rec)
         if self.sync:
             task.call.records.append(rec)
             if not rec.ok:
                 task.call.cancelled = True
 
-    def _failed(self, task: Task, d: int, rec: TaskRecord, exc: BaseException) -> None:
-        rec.ok = False
-        call = task.call
-        if call.error is None:
-            call.error = exc
-            call.error_note = f"in tile task {task.label} of {call.plan.routine} on device {self.devices[d].name}"
-
-    def _execute(self, task: Task, d: int, rec: TaskRecord, stream: int = 0) -> None:
-        """Run one task's steps on device d (outside the lock).  Records failure instead of raising."""
+    def _execute_copying(self, task: Task, d: int, rec: TaskRecord) -> None:
+        """:meth:`_execute` for a device with its own memory and no tile memory: each task copies its tiles
+        in and its output back (the simulated devices of the tests)."""
         dev = self.devices[d]
-        if self._host[d]:
-            return self._execute_host(task, d, rec)
-        if self.memory is not None:  # tile caches, coherence, streams
-            return self.memory.execute(self, task, d, stream, rec)
         plan = task.call.plan
         mats = plan.mats
         kernels = self._kernels[d]
@@ -498,17 +453,9 @@ class Scheduler:
             if self.memory is not None:
                 self.memory.host_wrote(out)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, never swallowed
-            rec.ok = False
-            call = task.call
-            if call.error is None:
-                call.error = exc
-                call.error_note = f"in tile task {task.label} of {plan.routine} on device {dev.name}"
+            task_failed(task, dev.name, rec, exc)
         rec.t1 = time.perf_counter()
         if task.inputs:
             self.locality.touched(d, task.inputs)
         if stats.bytes_h2d != b0[0] or stats.bytes_d2h != b0[1] or stats.bytes_d2d != b0[2]:
             rec.bytes = (stats.bytes_h2d - b0[0], stats.bytes_d2h - b0[1], stats.bytes_d2d - b0[2])
-        if self.sync:
-            task.call.records.append(rec)
-            if not rec.ok:
-                task.call.cancelled = True
