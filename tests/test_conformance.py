@@ -40,7 +40,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.linalg.blas as sblas
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tileblas
@@ -383,7 +383,6 @@ def _vec_kw(kw, label, off, inc, pos_off=True):
 
 def b_l2(D, fam, dt):
     kw: dict = {}
-    cplx = dt.kind == "c"
     if fam in ("gemv", "gbmv", "symv", "hemv", "sbmv", "hbmv", "spmv", "hpmv"):
         alpha, beta = D.scalar("alpha"), D.scalar("beta")
         trans = 0

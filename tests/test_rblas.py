@@ -8,7 +8,7 @@ import scipy.linalg.blas as sb
 
 import tileblas.rblas as rb
 from tileblas.rblas import _registry, _tape
-from test_rblas_helpers import BlasNS, arrays, build, snapshot, tol
+from test_rblas_helpers import BlasNS, build, snapshot, tol
 
 
 @pytest.fixture(autouse=True)

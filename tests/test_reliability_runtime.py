@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
-import tileblas
 from tileblas.runtime import Runtime, get_runtime, set_runtime
 
 EPS = np.finfo(np.float64).eps

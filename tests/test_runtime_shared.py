@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import tileblas
-from tileblas.runtime import _planner as P
 
 
 def _operands(name, n, rng):

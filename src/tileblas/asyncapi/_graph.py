@@ -57,8 +57,8 @@ class Op:
     __slots__ = ("executor", "name", "run", "reads", "writes", "flops", "host_only", "inline", "future",
                  "state", "npending", "dependents", "backend", "estimate", "error", "doom", "blas")
 
-    def __init__(self, executor: Any, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple,
-                 flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False,
+    def __init__(self, executor: Any, name: str, run: Callable[[Any], Any],
+                 reads: tuple[MatrixHandle, ...], writes: tuple[MatrixHandle, ...], flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False,
                  blas: bool = False) -> None:
         self.executor = executor
         self.name = name

@@ -87,7 +87,6 @@ class Point:
 def _dims(p: Point) -> tuple[int, int, int]:
     """(rows of the output, columns of the output, inner dimension / triangle order)."""
     n = p.n
-    fam = p.routine[1:]
     if p.shape == "k64":
         return (n, n, 64)
     if p.shape == "m64":
@@ -473,19 +472,23 @@ def grid_main(args: Any) -> int:
     if args.estimate_only:
         return 0
     bar = None
-    progress = None
+    progress: Callable[[Point], None] | None = None
     if not args.no_progress:
         try:
             from tqdm import tqdm
+        except ImportError:
+            def print_point(p: Point) -> None:
+                print(f"  {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}", flush=True)
 
+            progress = print_point
+        else:
             bar = tqdm(total=len(todo), unit="pt", smoothing=0.05)
 
-            def progress(p: Point) -> None:
+            def advance_bar(p: Point) -> None:
                 bar.set_postfix_str(f"{p.routine} {p.n} {p.shape} {p.order} {p.ratio:.2f}x", refresh=False)
                 bar.update(1)
-        except ImportError:
-            def progress(p: Point) -> None:
-                print(f"  {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}", flush=True)
+
+            progress = advance_bar
     t0 = time.perf_counter()
     meta = {"rounds": rounds, "settle_s": args.settle, "estimate_s": est, "quick": args.quick,
             "cpu_count": os.cpu_count(), "load_before": machine_load()}

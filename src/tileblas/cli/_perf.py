@@ -167,7 +167,7 @@ def _cmd_rank(args: argparse.Namespace) -> int:
                                                args.tolerance)
             total_agree += agree
             total_counted += counted
-            print(f"  measured ranking: " + " > ".join(str(v) for v in sorted(measured, key=measured.get))
+            print("  measured ranking: " + " > ".join(str(v) for v in sorted(measured, key=measured.get))
                   + f"; agreeing pairs {agree}/{counted} (pairs within {args.tolerance:.0%} not counted)")
     if args.plot:
         from tileblas.perf._plots import plot_vs_size

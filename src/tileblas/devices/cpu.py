@@ -15,13 +15,7 @@ from tileblas.kernels import _openblas
 from tileblas.kernels import _recursive
 from tileblas.kernels._threadpool import cpu_count
 from tileblas.devices._base import Device, register_device_kind
-from tileblas.policy._recursion import (  # noqa: F401 - re-exported: their old home
-    RECURSIVE_MIN_ORDER,
-    RECURSIVE_MIN_THREADS,
-    RECURSIVE_RHS,
-    recursion_faster,
-    recursion_stop,
-)
+from tileblas.policy._recursion import recursion_faster, recursion_stop
 
 __all__ = ["CPUDevice", "host_devices", "cpu_count", "recursion_faster"]
 

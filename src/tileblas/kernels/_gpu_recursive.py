@@ -32,7 +32,7 @@ import numpy as np
 from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import colmajor
-from tileblas.kernels._recursive import Gemm, Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
+from tileblas.kernels._recursive import Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
 
 __all__ = [
     "CupyBackend",

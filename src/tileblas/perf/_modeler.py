@@ -40,7 +40,6 @@ What it must not touch
 
 from __future__ import annotations
 
-import collections
 import itertools
 import math
 import time

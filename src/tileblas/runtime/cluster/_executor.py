@@ -7,12 +7,11 @@ What it must not touch: networking and serialisation (Dask's), the host runtime'
 from __future__ import annotations
 
 
-import hashlib
 import itertools
 import queue
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +20,10 @@ from tileblas.runtime._planner import Tile
 from tileblas.runtime._scheduler import TaskRecord
 from tileblas.runtime.cluster._spec import _POLL_S
 from tileblas.runtime.cluster._store import _Ref, _tile_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tileblas.runtime.cluster._runtime import ClusterRuntime
+    from tileblas.runtime.cluster._store import DistributedMatrix
 __all__: list[str] = []
 
 class _TaskRun:

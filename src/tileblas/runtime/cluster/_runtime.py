@@ -18,7 +18,6 @@ import numpy as np
 
 from tileblas._tuning import get_tuning
 from tileblas.runtime import _planner as P
-from tileblas.runtime._planner import Tile
 from tileblas.runtime._runtime import Runtime
 from tileblas.runtime.cluster._executor import _CallExecutor, _Lost, _is_loss
 from tileblas.runtime.cluster._spec import _distributed, cluster_tile_size, local_cluster, worker_incoming_bytes

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tileblas._tuning import Tuning, get_tuning
-from tileblas.runtime._runtime import Runtime
 __all__ = ["is_cluster_spec", "local_cluster", "cluster_tile_size", "worker_incoming_bytes",
            "clear_transfer_logs", "CLUSTER_TILE_CANDIDATES"]
 

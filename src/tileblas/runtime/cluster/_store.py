@@ -10,9 +10,12 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tileblas.runtime.cluster._runtime import ClusterRuntime
 
 __all__ = ["DistributedMatrix"]
 
