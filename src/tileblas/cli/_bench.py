@@ -27,8 +27,9 @@ import json
 import math
 import os
 import re
-import time
 from typing import Any, Callable
+
+from tileblas._timing import interleaved
 
 __all__ = ["register", "bench_blas", "scipy_openblas_threads", "set_scipy_openblas_threads", "FAMILIES"]
 
@@ -279,22 +280,10 @@ def _time_pair(f_t: Callable, f_s: Callable, args: tuple, kw: dict, repeat: int)
     a2, k2 = _copy_args(args, kw)
     diff = _max_rel_diff(f_t(*a1, **k1), f_s(*a2, **k2))
 
-    # inner loop so that each timed sample lasts ~20 ms
-    t0 = time.perf_counter()
-    f_s(*args, **kw)
-    single = max(time.perf_counter() - t0, 1e-7)
-    inner = max(1, min(100_000, int(0.02 / single)))
-    best = {"tileblas": math.inf, "scipy": math.inf}
-    fns = {"tileblas": f_t, "scipy": f_s}
-    for r in range(repeat):
-        order = ("tileblas", "scipy") if r % 2 == 0 else ("scipy", "tileblas")
-        for lib in order:
-            fn = fns[lib]
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                fn(*args, **kw)
-            best[lib] = min(best[lib], (time.perf_counter() - t0) / inner)
-    return diff, best, inner
+    # ABBA rounds; each timed sample a block of calls lasting ~20 ms, sized from one SciPy call
+    timed = interleaved({"tileblas": lambda: f_t(*args, **kw), "scipy": lambda: f_s(*args, **kw)}, repeat,
+                        alternate=True, block_s=0.02, max_block=100_000, block_from="scipy")
+    return diff, timed.best, timed.block["scipy"]
 
 
 def bench_blas(routine: str, n: int | None = None, repeat: int = 5, threads: int | None = None) -> dict[str, Any]:

@@ -34,6 +34,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
+from tileblas._timing import interleaved
+
 __all__ = ["Point", "grid_points", "estimate_seconds", "calibrate_rate", "run_grid", "summarize", "plot_grid",
            "write_json", "machine_load", "grid_main", "add_grid_arguments", "ROUTINES", "SIZES", "QUICK"]
 
@@ -222,26 +224,6 @@ def _operands(p: Point, rng: Any) -> tuple[tuple, dict]:
     return (1.0, a, b), kw
 
 
-def _best(fns: dict[str, Callable[[], Any]], rounds: int, settle: float, block_s: float,
-          max_block: int) -> tuple[dict[str, float], int]:
-    best = {k: math.inf for k in fns}
-    block = 0
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            time.sleep(settle)
-            fn()  # warm-up: wakes this implementation's BLAS threads
-            if not block:  # sized once, from SciPy's first call, the same for every implementation
-                t0 = time.perf_counter()
-                fn()
-                single = time.perf_counter() - t0
-                block = 1 if single >= block_s else max(1, min(max_block, int(block_s / max(single, 1e-7))))
-            t0 = time.perf_counter()
-            for _ in range(block):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t0) / block)
-    return best, block
-
-
 def _path_of_last_call() -> str:
     try:
         from tileblas.runtime._runtime import get_runtime
@@ -284,8 +266,11 @@ def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s:
         except Exception:  # noqa: BLE001
             pass
         p.path = path
-        best, p.block = _best({"scipy": lambda: f_s(*args, **kw), "tileblas": lambda: f_t(*args, **kw),
-                               "control": lambda: f_s(*args, **kw)}, rounds, settle, block_s, max_block)
+        # a pause and one warm-up call before each turn; one block size for all three, from SciPy's call
+        timed = interleaved({"scipy": lambda: f_s(*args, **kw), "tileblas": lambda: f_t(*args, **kw),
+                             "control": lambda: f_s(*args, **kw)}, rounds, settle=settle, warmup=1,
+                            block_s=block_s, max_block=max_block, block_from="scipy")
+        best, p.block = timed.best, timed.block["scipy"]
         # A point timed again (a recheck) keeps the best of all its rounds: best of 5 + 10 is best of 15.
         p.scipy_s = min(best["scipy"], p.scipy_s) if math.isfinite(p.scipy_s) else best["scipy"]
         p.tileblas_s = min(best["tileblas"], p.tileblas_s) if math.isfinite(p.tileblas_s) else best["tileblas"]

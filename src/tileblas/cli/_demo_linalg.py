@@ -25,7 +25,7 @@ def section(out: Callable[[str], None]) -> None:
     from tileblas import linalg
     from tileblas.kernels import _openblas
     from tileblas.kernels._recursive import default_stop, plan
-    from tileblas.rblas._bench import _best_interleaved
+    from tileblas._timing import interleaved
 
     out("== Recursive TRMM/TRSM and Cholesky solve/inverse (tileblas.linalg) ==")
     n, nrhs = 2048, 256
@@ -48,9 +48,10 @@ def section(out: Callable[[str], None]) -> None:
             # NumPy's OpenBLAS (the reference checks) keeps its threads spinning for ~0.1 s after a call:
             # let them sleep before timing, or they share the two cores with what is timed
             time.sleep(0.25)
-            best = _best_interleaved({
+            best = interleaved({
                 "rec": _on_fresh_input(lambda b: rec(1.0, a, b, "L", "L", "T"), fresh),
-                "nat": _on_fresh_input(lambda b: nat(1.0, a, b, "L", "L", "T", "N", lib=lib2), fresh)}, 20)
+                "nat": _on_fresh_input(lambda b: nat(1.0, a, b, "L", "L", "T", "N", lib=lib2), fresh)},
+                20, self_timed=True, prime=2, alternate=True).best
             b = bb.copy(order="F")
             rec(1.0, a, b, "L", "L", "T")
             t = np.tril(a).T

@@ -29,32 +29,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tileblas._timing import interleaved
 from tileblas.policy._paths import CLASSES, FAMILIES, PathPolicy
 
-__all__ = ["measure_policy", "best_of"]
+__all__ = ["measure_policy"]
 
 _DTYPE = {"real": np.float64, "complex": np.complex128}
-
-
-def best_of(fns: dict[str, Callable[[], Callable[[], None]]], reps: int, settle: float = 0.2,
-            block_s: float = 0.05, max_block: int = 20) -> dict[str, float]:
-    """Best time of each function over ``reps`` interleaved rounds; ``fns[k]()`` prepares a fresh input and
-    returns the call to time (one untimed warm-up call after the pause, then the timed block)."""
-    best = {k: math.inf for k in fns}
-    block = {k: 1 for k in fns}
-    for _ in range(reps):
-        for k, prep in fns.items():
-            warm = prep()
-            runs = [prep() for _ in range(block[k])]
-            if settle:
-                time.sleep(settle)
-            warm()
-            t0 = time.perf_counter()
-            for r in runs:
-                r()
-            best[k] = min(best[k], (time.perf_counter() - t0) / len(runs))
-            block[k] = max(1, min(max_block, int(block_s / max(best[k], 1e-9))))
-    return best
 
 
 def _operands(family: str, n: int, rhs: int, dtype: Any, rng: np.random.Generator) -> tuple[list, dict, int]:
@@ -86,6 +66,12 @@ def _flops(family: str, n: int, rhs: int, complex_: bool) -> float:
     else:
         f = flop_count(family, n, n, n)
     return f * (4.0 if complex_ else 1.0)
+
+
+def _best(fns: dict[str, Callable[[], Callable[[], None]]], reps: int, settle: float) -> dict[str, float]:
+    """Best seconds of each contender over ``reps`` interleaved rounds, each on fresh inputs: a pause, one
+    untimed warm-up call, then a block of calls lasting about 50 ms (at most 20)."""
+    return interleaved(fns, reps, fresh=True, settle=settle, warmup=1, block_s=0.05, max_block=20).best
 
 
 def _timer(call: Callable[..., None], args: list, kw: dict, out: int) -> Callable[[], Callable[[], None]]:
@@ -133,7 +119,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
                 rows = []
                 for n in sorted(sizes):
                     args, kw, out = _operands(fam, n, n, dt, rng)
-                    best = best_of({
+                    best = _best({
                         "native": _timer(lambda *a, **k: native(*a, lib=lib, **k), args, kw, out),
                         "tiled": _timer(lambda *a, _f=fam, **k: tiled_rt.run(_f, *a, **k), args, kw, out),
                     }, reps, settle)
@@ -173,7 +159,7 @@ def _measure_recursion(fam: str, cls: str, dt: Any, orders: Sequence[int], rhs: 
         stop = recursion_stop(fam, "L", r, np.dtype(dt))  # the stop the CPU kernels would use (side L)
         for n in sorted(orders):
             args, kw, out = _operands(fam, n, r, dt, rng)
-            best = best_of({
+            best = _best({
                 "native": _timer(lambda *a, **k: native(*a, lib=lib, **k), args, kw, out),
                 "recursive": _timer(lambda *a, **k: recursive(*a, lib=lib, stop=stop, **k), args, kw, out),
             }, reps, settle)

@@ -40,6 +40,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tileblas._timing import interleaved
+
 __all__ = ["register", "run_bench", "sweep", "bars"]
 
 PAPER_ROUTINES = {1: ["zaxpy", "zscal", "zdrot"], 2: ["zgemv", "zgbmv", "zgeru"], 3: ["zgemm", "zsymm", "ztrmm"]}
@@ -180,47 +182,19 @@ def sweep(routines: dict[int, list[str]], sizes: dict[int, list[int]], n_calls: 
     return rows
 
 
-def _stable(v: list[float], tol: float) -> bool:
-    """Whether the two smallest samples agree within ``tol`` (relative): the minimum is reproducible."""
-    if len(v) < 2:
-        return False
-    lo, nxt = sorted(v)[:2]
-    return nxt <= lo * (1.0 + tol)
-
-
 def _best_interleaved(fns: dict[str, Callable[[], float]], trials: int,
                       samples: dict[str, list[float]] | None = None, max_trials: int | None = None,
                       tol: float = 0.01, min_seconds: float = 0.0, max_seconds: float = float("inf")
                       ) -> dict[str, float]:
-    """Best of at least ``trials`` rounds per function, after two untimed warm-up calls each (caches,
-    page faults, lazily built plans).  Within a round the functions take turns, in reversed order every
-    other round (ABBA), so that neither always goes first.  Past ``trials`` rounds and ``min_seconds``
-    of rounds, more rounds run (up to ``max_trials`` rounds, default ``trials``: no extension, or
-    ``max_seconds``) until every function's minimum is reproducible, i.e. its two best samples agree
-    within ``tol``; the rule looks at each function alone, never at their ratio, and every function runs
-    the same number of rounds.  On a noisy machine a minimum over a few samples is itself noisy; many
-    rounds of a call of a few milliseconds cost little and make it settle.  ``samples`` (optional) receives every
-    timing, in round order (``samples[k][i]`` of all ``k`` come from round ``i``)."""
-    for _ in range(2):
-        for f in fns.values():
-            f()
-    got: dict[str, list[float]] = {k: [] for k in fns}
-    keys = list(fns)
-    limit = max(trials, max_trials or trials)
-    t = 0
-    t0 = time.perf_counter()
-    while t < limit:
-        for k in (keys if t % 2 == 0 else keys[::-1]):
-            got[k].append(fns[k]())
-        t += 1
-        if t < trials:
-            continue
-        spent = time.perf_counter() - t0
-        if spent >= max_seconds or (spent >= min_seconds and all(_stable(v, tol) for v in got.values())):
-            break
+    """Best seconds of each self-timed function (:func:`_timed`): two untimed calls each first, then at
+    least ``trials`` ABBA rounds, extended (to ``max_trials`` rounds or ``max_seconds``, past
+    ``min_seconds``) until every function's minimum repeats within ``tol``.  ``samples`` (optional)
+    receives every timing, in round order.  The loop is :func:`tileblas._timing.interleaved`."""
+    timed = interleaved(fns, trials, self_timed=True, prime=2, alternate=True, until_stable=tol,
+                        max_rounds=max_trials, min_seconds=min_seconds, max_seconds=max_seconds)
     if samples is not None:
-        samples.update(got)
-    return {k: min(v) for k, v in got.items()}
+        samples.update(timed.samples)
+    return timed.best
 
 
 def _paired_median_ratio(num: list[float], den: list[float]) -> float:

@@ -1,0 +1,115 @@
+"""The one timing loop (tileblas._timing.interleaved): turn order, pauses, warm-ups, blocks, stop rules."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tileblas import _timing
+from tileblas._timing import interleaved, stable
+
+
+def test_plain_calls_take_turns_with_pause_and_warmup(monkeypatch):
+    events: list = []
+    monkeypatch.setattr(_timing.time, "sleep", lambda s: events.append(("sleep", s)))
+
+    def call(name):
+        return lambda: events.append(name)
+
+    t = interleaved({"a": call("a"), "b": call("b")}, 3, settle=0.2, warmup=1)
+    # per turn: pause, one warm-up call, one timed call (no block asked); a then b in every round
+    assert events == [("sleep", 0.2), "a", "a", ("sleep", 0.2), "b", "b"] * 3
+    assert t.rounds == 3 and set(t.best) == {"a", "b"}
+    assert all(len(v) == 3 for v in t.samples.values())
+    assert t.best["a"] == min(t.samples["a"]) >= 0.0
+
+
+def test_alternate_reverses_every_other_round():
+    order: list = []
+    interleaved({k: (lambda k=k: order.append(k)) for k in "abc"}, 4, alternate=True)
+    assert order == list("abc" "cba" "abc" "cba")
+
+
+def test_fresh_inputs_are_prepared_untimed_and_each_timed_call_gets_its_own():
+    prepared, ran = [], []
+
+    def prep():
+        i = len(prepared)
+        prepared.append(i)
+        time.sleep(0.01)  # preparation is not timed
+        return lambda: ran.append(i)
+
+    t = interleaved({"x": prep}, 2, fresh=True, warmup=1)
+    assert ran == prepared == [0, 1, 2, 3]  # warm-up and timed call, each on a fresh input, per round
+    assert t.best["x"] < 0.005
+
+
+def test_self_timed_calls_report_their_own_seconds_and_prime_runs_first():
+    seq = iter([99.0, 99.0, 3.0, 2.0, 4.0])
+    t = interleaved({"s": lambda: next(seq)}, 3, self_timed=True, prime=2)
+    assert t.samples["s"] == [3.0, 2.0, 4.0] and t.best["s"] == 2.0
+
+
+def test_block_sized_per_contender_from_its_own_best():
+    t = interleaved({"fast": lambda: None, "slow": lambda: time.sleep(0.005)}, 3, block_s=0.02, max_block=20)
+    assert t.block["fast"] == 20  # a no-op call is far below 1 ms: capped at max_block
+    assert t.block["slow"] < 5  # about 0.02 / 0.005, fewer when the machine is slower
+
+
+def test_block_from_one_contender_is_shared_and_sized_before_the_first_round():
+    calls = {"a": 0, "b": 0}
+
+    def a():
+        calls["a"] += 1
+        time.sleep(0.002)
+
+    def b():
+        calls["b"] += 1
+
+    t = interleaved({"a": a, "b": b}, 2, block_s=0.02, max_block=1000, block_from="a")
+    n = t.block["a"]
+    assert t.block == {"a": n, "b": n} and 1 <= n <= 10
+    assert calls == {"a": 1 + 2 * n, "b": 2 * n}  # one sizing call of a, then two rounds of n calls each
+
+
+def test_until_stable_extends_rounds_until_every_minimum_repeats():
+    a = iter([1.0] * 20)
+    b = iter([2.0, 1.5, 1.2, 1.201] + [5.0] * 20)  # the minimum repeats (within 1 %) only in round 4
+    t = interleaved({"a": lambda: next(a), "b": lambda: next(b)}, 2, self_timed=True, until_stable=0.01,
+                    max_rounds=10)
+    assert t.rounds == 4 and t.best == {"a": 1.0, "b": 1.2}
+    never = iter([1000 * 0.9 ** k for k in range(100)])  # a new minimum every round
+    t = interleaved({"n": lambda: next(never)}, 2, self_timed=True, until_stable=0.01, max_rounds=7)
+    assert t.rounds == 7  # never beyond max_rounds
+    t = interleaved({"n": lambda: 1.0}, 3, self_timed=True, until_stable=0.01, max_rounds=50)
+    assert t.rounds == 3  # never below rounds
+
+
+def test_time_floor_and_ceiling():
+    t = interleaved({"a": lambda: time.sleep(0.004) or 1.0}, 2, self_timed=True, until_stable=0.01,
+                    max_rounds=1000, min_seconds=0.05)
+    assert 6 <= t.rounds <= 40  # stable at once, but rounds go on to the floor
+    vals = iter([1000 * 0.9 ** k for k in range(1000)])
+    t = interleaved({"a": lambda: time.sleep(0.004) or float(next(vals))}, 2, self_timed=True,
+                    until_stable=0.01, max_rounds=1000, max_seconds=0.05)
+    assert 6 <= t.rounds <= 40  # never stable: the ceiling stops it
+
+
+def test_stable():
+    assert stable([1.0, 1.005, 3.0], 0.01) and not stable([1.0, 1.02], 0.01)
+    assert not stable([1.0], 0.01) and not stable([], 0.01)
+
+
+@pytest.mark.parametrize("kw, names", [
+    ({"calls": {}, "rounds": 1}, "calls"),
+    ({"rounds": 0}, "rounds"),
+    ({"rounds": 2.5}, "rounds"),
+    ({"rounds": 1, "fresh": True, "self_timed": True}, "self_timed"),
+    ({"rounds": 1, "block_from": "zz"}, "'zz'"),
+    ({"rounds": 1, "max_block": 0}, "max_block"),
+])
+def test_bad_arguments_are_named(kw, names):
+    kw = {"calls": {"a": lambda: None}, **kw}
+    with pytest.raises(ValueError, match=names):
+        interleaved(**kw)
