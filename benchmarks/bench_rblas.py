@@ -8,7 +8,7 @@ Usage::
                                      [--bars forward roundtrip exact]
                                      [--fallback-scipy] [--sweep-only|--bars-only] [--no-progress]
 
-Same as ``tileblas rblas bench`` (tileblas.rblas._bench); baseline (the plain tileblas.blas call) measured
+Same as ``tileblas rblas bench`` (tileblas.cli._rblas, tileblas.rblas._bench); baseline (the plain tileblas.blas call) measured
 in the same run, interleaved, best of at least --bar-trials rounds and --bar-seconds for the bars
 (extended up to --bar-max-trials rounds or --bar-max-seconds until each side's minimum repeats within 1%).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tileblas.rblas._bench import register
+from tileblas.cli._rblas import register
 
 __all__: list[str] = []
 

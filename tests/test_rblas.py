@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg.blas as sb
 
 import tileblas.rblas as rb
-from tileblas.rblas import _registry, _tape
+from tileblas.rblas import _journal, _registry
 from test_rblas_helpers import BlasNS, build, snapshot, tol
 
 
@@ -388,9 +388,9 @@ def test_chained_compute_reversals_on_one_output():
     x, y = rng.random(1000), rng.random(1000)
     y0 = y.copy()
     rb.fdaxpy(x, y, a=0.3, mode="compute")
-    assert not _tape.journal().stack[-1].pre_prints  # nothing older to refresh: not fingerprinted before
+    assert not _journal.journal().stack[-1].pre_prints  # nothing older to refresh: not fingerprinted before
     rb.fdscal(1 / 3, y, mode="compute")
-    assert set(_tape.journal().stack[-1].pre_prints) == {"x"}  # scal's output is named x
+    assert set(_journal.journal().stack[-1].pre_prints) == {"x"}  # scal's output is named x
     rb.rdscal(1 / 3, y)
     rb.rdaxpy(x, y, a=0.3)
     np.testing.assert_allclose(y, y0, rtol=1e-14, atol=1e-15)

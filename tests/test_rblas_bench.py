@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tileblas.rblas as rb
+from tileblas.cli._rblas import parse_sizes
 from tileblas.rblas import _bench, _examples
 
 
@@ -57,13 +58,13 @@ def test_bench_tiny(tmp_path, capsys):
 
 
 def test_size_options():
-    assert _bench.parse_sizes(["1=1e3,1e5", "3=64"]) == {1: [1000, 100000], 3: [64]}
-    assert _bench.parse_sizes(["2=4096"], single=True) == {2: 4096}
+    assert parse_sizes(["1=1e3,1e5", "3=64"]) == {1: [1000, 100000], 3: [64]}
+    assert parse_sizes(["2=4096"], single=True) == {2: 4096}
     for bad in (["4=10"], ["1="], ["x=1"], ["1=0"], ["1:10"]):
         with pytest.raises(ValueError, match="LEVEL"):
-            _bench.parse_sizes(bad)
+            parse_sizes(bad)
     with pytest.raises(ValueError, match="LEVEL=N"):
-        _bench.parse_sizes(["1=10,20"], single=True)
+        parse_sizes(["1=10,20"], single=True)
     with pytest.raises(ValueError, match="preset"):
         _bench.run_bench(preset="huge")
 

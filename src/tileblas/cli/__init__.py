@@ -18,7 +18,7 @@ _PLUGINS = (
     "tileblas.cli._perf",
     "tileblas.cli._bench",
     "tileblas.cli._runtime",
-    "tileblas.rblas._bench",
+    "tileblas.cli._rblas",
 )
 
 

@@ -45,7 +45,8 @@ from tileblas.rblas._modes import (
     set_policy,
 )
 from tileblas.rblas._registry import Spec, make_pair
-from tileblas.rblas._tape import Tape, discard, last_decision, pending
+from tileblas.rblas._journal import discard, last_decision, pending
+from tileblas.rblas._tape import Tape
 
 #: every table entry (one per routine and signature variant)
 SPECS: tuple[Spec, ...] = (*_level1.SPECS, *_level2.SPECS, *_level3.SPECS)

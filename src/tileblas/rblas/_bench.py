@@ -1,4 +1,4 @@
-"""``tileblas rblas bench``: the paper's benchmark (section 3.2, figures 2-7 and 11) and the issue's bars.
+"""The RBLAS benchmark (run by ``tileblas rblas bench``, :mod:`tileblas.cli._rblas`): the paper's benchmark (section 3.2, figures 2-7 and 11) and the issue's bars.
 
 Design note.  Two parts, both timing only within one run with the baseline measured alongside:
 
@@ -16,7 +16,7 @@ Design note.  Two parts, both timing only within one run with the baseline measu
   cost of the forward call's bookkeeping (its time outside the BLAS call, less the plain call's),
   measured apart.
 
-Results go to ``<out>/rblas_bench.json`` and PNG plots (matplotlib, imported lazily, optional):
+Results go to ``<out>/rblas_bench.json`` and PNG plots (:mod:`tileblas.rblas._plots`; matplotlib, optional):
 ``rblas_fig2_level1.png``, ``rblas_fig3_level2.png``, ``rblas_fig4_level3.png`` (forward time, reverse time
 and extra bytes per mode against N: the paper's figures 2-4, CPU) and ``rblas_fig11_rms.png`` (figure 11).
 Figures 5-7 are the paper's GPU runs; the JSON says why they are absent (tileblas.blas computes on host
@@ -30,7 +30,6 @@ run on ``scipy.linalg.blas`` and the JSON says so.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -41,8 +40,9 @@ from typing import Any, Callable
 import numpy as np
 
 from tileblas._timing import interleaved
+from tileblas.rblas._plots import plot_figures
 
-__all__ = ["register", "run_bench", "sweep", "bars"]
+__all__ = ["run_bench", "sweep", "bars", "exact_coverage"]
 
 PAPER_ROUTINES = {1: ["zaxpy", "zscal", "zdrot"], 2: ["zgemv", "zgbmv", "zgeru"], 3: ["zgemm", "zsymm", "ztrmm"]}
 #: sweep sizes.  ``paper``: decades as on the x axes of figures 2-4 and 11 (Level 1 up to the bar's 10^7;
@@ -53,8 +53,6 @@ SIZES = {
     "paper": {1: [10, 10**2, 10**3, 10**4, 10**5, 10**6, 10**7], 2: [10, 32, 100, 316, 1000, 3162],
               3: [10, 32, 100, 316, 1000]},
 }
-FIGURE_OF_LEVEL = {1: 2, 2: 3, 3: 4}
-MODE_COLORS = {"plain": "black", "checkpoint": "tab:blue", "compute": "tab:orange", "exact": "tab:green"}
 #: what the paper reports about RMS restore errors (section 1.5, section 3.2 and figure 11)
 PAPER_RMS = {
     "level1": "zero loss of precision for vector subprograms (section 1.5); 'essentially lossless up to "
@@ -478,64 +476,6 @@ class _Progress:
             sys.stderr.write("\n")
 
 
-def _plots(rows: list[dict[str, Any]], outdir: str, log: Callable[[str], None]) -> list[str]:
-    """Figures 2-4 (forward time, reverse time and extra bytes against N, per mode, one column per
-    routine) and figure 11 (RMS restore error of compute mode against N) as PNG files."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("  matplotlib not installed: no plots")
-        return []
-    files = []
-    rows_of = lambda name, mode: [r for r in rows if r["routine"] == name and r["mode"] == mode]  # noqa: E731
-    for level in sorted({r["level"] for r in rows}):
-        names = [n for n in PAPER_ROUTINES.get(level, []) if any(r["routine"] == n for r in rows)]
-        names += sorted({r["routine"] for r in rows if r["level"] == level} - set(names))
-        fig, axes = plt.subplots(3, len(names), figsize=(4.5 * len(names), 10), squeeze=False)
-        for j, name in enumerate(names):
-            for i, (key, label) in enumerate((("forward_s", "forward"), ("reverse_s", "reverse"),
-                                              ("extra_bytes", "extra bytes held"))):
-                ax = axes[i][j]
-                for mode in ("plain", *SWEEP_MODES):
-                    pts = [(r["n"], r[key] * (1e6 if key != "extra_bytes" else 1)) for r in rows_of(name, mode)
-                           if r[key] is not None and (key != "extra_bytes" or mode != "plain")]
-                    pts = [(x, y) for x, y in pts if y > 0]
-                    if pts:
-                        ax.loglog(*zip(*pts), marker="o", label=mode, color=MODE_COLORS[mode])
-                ax.set_title(f"{name}: {label}")
-                ax.set_xlabel("N")
-                ax.set_ylabel("bytes" if key == "extra_bytes" else "us per call")
-                ax.legend(fontsize=7)
-        fig.suptitle(f"RBLAS Level {level} on the CPU (paper figure {FIGURE_OF_LEVEL[level]}); "
-                     "zero extra bytes are not drawn")
-        fig.subplots_adjust(left=0.08, right=0.98, bottom=0.06, top=0.92, hspace=0.4, wspace=0.3)
-        path = os.path.join(outdir, f"rblas_fig{FIGURE_OF_LEVEL[level]}_level{level}.png")
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        files.append(path)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    floor = 1e-18
-    for name in [n for ns_ in PAPER_ROUTINES.values() for n in ns_]:
-        pts = [(r["n"], max(r["rms"], floor)) for r in rows_of(name, "compute") if r["rms"] is not None]
-        if pts:
-            ax.loglog(*zip(*pts), marker="o", label=name)
-    ax.axhline(1e-3, color="grey", linestyle="--", linewidth=1)
-    ax.text(ax.get_xlim()[0], 1.3e-3, " paper's reference e = 0.001 (relative 1e-6)", fontsize=7)
-    ax.set_title("compute mode: RMS restore error after n forward + n reverse (figure 11)")
-    ax.set_xlabel("N (L1: vector length; L2/L3: matrix order)")
-    ax.set_ylabel(f"RMS (values a+R*b, a=b=1000; 0 drawn at {floor:g})")
-    ax.legend(fontsize=7)
-    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.9)
-    path = os.path.join(outdir, "rblas_fig11_rms.png")
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    files.append(path)
-    return files
-
-
 def gpu_note() -> str:
     """Why figures 5-7 (CUBLAS) are not produced: the sweep goes through tileblas.blas, which computes on
     host arrays; device arrays need a GPU and a device-array tileblas.blas."""
@@ -633,74 +573,8 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
     result["fell_back_to_scipy"] = sorted(ns.fell_back)
     with open(os.path.join(outdir, "rblas_bench.json"), "w") as fh:
         json.dump(result, fh, indent=1, default=float)
-    result["plots"] = _plots(result.get("sweep", []), outdir, log) if do_sweep else []
+    result["plots"] = (plot_figures(result.get("sweep", []), outdir, log, PAPER_ROUTINES, SWEEP_MODES)
+                      if do_sweep else [])
     log(f"wrote {os.path.join(outdir, 'rblas_bench.json')} {' '.join(result['plots'])} "
         f"in {result['seconds']:.1f} s")
     return result
-
-
-def parse_sizes(items: list[str] | None, single: bool = False) -> dict[int, Any]:
-    """``["1=1e3,1e5", "3=64"]`` -> ``{1: [1000, 100000], 3: [64]}`` (``single``: one size per level)."""
-    out: dict[int, Any] = {}
-    for item in items or []:
-        level_s, sep, vals = item.partition("=")
-        try:
-            level = int(level_s)
-            ns = [int(float(v)) for v in vals.split(",") if v.strip()]
-        except ValueError:
-            level, ns = 0, []
-        if not sep or level not in (1, 2, 3) or not ns or min(ns) < 1 or (single and len(ns) != 1):
-            raise ValueError(f"size must look like LEVEL=N{'' if single else '[,N...]'} with LEVEL in 1, 2, 3 "
-                             f"and N >= 1; got {item!r} instead")
-        out[level] = ns[0] if single else ns
-    return out
-
-
-def _cmd(args: argparse.Namespace) -> int:
-    run_bench(args.out, args.preset, args.calls, args.trials, args.bar_trials, args.fallback_scipy,
-              not args.bars_only, not args.sweep_only, bar_sizes=parse_sizes(args.bar_sizes, single=True),
-              sizes=parse_sizes(args.sizes), progress=not args.no_progress, bar_max_trials=args.bar_max_trials,
-              bar_parts=tuple(args.bars), bar_seconds=args.bar_seconds, bar_max_seconds=args.bar_max_seconds)
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    """Add ``tileblas rblas bench`` to the ``tileblas`` command."""
-    p = subparsers.add_parser("rblas", help="reversible BLAS: benchmark of tileblas.rblas")
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
-    sub = p.add_subparsers(dest="rblas_command", metavar="SUBCOMMAND")
-    b = sub.add_parser(
-        "bench", help="paper section 3.2 sweep (figures 2-4, 11) and the issue's bars; writes JSON and PNG",
-        description="Sweep: for each of the paper's routines (zaxpy, zscal, zdrot; zgemv, zgbmv, zgeru; "
-                    "zgemm, zsymm, ztrmm) and size, n forward then n reverse calls over r trials, per mode. "
-                    "Bars: compute-mode forward vs the plain call, Level-1 round trips, RMS at N=10^7, "
-                    "exact mode on every pair.  Sizes: --preset quick (default, about a minute on 2 cores: "
-                    f"{SIZES['quick']}) or paper ({SIZES['paper']}, much longer: its Level-1 part alone "
-                    "takes about 6 min and Level 3 at N=1000 dominates); override per level with "
-                    "--sizes, e.g. --sizes 1=1e3,1e8 3=64 (figure 11 reaches 1e8 for Level 1 and 1e4 for "
-                    "Levels 2-3: hours and tens of GB).  --bar-sizes 1=1e6 2=1024 3=512 shrinks the bars "
-                    "(their targets are 1e7, 4096, 2048).")
-    b.add_argument("--out", default="rblas-bench", help="output folder")
-    b.add_argument("--preset", default="quick", choices=sorted(SIZES), help="sweep sizes")
-    b.add_argument("--sizes", nargs="+", metavar="LEVEL=N[,N...]",
-                   help="override the sweep sizes of a level (e.g. 1=1e3,1e5,1e7 2=64,256)")
-    b.add_argument("--bar-sizes", nargs="+", metavar="LEVEL=N",
-                   help="override a bar size (defaults 1=1e7 2=4096 3=2048)")
-    b.add_argument("--calls", type=int, default=10, help="forward (then reverse) calls per trial (paper n)")
-    b.add_argument("--trials", type=int, default=10, help="trials (paper r)")
-    b.add_argument("--bar-trials", type=int, default=5, help="best-of trials for the bars (at least)")
-    b.add_argument("--bar-max-trials", type=int, default=None,
-                   help="extend a bar's timing up to this many trials until each side's minimum repeats "
-                        "within 1%% (default 100)")
-    b.add_argument("--bar-seconds", type=float, default=2.0,
-                   help="time a bar for at least this long (default 2 s)")
-    b.add_argument("--bar-max-seconds", type=float, default=20.0,
-                   help="stop extending a bar's timing after this long (default 20 s)")
-    b.add_argument("--bars", nargs="+", choices=BAR_PARTS, default=list(BAR_PARTS),
-                   help="which bars to run (default all)")
-    b.add_argument("--fallback-scipy", action="store_true",
-                   help="run routines tileblas.blas lacks on scipy.linalg.blas (reported in the JSON)")
-    b.add_argument("--sweep-only", action="store_true")
-    b.add_argument("--bars-only", action="store_true")
-    b.add_argument("--no-progress", action="store_true", help="no progress bar")
-    b.set_defaults(func=_cmd)

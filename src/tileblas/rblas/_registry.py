@@ -40,17 +40,8 @@ from tileblas.rblas._modes import (
     get_default_mode,
     get_policy,
 )
-from tileblas.rblas._tape import (
-    Record,
-    _pop,
-    _push,
-    address,
-    fingerprint,
-    identity,
-    is_array,
-    journal,
-    tape_mode,
-)
+from tileblas.rblas._fingerprint import address, fingerprint, identity, is_array
+from tileblas.rblas._journal import Record, _pop, _push, journal, tape_mode
 
 __all__ = ["Spec", "Out", "Ctx", "make_pair", "signature_params", "lookup", "forward", "reverse", "DTYPE_OF_PREFIX"]
 
