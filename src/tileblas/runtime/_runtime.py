@@ -433,10 +433,7 @@ class Runtime:
             log = _CallLog((name, shape, out.dtype, max(shape), path, flops, self._names, [rec], t0, t1), failed)
             self._local.last = log
             with self._lock:
-                self._last = log
-                self._history.append(log)
-                self._calls += 1
-                self._failed += failed
+                self._append_log(log, failed)
 
     def _direct(self, name: str, bound: dict[str, Any], shape: tuple, flops: float, path: str) -> None:
         """One native call on one device (trivial and small problems)."""
@@ -471,6 +468,13 @@ class Runtime:
             self._record(name, shape, out.dtype, max(shape), path, flops, [rec], t_start, rec.t1,
                          failed=not rec.ok)
 
+    def _append_log(self, log: _CallLog, failed: bool) -> None:
+        """Keep a finished call's log (the caller holds the lock)."""
+        self._last = log
+        self._history.append(log)
+        self._calls += 1
+        self._failed += failed
+
     def _record(self, name: str, shape: tuple, dtype: Any, tile: int, path: str, flops: float, records: list,
                 t0: float, t1: float, failed: bool = False) -> None:
         """Account for a finished call: running totals now, the CallProfile only when someone asks."""
@@ -489,10 +493,7 @@ class Runtime:
                 moved[d] += sum(r.bytes)
         self._local.last = log
         with self._lock:
-            self._last = log
-            self._history.append(log)
-            self._calls += 1
-            self._failed += failed
+            self._append_log(log, failed)
             for d, tot in enumerate(self._totals):
                 tot["tasks"] += tasks[d]
                 tot["stolen"] += stolen[d]
