@@ -24,12 +24,12 @@ The policy
       them) are tiled; ``inf``: never.
     * for trmm/trsm ``recursion``: ``[min_order, rhs_lo, rhs_hi]``: the recursion is used for a triangle
       of order >= min_order with rhs_lo <= right-hand sides <= rhs_hi, on 2 or more BLAS threads;
-      ``None`` in the shipped default, meaning the measured constants of :mod:`tileblas.devices.cpu`.
+      ``None`` in the shipped default, meaning the rule of :mod:`tileblas.policy._recursion`.
 
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
-    constants of :mod:`tileblas.devices.cpu`.  Measured on the 2-core Zen 4 development machine with
-    ``tileblas tune --paths-only`` (best of 3, interleaved, while other jobs ran: load 2.7-3.5), native
-    over tiled: dgemm 1.02/1.05/1.04x at n = 1024/2048/3072, dtrmm 1.11/1.19/1.09x, dsymm 0.93/0.96/1.09x;
+    rule of :mod:`tileblas.policy._recursion`.  On the development machine ``tileblas tune --paths-only``
+    found one native call ahead of tiles for dgemm and dtrmm at n = 1024-3072 (docs/runtime.md has the
+    figures, dsymm's included);
     SciPy, the bar to hold, makes one native call on all cores.  The tiles run single-threaded OpenBLAS
     (one core's rate times the core count is at best the all-core rate) and add per-task and edge-tile
     costs.  Runtimes with devices that have their own memory, an explicit tile size or ``shared_flops``,

@@ -41,7 +41,7 @@ __all__ = [
     "Tile",
     "Task",
     "Plan",
-    "Matrix",
+    "TileGrid",
     "matrix_id",
     "bind_arguments",
     "check_call",
@@ -113,7 +113,7 @@ class Tile(NamedTuple):
     j: int
 
 
-class Matrix:
+class TileGrid:
     """One operand of a call as a grid of ``tile x tile`` tiles.
 
     ``id`` is the runtime-wide matrix id that :class:`Tile` names (the same user array seen with the same
@@ -214,7 +214,7 @@ class Task:
 
 @dataclass(eq=False)
 class Plan:
-    """The tasks of one call, and the operands they name (``mats``: matrix id -> Matrix)."""
+    """The tasks of one call, and the operands they name (``mats``: matrix id -> TileGrid)."""
 
     routine: str
     tile: int
@@ -500,8 +500,8 @@ def _chain_balance(total: float, largest: float, devices: int) -> float:
     Order is imposed by the chains, so the tasks cannot be sorted largest first as in :func:`_balance`;
     greedy list scheduling ends within ``(1 - 1/devices) * largest`` of the average load
     ``total / devices`` (Graham's bound), which is what this charges.  In TRSM the largest tasks (most
-    GEMM steps) are the last of each chain, so coarse tiles leave devices idle at the end; measured at
-    n = 4096 on 2 workers, tiles of 1024 (16 tasks) reached 0.92x OpenBLAS, tiles of 512 0.96-0.98x."""
+    GEMM steps) are the last of each chain, so coarse tiles leave devices idle at the end (docs/runtime.md
+    has the measurement)."""
     if devices <= 1 or total <= 0.0:
         return 1.0
     avg = total / devices
@@ -564,7 +564,7 @@ class _Builder:
     def __init__(self, routine: str, tile: int, dtype: np.dtype) -> None:
         self.routine = routine
         self.tile = tile
-        self.mats: dict[int, Matrix] = {}
+        self.mats: dict[int, TileGrid] = {}
         self.tasks: list[Task] = []
         self.cplx = 4.0 if dtype.kind == "c" else 1.0
         self.dtype = dtype
@@ -572,7 +572,7 @@ class _Builder:
     def add_matrix(self, a: np.ndarray, workspace: bool = False) -> int:
         mid = matrix_id(None if workspace else a, self.tile)
         if mid not in self.mats:
-            self.mats[mid] = Matrix(a, self.tile, mid, workspace)
+            self.mats[mid] = TileGrid(a, self.tile, mid, workspace)
         return mid
 
     def task(self, out: Tile, steps: list, suffix: str = "") -> Task:

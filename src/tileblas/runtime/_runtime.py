@@ -407,8 +407,8 @@ class Runtime:
         """The path policy's native path: one call on all the host workers' BLAS threads together (the CPU
         trmm/trsm kernel runs the recursion where it measured faster; path "small" below ``small_flops``,
         else "shared" or "recursive"); a call log with its one record and a count, no per-device totals.
-        Small calls too: OpenBLAS itself runs them on one thread where that pays (measured: all threads
-        0.71-0.73x SciPy's time at order 128 where the single-threaded small path took 0.44-0.60x)."""
+        Small calls too: OpenBLAS itself runs them on one thread where that pays (docs/runtime.md has
+        the measurement against a single-threaded small path)."""
         P.check_native_dims(name, *shape)
         dev = self._devices[0]
         params, flags = P.ROUTINES[name]

@@ -96,7 +96,7 @@ class _CallExecutor:
                 break
 
     # --------------------------------------------------------------- tiles
-    def _handle_of(self, mat: P.Matrix) -> DistributedMatrix | None:
+    def _handle_of(self, mat: P.TileGrid) -> DistributedMatrix | None:
         return self.handles.get(id(mat.array))
 
     def _prepare_digests(self) -> None:
