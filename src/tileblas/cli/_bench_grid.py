@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
+from tileblas._progress import Progress
 from tileblas._timing import interleaved
 
 __all__ = ["Point", "grid_points", "estimate_seconds", "calibrate_rate", "run_grid", "summarize", "plot_grid",
@@ -456,24 +457,7 @@ def grid_main(args: Any) -> int:
           f"{machine_load()}", flush=True)
     if args.estimate_only:
         return 0
-    bar = None
-    progress: Callable[[Point], None] | None = None
-    if not args.no_progress:
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            def print_point(p: Point) -> None:
-                print(f"  {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}", flush=True)
-
-            progress = print_point
-        else:
-            bar = tqdm(total=len(todo), unit="pt", smoothing=0.05)
-
-            def advance_bar(p: Point) -> None:
-                bar.set_postfix_str(f"{p.routine} {p.n} {p.shape} {p.order} {p.ratio:.2f}x", refresh=False)
-                bar.update(1)
-
-            progress = advance_bar
+    bar = Progress(len(todo), not args.no_progress, "grid", "pt")
     t0 = time.perf_counter()
     meta = {"rounds": rounds, "settle_s": args.settle, "estimate_s": est, "quick": args.quick,
             "cpu_count": os.cpu_count(), "load_before": machine_load()}
@@ -485,8 +469,7 @@ def grid_main(args: Any) -> int:
     def one(p: Point) -> None:
         if args.json:
             write_json(merged(), args.json, dict(meta, partial=True))
-        if progress is not None:
-            progress(p)
+        bar.step(f"{p.routine} {p.n} {p.shape} {p.order} {p.ratio:.2f}x")
 
     stopped = 0
     try:
@@ -496,8 +479,7 @@ def grid_main(args: Any) -> int:
                 break
             run_grid([p], rounds, args.settle, progress=one)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     points = merged()
     if args.recheck_rounds < 0:
         raise ValueError(f"--recheck-rounds must be >= 0; got {args.recheck_rounds}")

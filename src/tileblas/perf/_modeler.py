@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from tileblas._progress import Progress
 from tileblas.perf._sampler import STATS, Timing
 from tileblas.policy._calls import routine_spec
 from tileblas.policy._models import Region, Submodel, _design, _exponents
@@ -74,7 +75,7 @@ def least_disturbed(bursts: Sequence[Timing]) -> Timing:
 
 
 def _measure_bursts(measure: Callable[[tuple[int, ...]], Timing], pts: Sequence[tuple[int, ...]], bursts: int,
-                    progress: "_Progress | None" = None) -> tuple[dict[tuple[int, ...], Timing], int]:
+                    progress: Progress | None = None) -> tuple[dict[tuple[int, ...], Timing], int]:
     """``bursts`` passes over ``pts`` (one ``measure`` call per point and pass); per point the
     :func:`least_disturbed` burst, and the repetitions taken in all."""
     got: dict[tuple[int, ...], list[Timing]] = {p: [] for p in pts}
@@ -85,7 +86,7 @@ def _measure_bursts(measure: Callable[[tuple[int, ...]], Timing], pts: Sequence[
             got[p].append(t)
             reps += t.reps
             if progress is not None and r == bursts - 1:
-                progress.update()
+                progress.step()
     return {p: least_disturbed(b) for p, b in got.items()}, reps
 
 
@@ -93,46 +94,6 @@ def _check_pos_int(name: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} must be a positive integer; got {v!r}")
     return int(v)
-
-
-class _Progress:
-    """tqdm when installed (imported lazily), else a plain text counter on stderr."""
-
-    def __init__(self, enabled: bool, desc: str) -> None:
-        self.enabled = enabled
-        self.n = 0
-        self._bar = None
-        self._last = 0.0
-        self.desc = desc
-        if enabled:
-            try:
-                from tqdm import tqdm  # optional dependency
-
-                self._bar = tqdm(desc=desc, unit="pt", leave=False)
-            except ImportError:
-                self._bar = None
-
-    def update(self, k: int = 1) -> None:
-        self.n += k
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(k)
-            return
-        now = time.monotonic()
-        if now - self._last > 1.0:
-            import sys
-
-            print(f"\r{self.desc}: {self.n} points", end="", file=sys.stderr, flush=True)
-            self._last = now
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-        elif self.enabled:
-            import sys
-
-            print(f"\r{self.desc}: {self.n} points", file=sys.stderr, flush=True)
 
 
 class Modeler:
@@ -176,7 +137,7 @@ class Modeler:
         self.exps = _exponents(self.degrees)
         self.cache: dict[tuple[int, ...], Timing] = {}
         self.samples = 0
-        self._progress = _Progress(progress, "sampling")
+        self._progress = Progress(None, progress, "sampling", "pt", leave=False)
 
     # ------------------------------------------------------------------ measuring and fitting
     def _get(self, p: tuple[int, ...]) -> Timing:
@@ -426,7 +387,7 @@ def validate(submodel: Submodel, measure: Callable[[tuple[int, ...]], Timing], p
             continue
         used.add(p)
         chosen.append(p)
-    bar = _Progress(progress, "validating")
+    bar = Progress(len(chosen), progress, "validating", "pt", leave=False)
     got, samples = _measure_bursts(measure, chosen, bursts, bar)
     bar.close()
     errs = []

@@ -33,12 +33,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import sys
 import time
 from typing import Any, Callable
 
 import numpy as np
 
+from tileblas._progress import Progress
 from tileblas._timing import interleaved
 from tileblas.rblas._plots import plot_figures
 
@@ -431,51 +431,6 @@ def exact_coverage(ns: Any, log: Callable[[str], None], n_axpy: int = 10**6,
             "fallback_reasons": fallbacks, "failures": failures, "axpy_memory": mem}
 
 
-class _Progress:
-    """A progress bar on stderr: tqdm when installed (imported here, lazily), else a one-line text bar.
-    Log lines go through :meth:`write` so that they do not tear the bar."""
-
-    def __init__(self, total: int, enabled: bool, log: Callable[[str], None]) -> None:
-        self.total, self.done, self.enabled, self.log = max(int(total), 1), 0, enabled, log
-        self.t0 = time.perf_counter()
-        self._tqdm = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-
-                self._tqdm = tqdm(total=self.total, desc="rblas bench", unit="step", leave=True,
-                                  dynamic_ncols=True)
-            except ImportError:
-                pass
-
-    def step(self, label: str) -> None:
-        self.done += 1
-        if self._tqdm is not None:
-            self._tqdm.set_postfix_str(label, refresh=False)
-            self._tqdm.update(1)
-        elif self.enabled:
-            frac = min(self.done / self.total, 1.0)
-            el = time.perf_counter() - self.t0
-            eta = el / frac - el if frac > 0 else 0.0
-            bar = "#" * int(30 * frac)
-            sys.stderr.write(f"\r[{bar:<30s}] {self.done}/{self.total} {el:6.0f}s eta {eta:5.0f}s {label[:40]:<40s}")
-            sys.stderr.flush()
-
-    def write(self, msg: str) -> None:
-        if self._tqdm is not None:
-            self._tqdm.write(msg)
-        else:
-            if self.enabled:
-                sys.stderr.write("\r" + " " * 110 + "\r")
-            self.log(msg)
-
-    def close(self) -> None:
-        if self._tqdm is not None:
-            self._tqdm.close()
-        elif self.enabled:
-            sys.stderr.write("\n")
-
-
 def gpu_note() -> str:
     """Why figures 5-7 (CUBLAS) are not produced: the sweep goes through tileblas.blas, which computes on
     host arrays; device arrays need a GPU and a device-array tileblas.blas."""
@@ -551,7 +506,7 @@ def run_bench(outdir: str = "rblas-bench", preset: str = "quick", n_calls: int =
         "figures": {"2-4": "rblas_fig{2,3,4}_level{1,2,3}.png", "11": "rblas_fig11_rms.png",
                     "5-7": gpu_note()},
         "paper_rms_reference": PAPER_RMS}
-    bar = _Progress(_units(sweep_sizes, trials, do_sweep, do_bars, bar_parts), progress, log)
+    bar = Progress(_units(sweep_sizes, trials, do_sweep, do_bars, bar_parts), progress, "rblas bench", "step", log)
     t0 = time.perf_counter()
     try:
         import tileblas.rblas as rb
