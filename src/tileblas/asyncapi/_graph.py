@@ -58,8 +58,8 @@ class Op:
                  "state", "npending", "dependents", "backend", "estimate", "error", "doom", "blas")
 
     def __init__(self, executor: Any, name: str, run: Callable[[Any], Any],
-                 reads: tuple[MatrixHandle, ...], writes: tuple[MatrixHandle, ...], flops: float, future: "AsyncFuture", host_only: bool = False, inline: bool = False,
-                 blas: bool = False) -> None:
+                 reads: tuple[MatrixHandle, ...], writes: tuple[MatrixHandle, ...], flops: float,
+                 future: "AsyncFuture", host_only: bool = False, inline: bool = False, blas: bool = False) -> None:
         self.executor = executor
         self.name = name
         self.run = run

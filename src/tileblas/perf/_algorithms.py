@@ -147,19 +147,11 @@ def sylvester(l: np.ndarray, u: np.ndarray, c: np.ndarray, variant: int = 1, blo
 
 @dataclass(frozen=True)
 class Algorithm(AlgorithmSpec):
-    """A family of algorithm variants the predictor can rank (:class:`~tileblas.policy._variants.AlgorithmSpec`),
-    with the runner that executes one for measuring.
+    """An :class:`~tileblas.policy._variants.AlgorithmSpec` (name, variants, flops, trace: what the
+    predictor ranks) with the runner that executes one variant for measuring.
 
     Attributes
     ----------
-    name : str
-        ``"trinv"`` or ``"sylvester"``.
-    variants : tuple of int
-        Valid variant numbers.
-    flops : callable
-        ``flops(n) -> float`` for the square problem of size n.
-    trace : callable
-        ``trace(n, variant, block) -> list[Call]``.
     make_runner : callable
         ``make_runner(n, variant, block, rng, threads=1) -> (prepare, run)``: ``prepare()`` restores fixed
         random inputs, ``run()`` executes once (for measuring).  The operands are views with the

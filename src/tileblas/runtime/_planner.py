@@ -875,10 +875,17 @@ def call_dims(name: str, b: dict[str, Any]) -> tuple[int, int, int]:
     return _dims(name, b)
 
 
+def call_size(name: str, bound: dict[str, Any]) -> tuple[tuple[int, int, int], np.ndarray, float]:
+    """((m, n, k), the output array, flops) of a checked call (a complex flop counts as 4)."""
+    m, n, k = _dims(name, bound)
+    out = bound["c"] if "c" in bound else bound["b"]
+    return (m, n, k), out, flop_count(name, m, n, k) * (4.0 if out.dtype.kind == "c" else 1.0)
+
+
 def is_trivial(name: str, b: dict[str, Any]) -> bool:
     """True when the call needs no tiling at all: empty output, k == 0, or alpha == 0."""
     m, n, k = _dims(name, b)
     return m == 0 or n == 0 or k == 0 or b["alpha"] == 0
 
 
-__all__ += ["call_dims", "is_trivial", "DETERMINISTIC_DEVICES", "LEVEL3_KERNELS"]
+__all__ += ["call_dims", "call_size", "is_trivial", "DETERMINISTIC_DEVICES", "LEVEL3_KERNELS"]

@@ -361,10 +361,8 @@ class Runtime:
                                "refused and leave the output unchanged")
         P.check_tile_size(tile_size)
         bound = P.check_call(name, args, kwargs)
-        m, n, k = P.call_dims(name, bound)
-        out = bound["c"] if "c" in bound else bound["b"]
-        flops = P.flop_count(name, m, n, k) * (4.0 if out.dtype.kind == "c" else 1.0)
-        shape = (m, n, k)
+        shape, out, flops = P.call_size(name, bound)
+        m, n, k = shape
         if m == 0 or n == 0:
             self._record(name, shape, out.dtype, 0, "trivial", flops, [], time.perf_counter(), time.perf_counter())
             return

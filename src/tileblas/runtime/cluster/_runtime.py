@@ -407,20 +407,18 @@ class ClusterRuntime(Runtime):
                 raise ValueError(f"DistributedMatrix operands must have the same tile size; got {sorted(tiles)}")
             if tile_size is not None and tile_size not in tiles:
                 raise ValueError(f"tile_size must be {tiles.pop()} (the operands' tile size); got {tile_size}")
-        b = P.check_call(name, args, kwargs)
-        m, n, k = P.call_dims(name, b)
-        out = b["c"] if "c" in b else b["b"]
-        flops = P.flop_count(name, m, n, k) * (4.0 if out.dtype.kind == "c" else 1.0)
-        shape = (m, n, k)
+        bound = P.check_call(name, args, kwargs)
+        shape, out, flops = P.call_size(name, bound)
+        m, n, k = shape
         if m == 0 or n == 0:
             now = time.perf_counter()
             self._record(name, shape, out.dtype, 0, "trivial", flops, [], now, now)
             return
         with self._call_lock:
-            if handles and P.is_trivial(name, b):
-                return self._trivial_with_handles(name, b, handles, shape, flops)
-            if P.is_trivial(name, b):
-                return self._host_call(name, b, shape, flops, "trivial")
+            if handles and P.is_trivial(name, bound):
+                return self._trivial_with_handles(name, bound, handles, shape, flops)
+            if P.is_trivial(name, bound):
+                return self._host_call(name, bound, shape, flops, "trivial")
             if handles:
                 tile = next(iter(handles.values())).tile
             else:
@@ -428,8 +426,8 @@ class ClusterRuntime(Runtime):
                 tile = int(explicit) if explicit is not None else self.tile_size_for(name, m, n, k)
                 tile = P.bounded_tile(m, n, k, tile)
                 if (explicit is None and flops < self.small_flops) or max(m, n, k) <= min(tile, 256):
-                    return self._host_call(name, b, shape, flops, "small")
-            plan = P.plan_call(name, b, tile, 0 if self._devices_for_partition() <= 1
+                    return self._host_call(name, bound, shape, flops, "small")
+            plan = P.plan_call(name, bound, tile, 0 if self._devices_for_partition() <= 1
                                else 2 * self._devices_for_partition())
             ex = _CallExecutor(self, plan, handles)
             t0 = time.perf_counter()
@@ -454,7 +452,7 @@ class ClusterRuntime(Runtime):
         handles[id(x._standin)] = x
         return x._standin
 
-    def _host_call(self, name: str, b: dict, shape: tuple, flops: float, path: str) -> None:
+    def _host_call(self, name: str, bound: dict, shape: tuple, flops: float, path: str) -> None:
         """One native call on the client (the host), for trivial and small calls on NumPy arrays."""
         from tileblas.kernels import _openblas
 
@@ -462,21 +460,21 @@ class ClusterRuntime(Runtime):
         t0 = time.perf_counter()
         ok = False
         try:
-            getattr(_openblas, name)(*[b[p] for p in params], **{f: b[f] for f in flags})
+            getattr(_openblas, name)(*[bound[p] for p in params], **{f: bound[f] for f in flags})
             ok = True
         finally:
-            out = b["c"] if "c" in b else b["b"]
+            out = bound["c"] if "c" in bound else bound["b"]
             self._record(name, shape, out.dtype, max(shape), path, flops, [], t0, time.perf_counter(),
                          failed=not ok)
 
-    def _trivial_with_handles(self, name: str, b: dict, handles: dict, shape: tuple, flops: float) -> None:
+    def _trivial_with_handles(self, name: str, bound: dict, handles: dict, shape: tuple, flops: float) -> None:
         """alpha == 0 or k == 0 with handles: bring the operands to the host, compute, send the result."""
-        host = {p: (handles[id(b[p])].gather() if id(b[p]) in handles else b[p]) for p in ("a", "b", "c") if p in b}
-        outp = "c" if "c" in b else "b"
-        bb = dict(b, **host)
-        self._host_call(name, bb, shape, flops, "trivial")
-        if id(b[outp]) in handles:
-            h = handles[id(b[outp])]
+        host = {p: (handles[id(bound[p])].gather() if id(bound[p]) in handles else bound[p])
+                for p in ("a", "b", "c") if p in bound}
+        outp = "c" if "c" in bound else "b"
+        self._host_call(name, dict(bound, **host), shape, flops, "trivial")
+        if id(bound[outp]) in handles:
+            h = handles[id(bound[outp])]
             new = self.scatter(host[outp], tile_size=h.tile)
             h._tiles, h._host = new._tiles, new._host
 
