@@ -1,4 +1,5 @@
-"""The one table of BLAS precisions: prefix letters, their dtypes, real counterparts and native scalar codes.
+"""The one table of BLAS precisions: prefix letters, their dtypes, real counterparts and native scalar codes;
+and the largest value of a BLAS integer.
 
 What it must not touch: anything of tileblas (it is the lowest module; everything that maps a prefix to a
 dtype, or back, reads it from here).
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PREFIXES", "DTYPE_OF", "PREFIX_OF", "REAL_DTYPE_OF", "SCALAR_CODE", "REAL_CODE"]
+__all__ = ["PREFIXES", "DTYPE_OF", "PREFIX_OF", "REAL_DTYPE_OF", "SCALAR_CODE", "REAL_CODE", "BLAS_INT_MAX"]
 
 #: The four BLAS precisions, in BLAS order.
 PREFIXES = ("s", "d", "c", "z")
@@ -23,3 +24,5 @@ REAL_DTYPE_OF: dict[str, np.dtype] = {"s": DTYPE_OF["s"], "d": DTYPE_OF["d"], "c
 #: real counterpart.
 SCALAR_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "C", "z": "Z"}
 REAL_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "f", "z": "d"}
+#: the largest dimension, increment or leading dimension a (32-bit, LP64) BLAS integer holds.
+BLAS_INT_MAX = 2**31 - 1

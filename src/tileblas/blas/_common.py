@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas._dtypes import DTYPE_OF, REAL_CODE, REAL_DTYPE_OF, SCALAR_CODE
+from tileblas._dtypes import BLAS_INT_MAX, DTYPE_OF, REAL_CODE, REAL_DTYPE_OF, SCALAR_CODE
 from tileblas.kernels._openblas import colmajor
 __all__ = [
     "F32",
@@ -249,10 +249,6 @@ def small_path(kind: str, prefix: str, address: int) -> Callable[..., Any]:
 
 def _not_handled(*args: Any) -> Any:
     return NotImplemented
-
-
-#: The largest count, dimension or increment the (LP64) BLAS library takes: its integers have 32 bits.
-BLAS_INT_MAX = 2**31 - 1
 
 
 def _too_big(what: str, value: int) -> OverflowError:

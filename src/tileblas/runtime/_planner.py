@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tileblas._dtypes import BLAS_INT_MAX
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import DTYPES
 
@@ -89,7 +90,6 @@ MIN_TILE = min(_SHIPPED.tile_candidates)
 MAX_TILE = max(_SHIPPED.tile_candidates)
 MAX_TILES_PER_DIM = _SHIPPED.max_tiles_per_dim
 #: Largest dimension one native BLAS call takes (the library uses 32-bit integers).
-BLAS_INT_MAX = 2**31 - 1
 #: In deterministic mode the partitioning is chosen as if the runtime had this many devices (shipped
 #: default of ``deterministic_devices``).
 DETERMINISTIC_DEVICES = _SHIPPED.deterministic_devices
