@@ -162,15 +162,37 @@ def _stand_in_modules():
     def memcpy_peer(dst, dd, src, sd, n, stream):
         ctypes.memmove(dst, src, n)
 
+    class OutOfMemoryError(MemoryError):
+        pass
+
+    class Pool:
+        def __init__(self):
+            self.freed = 0
+
+        def free_all_blocks(self):
+            self.freed += 1
+
+    state = {"free": 1 << 30, "fail_alloc": False}
+    pools = {"device": Pool(), "pinned": Pool()}
+
+    def empty(shape, dtype=float, order="C"):
+        if state["fail_alloc"]:
+            raise OutOfMemoryError("out of memory allocating 123 bytes")
+        return np.empty(shape, dtype, order=order).view(DevArray)
+
     runtime = types.SimpleNamespace(
-        getDeviceCount=lambda: 2, memGetInfo=lambda: (1 << 30, 1 << 30), deviceCanAccessPeer=lambda a, b: 1,
+        getDeviceCount=lambda: 2, memGetInfo=lambda: (state["free"], 1 << 30), deviceCanAccessPeer=lambda a, b: 1,
         deviceEnablePeerAccess=lambda i: None, memcpyPeerAsync=memcpy_peer,
         getDeviceProperties=lambda i: {"name": b"stand-in"})
     cp = types.ModuleType("cupy")
     cp.uint8 = np.uint8
-    cp.empty = lambda shape, dtype=float, order="C": np.empty(shape, dtype, order=order).view(DevArray)
+    cp.empty = empty
+    cp.get_default_memory_pool = lambda: pools["device"]
+    cp.get_default_pinned_memory_pool = lambda: pools["pinned"]
+    cp._state, cp._pools = state, pools
     cp.triu, cp.tril = np.triu, np.tril
     cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime,
+                                    memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
                                     get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
     cupyx = types.ModuleType("cupyx")
     cupyx.empty_pinned = lambda shape, dtype=float: np.empty(shape, dtype)
@@ -291,6 +313,112 @@ def test_gpu_device_arguments_with_stand_in(stand_in):
         d.view(1 << 16, (4, 4), np.float64)
     assert not d.can_access_peer(d)
     d.close()
+
+
+def test_gpu_device_close_gives_memory_back_with_stand_in(stand_in):
+    from tileblas.devices._base import DeviceError
+    from tileblas.devices.gpu import GPUDevice
+
+    cp = sys.modules["cupy"]
+    d = GPUDevice(0, memory=1 << 20, streams=2)
+    assert 1e9 <= d.host_link_bytes_s <= 1e12  # measured (clamped to a plausible range)
+    assert d.transfer_seconds(1 << 20) == pytest.approx(1e-5 + (1 << 20) / d.host_link_bytes_s)
+    with Runtime([d]) as rt:
+        check_routines(rt, n=64)
+    assert d._chunk is not None  # a device passed as an object stays open for its owner
+    freed = cp._pools["device"].freed, cp._pools["pinned"].freed
+    d.close()
+    assert d._chunk is None and d._handles == []
+    assert cp._pools["device"].freed > freed[0] and cp._pools["pinned"].freed > freed[1]
+    with pytest.raises(DeviceError, match="closed"):
+        d.view(0, (4, 4), np.float64)
+    d.close()  # twice is fine
+    cp._state["free"] = 64 << 20 << 1  # keep the default tile memory of a spec-made device small
+    rt = Runtime("gpu:1")
+    (own,) = rt.devices
+    rt.shutdown()  # a device the runtime made from a spec is the runtime's to close
+    assert own._chunk is None
+
+
+def test_gpu_device_memory_errors_name_the_cause_with_stand_in(stand_in):
+    from tileblas.devices._base import DeviceError
+    from tileblas.devices.gpu import GPUDevice
+
+    cp = sys.modules["cupy"]
+    cp._state["free"] = 10 << 20  # another library holds the rest
+    with pytest.raises(DeviceError, match="10485760 bytes free"):
+        GPUDevice(0)
+    cp._state["free"] = 1 << 30
+    cp._state["fail_alloc"] = True
+    with pytest.raises(DeviceError, match="memory=1048576"):
+        GPUDevice(0, memory=1 << 20)
+
+
+def test_peer_access_already_enabled_is_read_from_the_status():
+    from tileblas.devices.gpu import _already_enabled
+
+    class CUDARuntimeError(RuntimeError):
+        def __init__(self, status, msg):
+            super().__init__(msg)
+            self.status = status
+
+    assert _already_enabled(CUDARuntimeError(704, "cudaErrorPeerAccessAlreadyEnabled"))
+    # another error whose text happens to contain 704 is a failure, not "already enabled"
+    assert not _already_enabled(CUDARuntimeError(1, "invalid value 704"))
+    assert _already_enabled(RuntimeError("cudaErrorPeerAccessAlreadyEnabled: peer access is already enabled"))
+
+
+def _fake_c_library(cb, names):
+    """A stand-in cuBLAS C library whose cublas<T><routine>_v2 symbols are the stand-in bindings ``names``."""
+    lib = types.SimpleNamespace()
+    for name in names:
+        setattr(lib, f"cublas{name[0].upper()}{name[1:]}_v2", getattr(cb, name))
+    return lib
+
+
+def test_routines_cupy_does_not_bind_come_from_the_c_library(stand_in, monkeypatch):
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.kernels import _cuda
+
+    # CuPy 14 binds gemm, syrk and trsm only: take the others away from the stand-in's bindings
+    cb = sys.modules["cupy_backends.cuda.libs.cublas"]
+    gone = [p + r for p in "sdcz" for r in ("symm", "syr2k", "trmm")] + \
+        [p + r for p in "cz" for r in ("hemm", "herk", "her2k")]
+    monkeypatch.setitem(_cuda._LIB, "lib", _fake_c_library(cb, gone))
+    for name in gone:
+        monkeypatch.delattr(cb, name)
+    with Runtime([GPUDevice(0, memory=1 << 22, streams=2)]) as rt:
+        check_routines(rt, n=64)
+    for name in ("dsymm", "dsyr2k", "dtrmm", "zhemm", "zherk", "zher2k", "ztrmm", "strmm", "ssymm"):
+        assert stand_in.get(name, 0) > 0, name  # ran as the cuBLAS routine, not a CuPy composition
+
+
+def test_c_library_routines_check_their_status(monkeypatch):
+    from tileblas.kernels import _cuda
+
+    seen = []
+
+    def dtrmm(*args):
+        seen.append(args)
+        return 7
+
+    monkeypatch.setitem(_cuda._LIB, "lib", types.SimpleNamespace(cublasDtrmm_v2=dtrmm))
+    b = _cuda._Bindings(types.SimpleNamespace(dgemm="cupy's own"))
+    assert b.dgemm == "cupy's own"  # what CuPy binds is CuPy's
+    with pytest.raises(_cuda.CublasError, match="cublasDtrmm_v2 returned CUBLAS_STATUS_INVALID_VALUE"):
+        b.dtrmm(1, 0, 1, 0, 0, 4, 4, 10, 20, 4, 30, 4, 30, 4)
+    assert seen[0][0] == 1 and len(seen[0]) == 14 and dtrmm.argtypes[0] is ctypes.c_void_p
+    with pytest.raises(AttributeError):
+        b.dpotrf  # not a Level-3 routine of the table
+    # no C library at all: an AttributeError, so that callers fall back to CuPy compositions
+    monkeypatch.setattr(_cuda, "_LIB", {})
+
+    def missing():
+        raise _cuda.CublasError("cuBLAS C library not found")
+
+    monkeypatch.setattr(_cuda, "_find_libcublas", missing)
+    with pytest.raises(AttributeError, match="not found"):
+        _cuda._Bindings(types.SimpleNamespace()).zherk
 
 
 def test_import_does_not_load_cupy():

@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from tileblas._dtypes import PREFIX_OF
-from tileblas.kernels._gpu_recursive import _cublas, _cupy  # the one CuPy loader
+from tileblas.kernels._cuda import cublas_bindings as _cublas
+from tileblas.kernels._cuda import cupy_module as _cupy
 from tileblas.devices._base import DeviceError
 from tileblas.devices._discrete import DiscreteDevice, Event
 
@@ -46,7 +47,28 @@ _PREFIX = PREFIX_OF
 _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 _OP = {"N": 0, "T": 1, "C": 2}  # CUBLAS_OP_N / T / C
 
+#: Least tile memory a GPUDevice takes by default (memory=None): below this, say why instead of running.
+_MIN_MEMORY = 64 << 20
+#: Nominal pinned host -> device rate (PCIe 3 x16), used where the measurement fails.
+_HOST_LINK_BYTES_S = 12e9
+#: cudaErrorPeerAccessAlreadyEnabled.
+_PEER_ALREADY_ENABLED = 704
 
+
+def _free_pools(cp: Any) -> None:
+    """Give the blocks CuPy's device and pinned memory pools keep cached back to the driver."""
+    for getter in ("get_default_memory_pool", "get_default_pinned_memory_pool"):
+        get = getattr(cp, getter, None)
+        if get is not None:
+            get().free_all_blocks()
+
+
+def _already_enabled(exc: BaseException) -> bool:
+    """True when a peer-access error says access was enabled already (CuPy's CUDARuntimeError.status)."""
+    status = getattr(exc, "status", None)
+    if status is not None:
+        return int(status) == _PEER_ALREADY_ENABLED
+    return "PeerAccessAlreadyEnabled" in repr(exc)
 
 
 def gpu_count() -> int:
@@ -131,17 +153,30 @@ class GPUDevice(DiscreteDevice):
             raise ValueError(f"index must name one of the {n} CUDA devices CuPy sees; got {index!r}")
         self.index = int(index)
         self._cpdev = cp.cuda.Device(self.index)
+        self._chunk = None
+        self._handles: list = []
         with self._cpdev:
+            # blocks CuPy's pool keeps cached on this device are free memory for us: give them back first
+            _free_pools(cp)
             free, total = cp.cuda.runtime.memGetInfo()
             if memory is None:
                 memory = int(free * 0.8)
+                if memory < _MIN_MEMORY:
+                    raise DeviceError(f"GPU {self.index} has {free} bytes free of {total} (another process or "
+                                      f"library holds the rest); tileblas needs at least {_MIN_MEMORY} for tiles: "
+                                      "free GPU memory or pass memory=")
             if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or not 0 < memory <= free:
                 raise ValueError(f"memory must be a positive number of bytes up to the {free} free on GPU "
                                  f"{self.index}; got {memory!r}")
             super().__init__(f"gpu{self.index}", int(memory), streams, speed_hint=50.0)
             self.cp = cp
             self.cublas = _cublas()
-            self._chunk = cp.empty((self.memory_bytes,), dtype=cp.uint8)
+            oom = getattr(getattr(cp.cuda, "memory", None), "OutOfMemoryError", MemoryError)
+            try:
+                self._chunk = cp.empty((self.memory_bytes,), dtype=cp.uint8)
+            except oom as exc:
+                raise DeviceError(f"GPU {self.index}: could not allocate memory={self.memory_bytes} bytes for "
+                                  f"tiles ({exc}); pass a smaller memory=") from None
             self._streams = [cp.cuda.Stream(non_blocking=True) for _ in range(self.streams)]
             cb = self.cublas
             self._handles = []
@@ -160,9 +195,36 @@ class GPUDevice(DiscreteDevice):
         self._peers: dict[int, bool] = {}
         self._peer_lock = threading.Lock()
         self.props = cp.cuda.runtime.getDeviceProperties(self.index)
+        self.host_link_bytes_s = self._measure_host_link()
+
+    def _measure_host_link(self, nbytes: int = 16 << 20) -> float:
+        """Bytes per second of a pinned host -> device copy, measured once here (best of 3; before any
+        tile lives in the memory it copies into), for :meth:`transfer_seconds`; 12 GB/s (PCIe 3 x16
+        pinned) if it cannot be measured."""
+        import cupyx
+
+        n = min(nbytes, self.memory_bytes)
+        try:
+            with self._cpdev:
+                src = cupyx.empty_pinned((n,), dtype=np.uint8)
+                st = self._streams[0]
+                best = float("inf")
+                for _ in range(3):
+                    a, b = self.cp.cuda.Event(), self.cp.cuda.Event()
+                    a.record(st)
+                    self._chunk.data.copy_from_host_async(ctypes.c_void_p(src.ctypes.data), n, st)
+                    b.record(st)
+                    b.synchronize()
+                    best = min(best, self.cp.cuda.get_elapsed_time(a, b) / 1e3)
+            rate = n / best if best > 0 else _HOST_LINK_BYTES_S
+        except Exception:  # noqa: BLE001 - a model input only: fall back to the nominal rate
+            return _HOST_LINK_BYTES_S
+        return float(min(max(rate, 1e9), 1e12))
 
     # ----------------------------------------------------------------- memory
     def view(self, offset: int, shape: tuple[int, int], dtype: Any) -> Any:
+        if self._chunk is None:
+            raise DeviceError(f"{self.name} is closed: its tile memory was given back")
         dt = np.dtype(dtype)
         nbytes = int(shape[0]) * int(shape[1]) * dt.itemsize
         if offset < 0 or offset + nbytes > self.memory_bytes:
@@ -251,14 +313,14 @@ class GPUDevice(DiscreteDevice):
                         with self._cpdev:
                             rt.deviceEnablePeerAccess(other.index)
                     except Exception as exc:  # already enabled is fine
-                        if "PeerAccessAlreadyEnabled" not in repr(exc) and "704" not in repr(exc):
+                        if not _already_enabled(exc):
                             ok = False
                 self._peers[other.index] = ok
             return ok
 
     def transfer_seconds(self, nbytes: int, peer: Any = None) -> float:
         if peer is None:
-            return 1e-5 + nbytes / 12e9
+            return 1e-5 + nbytes / self.host_link_bytes_s
         if not self.can_access_peer(peer):
             return float("inf")
         return 5e-6 + nbytes / 20e9
@@ -453,6 +515,8 @@ class GPUDevice(DiscreteDevice):
             return self.cp.empty(shape, dtype=dtype, order="F")
 
     def close(self) -> None:
+        """Destroy the cuBLAS handles, drop the tile memory and the pinned staging, and give CuPy's cached
+        blocks on this device back to the driver (idempotent)."""
         cb = self.cublas
         for h in self._handles:
             try:
@@ -460,6 +524,18 @@ class GPUDevice(DiscreteDevice):
             except Exception:  # noqa: BLE001 - best effort at teardown
                 pass
         self._handles = []
+        if self._chunk is None:
+            return
+        with self._cpdev:
+            for s in range(self.streams):
+                try:
+                    self._streams[s].synchronize()
+                except Exception:  # noqa: BLE001 - a failed stream must not keep the memory
+                    pass
+            self._chunk = None
+            self._in = self._out = []
+            self._deferred = [[] for _ in range(self.streams)]
+            _free_pools(self.cp)
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()

@@ -5,8 +5,9 @@ What this module owns
       leaf TRMM/TRSM call cuBLAS directly (``cupy_backends.cuda.libs.cublas``) on views, reaching
       column-major cuBLAS by transposition flags, as the host kernel layer does (``cupy.cublas.gemm``
       would copy every strided sub-block).  CuPy has no high-level trmm: the leaf calls
-      ``cublas<t>trmm`` with C = B (cuBLAS's documented in-place use); if an old CuPy lacks that binding
-      the leaf falls back to ``triu``/``tril`` + matmul at leaf size.
+      ``cublas<t>trmm`` with C = B (cuBLAS's documented in-place use), from the cuBLAS C library where
+      CuPy has no binding for it (CuPy 14 has none; :mod:`tileblas.kernels._cuda`); only if that library
+      cannot be found either does the leaf fall back to ``triu``/``tril`` + matmul at leaf size.
     * :func:`gpu_recursive`: the recursion of tileblas.kernels._recursive on device arrays;
       :func:`cublas_native`: cuBLAS's own in-place routine on the whole matrix (the baseline).
     * :func:`host_async` (the paper's Fig. 8): A and B live in host memory.  The recursion's plan says
@@ -33,6 +34,8 @@ from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import colmajor
 from tileblas.kernels._recursive import Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
+from tileblas.kernels._cuda import cublas_bindings as _cublas
+from tileblas.kernels._cuda import cupy_module as _cupy
 
 __all__ = [
     "CupyBackend",
@@ -51,20 +54,6 @@ __all__ = [
 #: Shipped default of the GPU recursion's stopping size (the value in force:
 #: ``tileblas.get_tuning().gpu_recursion_stop``).
 DEFAULT_GPU_STOP = Tuning().gpu_recursion_stop
-
-
-def _cupy() -> Any:
-    """CuPy, imported on first use (the one loader: devices/gpu.py uses it too)."""
-    import cupy
-
-    return cupy
-
-
-def _cublas() -> Any:
-    """CuPy's cuBLAS bindings, imported on first use."""
-    from cupy_backends.cuda.libs import cublas
-
-    return cublas
 
 
 def gpu_available() -> bool:

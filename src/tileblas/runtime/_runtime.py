@@ -196,6 +196,10 @@ class Runtime:
                 or reservation_slots < 1:
             raise ValueError(f"reservation_slots must be a positive int; got {reservation_slots!r}")
         self._devices = make_devices(devices)
+        # devices this runtime made (from None, a count or a spec string) are its to close; a list of
+        # Device objects stays its owner's
+        self._owned = [] if devices is not None and not isinstance(devices, (str, int, np.integer)) \
+            else list(self._devices)
         self.tile_size = None if tile_size is None else int(tile_size)
         self.reservation_slots = int(reservation_slots)
         self.sync = bool(sync)
@@ -265,12 +269,19 @@ class Runtime:
 
         Calls already running finish (their callers get their results, as with
         ``concurrent.futures.ThreadPoolExecutor.shutdown(wait=True)``) before this returns; calls made
-        afterwards raise RuntimeError and leave their output unchanged.  Calling it again, or from several
-        threads at once, is harmless.  A Runtime that is dropped without being closed releases its workers
+        afterwards raise RuntimeError and leave their output unchanged.  Devices the runtime made itself
+        (``devices=None``, a count or a spec string) are closed; devices passed as objects stay open for
+        their owner.  Calling it again, or from several threads at once, is harmless.  A Runtime that is dropped without being closed releases its workers
         when it is garbage collected.
         """
         _released(self)
         self._sched.shutdown()
+        owned, self._owned = self._owned, []
+        for d in owned:
+            try:
+                d.close()
+            except Exception:  # noqa: BLE001 - closing one device must not strand the others
+                pass
 
     close = shutdown
 
