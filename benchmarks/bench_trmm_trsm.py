@@ -282,7 +282,8 @@ def bench_gpu(n, nrhs_list, trials) -> list[dict]:
     try:
         import cupy
     except ImportError:
-        sys.exit("--gpu needs CuPy (pip install cupy-cuda12x) and an NVIDIA GPU; CuPy is not installed")
+        sys.exit("--gpu needs CuPy (pip install -e '.[gpu]', or '.[gpu-cuda12]' for CUDA 12) and an NVIDIA GPU; "
+                 "CuPy is not installed")
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:
             raise RuntimeError("no device")

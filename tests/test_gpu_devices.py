@@ -181,7 +181,7 @@ def _stand_in_modules():
         return np.empty(shape, dtype, order=order).view(DevArray)
 
     runtime = types.SimpleNamespace(
-        getDeviceCount=lambda: 2, memGetInfo=lambda: (state["free"], 1 << 30), deviceCanAccessPeer=lambda a, b: 1,
+        deviceSynchronize=lambda: None, getDeviceCount=lambda: 2, memGetInfo=lambda: (state["free"], 1 << 30), deviceCanAccessPeer=lambda a, b: 1,
         deviceEnablePeerAccess=lambda i: None, memcpyPeerAsync=memcpy_peer,
         getDeviceProperties=lambda i: {"name": b"stand-in"})
     cp = types.ModuleType("cupy")
@@ -190,6 +190,11 @@ def _stand_in_modules():
     cp.get_default_memory_pool = lambda: pools["device"]
     cp.get_default_pinned_memory_pool = lambda: pools["pinned"]
     cp._state, cp._pools = state, pools
+    cp.__version__ = "stand-in"
+    cp.asarray = lambda x: np.array(x).view(DevArray)
+    cp.asfortranarray = lambda x: np.asfortranarray(x).view(DevArray)
+    cp.empty_like = lambda x, order="K": np.empty_like(x, order=order).view(DevArray)
+    cp.matmul = lambda a, b, out=None: np.matmul(a, b, out=out)
     cp.triu, cp.tril = np.triu, np.tril
     cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime,
                                     memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
@@ -419,6 +424,26 @@ def test_c_library_routines_check_their_status(monkeypatch):
     monkeypatch.setattr(_cuda, "_find_libcublas", missing)
     with pytest.raises(AttributeError, match="not found"):
         _cuda._Bindings(types.SimpleNamespace()).zherk
+
+
+def test_gpu_benchmark_runs_every_part_on_the_stand_in(stand_in, tmp_path):
+    import importlib.util
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sys.modules["cupy"]._state["free"] = 256 << 20  # small default tile memories
+    rc = bench.main(["--sizes", "64", "--routine-n", "48", "--ooc-n", "96", "--trials", "1", "--out", str(tmp_path)])
+    res = json.loads((tmp_path / "bench_gpu.json").read_text())
+    assert rc == 0 and res["errors"] == {}
+    assert {r["dtype"] for r in res["incore"]} == {"float64", "float32"}
+    assert all(r["max_rel_error"] < 1e-5 for r in res["incore"]) and res["ooc"]["max_rel_error"] < 1e-12
+    assert len(res["routines"]) == 12 and all(r["ratio"] > 0 for r in res["routines"])
+    assert 0.0 <= res["hetero"]["cpu_flop_share"] <= 1.0
+    assert (tmp_path / "gpu_ooc_trace.json").stat().st_size > 100
 
 
 def test_import_does_not_load_cupy():

@@ -1,0 +1,335 @@
+"""The tile runtime on an NVIDIA GPU, each part against its baseline in the same run.
+
+Usage::
+
+    python benchmarks/bench_gpu.py [--parts incore,routines,hetero,ooc,trace] [--sizes 8192,16384,32768]
+                                   [--routine-n 16384] [--ooc-n 65536] [--trials 3] [--out DIR]
+
+Parts, in the order they run (most important first; ``benchmarks/gpu_suite.sh`` runs them all):
+
+* ``incore``: dgemm and sgemm on host-resident operands through the tile runtime on one GPU, against one
+  cuBLAS call (``cupy.matmul``) on device-resident operands of the same size (BLASX's in-core peak:
+  the tile runtime pays the transfers, cuBLAS does not).
+* ``routines``: gemm, symm, syrk, syr2k, trmm, trsm in d and z at ``--routine-n``: the tile runtime on
+  host operands against the same cuBLAS routine once on device operands (through
+  :meth:`tileblas.devices.gpu.GPUDevice.launch`, the kernel call the tiles use).
+* ``hetero``: dgemm with the GPU and the host's cores as CPU workers together, against the GPU alone;
+  the CPU workers' share of the flops.
+* ``ooc``: dgemm on host operands larger than the GPU's memory (``--ooc-n``, shrunk to fit 80 % of host
+  memory), against the in-core cuBLAS rate of the ``incore`` part (or measured here at the largest size
+  that fits); sampled entries against a host reference.
+* ``trace``: the Perfetto trace (JSON) and timeline PNG of one out-of-core call.
+
+Every timing is the best of ``--trials`` after one warm-up call; the GPU is synchronised before the
+clock stops.  Results go to ``<out>/bench_gpu.json`` (written after each part) and the trace files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import numpy as np
+
+PARTS = ("incore", "routines", "hetero", "ooc", "trace")
+
+
+def _cp() -> Any:
+    import cupy
+
+    return cupy
+
+
+def _sync() -> None:
+    _cp().cuda.runtime.deviceSynchronize()
+
+
+def _free_gpu() -> None:
+    cp = _cp()
+    _sync()
+    cp.get_default_memory_pool().free_all_blocks()
+    cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def _best(call: Callable[[], Any], trials: int) -> float:
+    call()
+    _sync()
+    best = float("inf")
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        call()
+        _sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _host(n: int, m: int, dt: Any, seed: int) -> np.ndarray:
+    """An n x m Fortran-ordered random host matrix, filled a block of columns at a time."""
+    rng = np.random.default_rng(seed)
+    x = np.empty((n, m), dtype=dt, order="F")
+    step = max(1, (1 << 27) // max(n, 1))
+    for j in range(0, m, step):
+        blk = rng.standard_normal((n, min(step, m - j)), dtype=np.float64)
+        if np.dtype(dt).kind == "c":
+            blk = blk + 1j * rng.standard_normal(blk.shape)
+        x[:, j:j + step] = blk
+    return x
+
+
+def _sample_error(a: np.ndarray, b: np.ndarray, c: np.ndarray, samples: int = 64, seed: int = 1) -> float:
+    """Largest relative error of sampled entries of c = a @ b against a float64/complex128 host dot."""
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for _ in range(samples):
+        i, j = int(rng.integers(c.shape[0])), int(rng.integers(c.shape[1]))
+        ref = np.dot(a[i, :].astype(np.complex128 if a.dtype.kind == "c" else np.float64),
+                     b[:, j].astype(np.complex128 if b.dtype.kind == "c" else np.float64))
+        scale = float(np.abs(a[i, :]).astype(np.float64) @ np.abs(b[:, j]).astype(np.float64)) or 1.0
+        worst = max(worst, abs(complex(c[i, j]) - complex(ref)) / scale)
+    return worst
+
+
+def _gpu_runtime(extra: str = "") -> Any:
+    import tileblas
+    from tileblas.devices.gpu import GPUDevice
+
+    devs: list = [GPUDevice(0)]
+    if extra:
+        from tileblas.runtime import make_devices
+
+        devs += make_devices(extra)
+    return tileblas.Runtime(devs), devs[0]
+
+
+def part_incore(args: argparse.Namespace, res: dict) -> None:
+    cp = _cp()
+    rows = []
+    for dt in (np.float64, np.float32):
+        for n in args.sizes:
+            need = 3 * n * n * np.dtype(dt).itemsize
+            free, _ = cp.cuda.runtime.memGetInfo()
+            if need > 0.9 * free:
+                print(f"  incore {np.dtype(dt).name} n={n}: skipped ({need / 2**30:.1f} GiB > 90% of free)")
+                continue
+            a, b = _host(n, n, dt, 1), _host(n, n, dt, 2)
+            ad, bd = cp.asfortranarray(cp.asarray(a)), cp.asfortranarray(cp.asarray(b))
+            cd = cp.empty((n, n), dtype=dt, order="F")
+            t_cublas = _best(lambda: cp.matmul(ad, bd, out=cd), args.trials)
+            ad = bd = cd = None  # give the device operands back before the runtime takes its memory
+            _free_gpu()
+            c = np.zeros((n, n), dtype=dt, order="F")
+            rt, gpu = _gpu_runtime()
+            try:
+                t_tiles = _best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c), args.trials)
+                prof = rt.last_profile()
+            finally:
+                rt.shutdown()
+                gpu.close()
+            _free_gpu()
+            err = _sample_error(a, b, c)
+            fl = 2.0 * n ** 3
+            row = {"dtype": np.dtype(dt).name, "n": n, "cublas_s": t_cublas, "tiles_s": t_tiles,
+                   "ratio": t_cublas / t_tiles, "cublas_tflops": fl / t_cublas / 1e12,
+                   "tiles_tflops": fl / t_tiles / 1e12, "max_rel_error": err, "tile": prof.tile_size,
+                   "bytes_moved": sum(d.bytes_moved for d in prof.devices)}
+            rows.append(row)
+            print(f"  incore {row['dtype']} n={n}: cuBLAS {row['cublas_tflops']:.1f} TF/s, tiles "
+                  f"{row['tiles_tflops']:.1f} TF/s -> {row['ratio']:.3f}x (tile {prof.tile_size}, error {err:.1e})")
+    res["incore"] = rows
+
+
+_ROUTINES = ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm")
+
+
+def _operands(name: str, n: int, dt: Any) -> tuple[list, dict]:
+    a, b, c = _host(n, n, dt, 3), _host(n, n, dt, 4), _host(n, n, dt, 5)
+    if name in ("trmm", "trsm"):
+        a = np.asfortranarray(np.tril(a) / np.sqrt(n) + 2.0 * np.eye(n, dtype=dt))
+        return [1.0, a, b], {"side": "L", "uplo": "L", "transa": "N", "diag": "N"}
+    if name == "symm":
+        return [1.0, a, b, 0.5, c], {"side": "L", "uplo": "L"}
+    if name == "syrk":
+        return [1.0, a, 0.5, c], {"uplo": "L", "trans": "N"}
+    if name == "syr2k":
+        return [1.0, a, b, 0.5, c], {"uplo": "L", "trans": "N"}
+    return [1.0, a, b, 0.5, c], {}
+
+
+def part_routines(args: argparse.Namespace, res: dict) -> None:
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.runtime._planner import flop_count
+
+    cp = _cp()
+    rows = []
+    n = args.routine_n
+    for dt in (np.float64, np.complex128):
+        for name in _ROUTINES:
+            args_h, kw = _operands(name, n, dt)
+            out = len(args_h) - 1
+            fl = flop_count(name, n, n, n) * (4.0 if np.dtype(dt).kind == "c" else 1.0)
+            # baseline: the same cuBLAS routine once, on device operands
+            dev = GPUDevice(0, memory=64 << 20, streams=1)
+            try:
+                args_d = [cp.asfortranarray(cp.asarray(x)) if isinstance(x, np.ndarray) else x for x in args_h]
+                keep = args_d[out].copy(order="F")
+
+                def cublas_call() -> None:
+                    args_d[out][...] = keep  # restore the output (in place routines), counted in both
+                    dev.launch(name, args_d, kw, 0)
+                    dev.sync(0)
+
+                t_cublas = _best(cublas_call, args.trials)
+            finally:
+                args_d = keep = None
+                dev.close()
+            _free_gpu()
+            keep_h = args_h[out].copy(order="F")
+            rt, gpu = _gpu_runtime()
+            try:
+                def tiles_call() -> None:
+                    np.copyto(args_h[out], keep_h)
+                    rt.run(name, *args_h, **kw)
+
+                t_tiles = _best(tiles_call, args.trials)
+            finally:
+                rt.shutdown()
+                gpu.close()
+            _free_gpu()
+            row = {"routine": ("d" if dt == np.float64 else "z") + name, "n": n, "cublas_s": t_cublas,
+                   "tiles_s": t_tiles, "ratio": t_cublas / t_tiles, "cublas_tflops": fl / t_cublas / 1e12}
+            rows.append(row)
+            print(f"  {row['routine']} n={n}: cuBLAS {t_cublas:.3f} s, tiles {t_tiles:.3f} s -> {row['ratio']:.3f}x")
+            res["routines"] = rows
+
+
+def part_hetero(args: argparse.Namespace, res: dict) -> None:
+    n = args.routine_n
+    a, b = _host(n, n, np.float64, 6), _host(n, n, np.float64, 7)
+    c = np.zeros((n, n), order="F")
+    cpus = max(1, (os.cpu_count() or 2) - 2)  # leave cores to the GPU's driver threads
+    out = {}
+    for label, extra in (("gpu", ""), ("gpu+cpu", f"cpu:{cpus}")):
+        rt, gpu = _gpu_runtime(extra)
+        try:
+            out[label] = _best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c), args.trials)
+            prof = rt.last_profile()
+            share = {d.name: d.flops for d in prof.devices}
+        finally:
+            rt.shutdown()
+            gpu.close()
+        _free_gpu()
+        out[label + "_flops_by_device"] = share
+    total = sum(out["gpu+cpu_flops_by_device"].values()) or 1.0
+    cpu_share = sum(v for k, v in out["gpu+cpu_flops_by_device"].items() if not k.startswith("gpu")) / total
+    res["hetero"] = {"n": n, "cpu_workers": cpus, "gpu_s": out["gpu"], "gpu_cpu_s": out["gpu+cpu"],
+                     "ratio": out["gpu"] / out["gpu+cpu"], "cpu_flop_share": cpu_share}
+    print(f"  hetero dgemm n={n}: GPU alone {out['gpu']:.3f} s, GPU + {cpus} CPU workers {out['gpu+cpu']:.3f} s "
+          f"-> {res['hetero']['ratio']:.3f}x, CPU share {cpu_share:.1%}")
+
+
+def _host_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def part_ooc(args: argparse.Namespace, res: dict, trace_dir: str | None = None) -> None:
+    cp = _cp()
+    n = args.ooc_n
+    while 3 * n * n * 8 > 0.8 * _host_bytes():
+        n -= 4096
+    _, total = cp.cuda.runtime.memGetInfo()
+    print(f"  ooc: n={n}, operands {3 * n * n * 8 / 2**30:.0f} GiB on the host, GPU memory {total / 2**30:.0f} GiB")
+    incore = [r for r in res.get("incore", []) if r["dtype"] == "float64"]
+    if incore:
+        ref = max(incore, key=lambda r: r["n"])
+        rate, ref_n = ref["cublas_tflops"], ref["n"]
+    else:
+        ref_n = 16384
+        ad = cp.asfortranarray(cp.asarray(_host(ref_n, ref_n, np.float64, 8)))
+        cd = cp.empty_like(ad, order="F")
+        rate = 2.0 * ref_n ** 3 / _best(lambda: cp.matmul(ad, ad, out=cd), args.trials) / 1e12
+        ad = cd = None
+        _free_gpu()
+    a, b = _host(n, n, np.float64, 9), _host(n, n, np.float64, 10)
+    c = np.zeros((n, n), order="F")
+    rt, gpu = _gpu_runtime()
+    try:
+        t0 = time.perf_counter()
+        rt.run("gemm", 1.0, a, b, 0.0, c)
+        t = time.perf_counter() - t0
+        prof = rt.last_profile()
+        if trace_dir is not None:
+            rt.trace(os.path.join(trace_dir, "gpu_ooc_trace.json"), last=1)
+            try:
+                rt.plot(os.path.join(trace_dir, "gpu_ooc_timeline.png"), last=1,
+                        title=f"dgemm n={n}, host operands, one GPU")
+            except ImportError:
+                pass
+    finally:
+        rt.shutdown()
+        gpu.close()
+    _free_gpu()
+    err = _sample_error(a, b, c)
+    tf = 2.0 * n ** 3 / t / 1e12
+    res["ooc"] = {"n": n, "seconds": t, "tflops": tf, "incore_cublas_tflops": rate, "incore_n": ref_n,
+                  "ratio": tf / rate, "max_rel_error": err, "tile": prof.tile_size,
+                  "bytes_moved": sum(d.bytes_moved for d in prof.devices),
+                  "gpu_memory_bytes": total}
+    print(f"  ooc dgemm n={n}: {t:.1f} s, {tf:.1f} TF/s = {tf / rate:.3f}x of in-core cuBLAS ({rate:.1f} TF/s "
+          f"at n={ref_n}); sampled error {err:.1e}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench_gpu", description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--sizes", default="8192,16384,32768", help="incore sizes")
+    p.add_argument("--routine-n", type=int, default=16384)
+    p.add_argument("--ooc-n", type=int, default=65536)
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--out", default=os.environ.get("OUT", "gpu-results"))
+    args = p.parse_args(argv)
+    parts = [s for s in args.parts.split(",") if s]
+    bad = [s for s in parts if s not in PARTS]
+    if bad:
+        p.error(f"--parts must name parts of {PARTS}; got {bad}")
+    args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    os.makedirs(args.out, exist_ok=True)
+    import tileblas
+
+    cp = _cp()
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    res: dict[str, Any] = {"device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+                           "cupy": cp.__version__, "tileblas": tileblas.__version__, "trials": args.trials,
+                           "cpu_count": os.cpu_count(), "errors": {}}
+    path = os.path.join(args.out, "bench_gpu.json")
+    for part in parts:
+        print(f"== {part}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            if part == "incore":
+                part_incore(args, res)
+            elif part == "routines":
+                part_routines(args, res)
+            elif part == "hetero":
+                part_hetero(args, res)
+            elif part == "ooc":
+                part_ooc(args, res, args.out if "trace" in parts else None)
+            elif part == "trace" and "ooc" not in parts:
+                part_ooc(args, res, args.out)
+        except Exception:  # noqa: BLE001 - one part's failure is reported and the others still run
+            res["errors"][part] = traceback.format_exc()
+            print(res["errors"][part], file=sys.stderr)
+            _free_gpu()
+        res.setdefault("seconds", {})[part] = time.perf_counter() - t0
+        with open(path, "w") as fh:
+            json.dump(res, fh, indent=1, default=float)
+    print(f"wrote {path}")
+    return 1 if res["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
