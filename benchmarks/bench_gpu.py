@@ -94,11 +94,13 @@ def _sample_error(a: np.ndarray, b: np.ndarray, c: np.ndarray, samples: int = 64
     return worst
 
 
-def _gpu_runtime(extra: str = "") -> Any:
+def _gpu_runtime(extra: str = "", timeline: bool = False) -> Any:
+    """A Runtime on GPU 0 (and the devices of spec ``extra``); without timing events unless ``timeline``
+    (three CUDA events per copy and kernel: kept for the traced call only)."""
     import tileblas
     from tileblas.devices.gpu import GPUDevice
 
-    devs: list = [GPUDevice(0)]
+    devs: list = [GPUDevice(0, timeline=timeline)]
     if extra:
         from tileblas.runtime import make_devices
 
@@ -256,7 +258,7 @@ def part_ooc(args: argparse.Namespace, res: dict, trace_dir: str | None = None) 
         _free_gpu()
     a, b = _host(n, n, np.float64, 9), _host(n, n, np.float64, 10)
     c = np.zeros((n, n), order="F")
-    rt, gpu = _gpu_runtime()
+    rt, gpu = _gpu_runtime(timeline=trace_dir is not None)
     try:
         t0 = time.perf_counter()
         rt.run("gemm", 1.0, a, b, 0.0, c)
@@ -278,7 +280,7 @@ def part_ooc(args: argparse.Namespace, res: dict, trace_dir: str | None = None) 
     res["ooc"] = {"n": n, "seconds": t, "tflops": tf, "incore_cublas_tflops": rate, "incore_n": ref_n,
                   "ratio": tf / rate, "max_rel_error": err, "tile": prof.tile_size,
                   "bytes_moved": sum(d.bytes_moved for d in prof.devices),
-                  "gpu_memory_bytes": total}
+                  "gpu_memory_bytes": total, "timeline": trace_dir is not None}
     print(f"  ooc dgemm n={n}: {t:.1f} s, {tf:.1f} TF/s = {tf / rate:.3f}x of in-core cuBLAS ({rate:.1f} TF/s "
           f"at n={ref_n}); sampled error {err:.1e}")
 
