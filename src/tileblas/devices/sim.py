@@ -11,6 +11,8 @@ What it owns
     * ``peer_bandwidth`` / ``peer_latency``: the same for device-to-device copies from a peer (they use
       the receiving device's incoming engine);
     * ``memory``: the chunk size, i.e. the cap that makes out-of-core execution testable;
+    * tiles of operands that live in files (``numpy.memmap``) are read and written with pread/pwrite
+      (:mod:`tileblas.devices._filetiles`), so the process holds only its chunk however large the files;
     * ``streams``: each stream is driven by one runtime worker thread; operations run synchronously in
       that thread, holding the engine they need (incoming copy, outgoing copy or compute), so the copies
       of one stream overlap the kernels of another exactly as on a GPU with copy engines;
@@ -34,8 +36,9 @@ import numpy as np
 from tileblas.kernels import _openblas
 from tileblas.devices._base import register_device_kind
 from tileblas.devices._discrete import DONE, DiscreteDevice, Event
+from tileblas.devices._filetiles import read_tile, write_tile
 
-__all__ = ["SimDevice", "sim_devices", "kernel_flops"]
+__all__ = ["SimDevice", "StagedDevice", "sim_devices", "kernel_flops"]
 
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm", "axpy")
 
@@ -190,12 +193,12 @@ class SimDevice(DiscreteDevice):
 
     def h2d(self, dst: Any, host: np.ndarray, stream: int) -> None:
         n = host.size * host.itemsize
-        self._copy("in", "h2d", stream, n, self.bandwidth, self.latency, lambda: np.copyto(dst, host))
+        self._copy("in", "h2d", stream, n, self.bandwidth, self.latency, lambda: read_tile(dst, host))
         self.stats.add(bytes_h2d=n)
 
     def d2h(self, src: Any, host: np.ndarray, stream: int) -> None:
         n = host.size * host.itemsize
-        self._copy("out", "d2h", stream, n, self.bandwidth, self.latency, lambda: np.copyto(host, src))
+        self._copy("out", "d2h", stream, n, self.bandwidth, self.latency, lambda: write_tile(host, src))
         self.stats.add(bytes_d2h=n)
 
     def d2d(self, dst: Any, peer: DiscreteDevice, src: Any, stream: int) -> None:
@@ -278,6 +281,29 @@ class SimDevice(DiscreteDevice):
         return d
 
 
+class StagedDevice(SimDevice):
+    """A host CPU worker whose tiles live in a bounded buffer of host memory (``memory`` bytes).
+
+    Operands stay where they are, in memory or in files (``numpy.memmap``): the runtime copies each tile a
+    task needs into the buffer (from a file with ``pread``), keeps recently used tiles there (the tile
+    cache of devices with their own memory), and writes finished output tiles back (to a file with
+    ``pwrite``).  This is what ``Runtime(host_memory=...)`` runs on: operands larger than memory, with the
+    process's memory bounded by the buffers.  Copies are real and not modeled; ``streams`` (default 2)
+    let one stream's reads overlap another's kernels.
+    """
+
+    kind = "staged"
+
+    def __init__(self, index: int = 0, memory: int = 1 << 30, streams: int = 2, threads: int = 1) -> None:
+        super().__init__(index, memory=memory, streams=streams, threads=threads)
+        self.name = f"staged{index}"
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        d.update(kind=self.kind)
+        return d
+
+
 def sim_devices(count: int, **kwargs: Any) -> list[SimDevice]:
     """``count`` simulated devices with the same parameters (see :class:`SimDevice`)."""
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
@@ -286,3 +312,4 @@ def sim_devices(count: int, **kwargs: Any) -> list[SimDevice]:
 
 
 register_device_kind("sim", SimDevice)
+register_device_kind("staged", StagedDevice)

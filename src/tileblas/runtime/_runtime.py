@@ -85,6 +85,34 @@ def _released(rt: "Runtime | None") -> None:
         hook(rt)
 
 
+#: What ``Runtime(host_memory=...)`` keeps back from its tile buffers for the interpreter, NumPy and
+#: the BLAS threads' own buffers: this much, or a quarter of host_memory if that is less.
+_HOST_RESERVE = 384 << 20
+_MIN_HOST_MEMORY = 64 << 20
+
+
+def _check_host_memory(host_memory: Any, devices: Any) -> int:
+    if isinstance(host_memory, bool) or not isinstance(host_memory, (int, np.integer)) \
+            or host_memory < _MIN_HOST_MEMORY:
+        raise ValueError(f"host_memory must be a number of bytes >= {_MIN_HOST_MEMORY}; got {host_memory!r}")
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, (int, np.integer))):
+        raise ValueError("host_memory bounds the host's own workers: devices must be None or a worker count; "
+                         f"got {devices!r}")
+    return int(host_memory)
+
+
+def _staged_devices(host_memory: int, workers: Any) -> list:
+    """Host workers whose tiles live in buffers that share ``host_memory`` (see StagedDevice)."""
+    from tileblas.devices.sim import StagedDevice
+    from tileblas.kernels import _threadpool
+
+    n = int(workers) if workers is not None else _threadpool.effective_threads(_threadpool.default_threads())
+    if n < 1:
+        raise ValueError(f"devices must be >= 1; got {workers}")
+    tiles = host_memory - min(_HOST_RESERVE, host_memory // 4)
+    return [StagedDevice(i, memory=tiles // n) for i in range(n)]
+
+
 def make_devices(spec: Any = None) -> list:
     """Devices from a Runtime ``devices=`` argument.
 
@@ -161,6 +189,13 @@ class Runtime:
         On host workers only: calls below this many flops run as one native call on all the workers' BLAS
         threads together, larger ones are tiled (0 turns this off).  Default: None, the path policy decides
         per call (see the module notes; the attribute then reads None); 0 in deterministic mode.
+    host_memory : int, optional
+        Bound the memory the runtime holds to about this many bytes, for operands larger than memory
+        (``numpy.memmap`` files): the host's workers (``devices``: None or their count) then keep their
+        tiles in buffers sharing ``host_memory`` less a reserve (384 MiB, or a quarter if less), copy each
+        tile a task needs in (from a file with ``pread``), cache them, and write finished output tiles
+        back (``pwrite``).  Blocks under a file-backed output are reserved on disk before a call writes
+        any of it.  See :class:`tileblas.devices.sim.StagedDevice`.
     memory_policy : {"cache", "on-demand"}
         For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
         MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
@@ -190,12 +225,14 @@ class Runtime:
 
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
-                 memory_policy: str = "cache", shared_flops: float | None = None) -> None:
+                 memory_policy: str = "cache", shared_flops: float | None = None,
+                 host_memory: int | None = None) -> None:
         P.check_tile_size(tile_size)
         if isinstance(reservation_slots, bool) or not isinstance(reservation_slots, (int, np.integer)) \
                 or reservation_slots < 1:
             raise ValueError(f"reservation_slots must be a positive int; got {reservation_slots!r}")
-        self._devices = make_devices(devices)
+        self.host_memory = None if host_memory is None else _check_host_memory(host_memory, devices)
+        self._devices = make_devices(devices) if host_memory is None else _staged_devices(host_memory, devices)
         # devices this runtime made (from None, a count or a spec string) are its to close; a list of
         # Device objects stays its owner's
         self._owned = [] if devices is not None and not isinstance(devices, (str, int, np.integer)) \
@@ -389,6 +426,10 @@ class Runtime:
         if explicit is None and not self._policy_threads and flops < self.shared_flops and self._shared_threads:
             return self._direct(name, bound, shape, flops, "shared")
         plan = P.plan_call(name, bound, tile, self._split_target())
+        if isinstance(out, np.memmap) or isinstance(out.base, np.memmap):
+            from tileblas.devices._filetiles import reserve
+
+            reserve(out, "c" if "c" in bound else "b")  # no SIGBUS or half-written file for want of disk
         call = self._run_plan(plan)
         path = "split-k" if plan.split > 1 else "tiled"
         self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,

@@ -1,0 +1,161 @@
+"""Operands that live in files: tile reads and writes by pread/pwrite, Runtime(host_memory=...), bad input."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tileblas
+from tileblas.devices import _filetiles
+from tileblas.devices._filetiles import file_position, read_tile, reserve, write_tile
+
+EPS = np.finfo(np.float64).eps
+
+
+def _memmap(path, shape, order="F", mode="w+", fill=None, dtype=np.float64):
+    m = np.memmap(path, dtype=dtype, mode=mode, shape=shape, order=order)
+    if fill is not None:
+        m[...] = fill
+        m.flush()
+    return m
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_tiles_round_trip_through_the_file(tmp_path, order, dtype):
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((37, 29)).astype(dtype)
+    m = _memmap(tmp_path / "m", (37, 29), order, fill=data, dtype=dtype)
+    for rows, cols in ((slice(3, 20), slice(10, 16)), (slice(0, 37), slice(2, 9)), (slice(36, 37), slice(20, 29))):
+        host = m[rows, cols]
+        assert file_position(host) is not None
+        tile = np.empty(host.shape, dtype=dtype, order="F")
+        read_tile(tile, host)
+        np.testing.assert_array_equal(tile, data[rows, cols])
+        write_tile(host, 2 * tile)
+    del m
+    back = np.fromfile(tmp_path / "m", dtype=dtype).reshape((37, 29), order=order)
+    want = data.copy()
+    for rows, cols in ((slice(3, 20), slice(10, 16)), (slice(0, 37), slice(2, 9)), (slice(36, 37), slice(20, 29))):
+        want[rows, cols] *= 2
+    np.testing.assert_array_equal(back, want)  # written into the file itself
+
+
+def test_only_file_backed_views_go_to_the_file(tmp_path):
+    assert file_position(np.zeros((3, 3))) is None
+    m = _memmap(tmp_path / "m", (4, 4), fill=1.0)
+    cow = np.memmap(tmp_path / "m", dtype=np.float64, mode="c", shape=(4, 4), order="F")
+    assert file_position(cow) is None  # copy-on-write: the map may differ from the file
+    name, pos, mode = file_position(m[1:, 2:])
+    assert name == str(tmp_path / "m") and pos == (2 * 4 + 1) * 8 and mode == "w+"
+
+
+def test_a_file_shorter_than_its_array_is_an_error_not_a_crash(tmp_path):
+    m = _memmap(tmp_path / "m", (64, 64), fill=1.0)
+    os.truncate(tmp_path / "m", 64 * 8 * 10)  # the file lost its tail after the map was made
+    tile = np.empty((64, 32), order="F")
+    with pytest.raises(OSError, match="shorter than the array"):
+        read_tile(tile, m[:, 32:])
+
+
+def test_reserve_allocates_the_blocks_of_a_sparse_output(tmp_path):
+    m = _memmap(tmp_path / "c", (512, 512))  # created sparse by numpy
+    before = os.stat(tmp_path / "c").st_blocks
+    reserve(m, "c")
+    assert os.stat(tmp_path / "c").st_blocks * 512 >= 512 * 512 * 8 > before * 512
+
+
+def _operands(tmp_path, n, seed=0):
+    rng = np.random.default_rng(seed)
+    a = _memmap(tmp_path / "a", (n, n), fill=rng.standard_normal((n, n)))
+    b = _memmap(tmp_path / "b", (n, n), fill=rng.standard_normal((n, n)))
+    c = _memmap(tmp_path / "c", (n, n), fill=0.0)
+    return a, b, c
+
+
+def test_gemm_on_files_under_a_memory_bound(tmp_path):
+    n = 1200
+    a, b, c = _operands(tmp_path, n)
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=200)
+        prof = rt.last_profile()
+        mem = rt.stats()["memory"]
+    assert prof.path == "tiled" and [d.name for d in prof.devices] == ["staged0", "staged1"]
+    assert sum(d["heap_capacity"] for d in mem.values()) <= 64 << 20
+    ref = np.asarray(a) @ np.asarray(b)
+    bound = 4 * n * EPS * (np.abs(np.asarray(a)) @ np.abs(np.asarray(b)))
+    c.flush()
+    back = np.fromfile(tmp_path / "c", dtype=np.float64).reshape((n, n), order="F")
+    assert np.all(np.abs(back - ref) <= bound)
+
+
+def test_resident_memory_stays_within_the_bound(tmp_path):
+    # operands of 3 x 54 MB under a 96 MiB bound: reading them through their maps would add all 162 MB
+    # to the resident set; the call adds no more than its tile buffers
+    _operands(tmp_path, 2600)
+    code = textwrap.dedent(f"""
+        import resource, numpy as np, tileblas
+        n = 2600
+        a, b, c = (np.memmap("{tmp_path}/" + k, dtype=np.float64, mode="r+", shape=(n, n), order="F")
+                   for k in "abc")
+        with tileblas.Runtime(2, host_memory=96 << 20) as rt:
+            w = np.ones((600, 600), order="F")  # warm-up in memory: imports, OpenBLAS buffers
+            rt.run("gemm", 1.0, w, w, 0.0, np.zeros((600, 600), order="F"), tile_size=256)
+            del w
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=256)
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(before * 1024, after * 1024)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = map(int, out.stdout.split())
+    assert after - before < 96 << 20
+
+
+def test_a_full_disk_is_found_before_the_output_changes(tmp_path, monkeypatch):
+    a, b, c = _operands(tmp_path, 600)
+    c[...] = 7.0
+    c.flush()
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_filetiles.os, "posix_fallocate", full)
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        with pytest.raises(OSError, match=r"c lives in .*could not reserve.*c is untouched"):
+            rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=128)
+        monkeypatch.undo()
+        assert np.all(np.fromfile(tmp_path / "c", dtype=np.float64) == 7.0)
+        rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=128)  # the runtime keeps working
+    assert np.allclose(np.asarray(c), np.asarray(a) @ np.asarray(b))
+
+
+def test_a_truncated_input_fails_the_call_and_the_runtime_goes_on(tmp_path):
+    a, b, c = _operands(tmp_path, 600)
+    os.truncate(tmp_path / "b", 600 * 8 * 100)
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        with pytest.raises(OSError, match="shorter than the array"):
+            rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=128)
+        x = np.asfortranarray(np.eye(300))
+        y = np.zeros((300, 300), order="F")
+        rt.run("gemm", 1.0, x, x, 0.0, y, tile_size=128)
+        assert np.array_equal(y, x)
+
+
+def test_bad_host_memory_and_outputs(tmp_path):
+    for bad in (0, -1, 1 << 10, "2GB", 2.5e9, True):
+        with pytest.raises(ValueError, match="host_memory"):
+            tileblas.Runtime(host_memory=bad)
+    with pytest.raises(ValueError, match="host_memory.*devices must be None or a worker count"):
+        tileblas.Runtime("cpu:2", host_memory=1 << 30)
+    a, b, _ = _operands(tmp_path, 300)
+    ro = np.memmap(tmp_path / "a", dtype=np.float64, mode="r", shape=(300, 300), order="F")
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        with pytest.raises(ValueError, match="must be writeable"):
+            rt.run("gemm", 1.0, a, b, 0.0, ro, tile_size=128)
