@@ -98,7 +98,7 @@ def worker(method: str, d: str, n: int, budget: int, chunk: int) -> dict:
         a = np.memmap(f["a"], dtype=np.float64, mode="r", shape=(n, n), order="F")
         b = np.memmap(f["b"], dtype=np.float64, mode="r", shape=(n, n), order="F")
         c = np.memmap(f["c"], dtype=np.float64, mode="r+", shape=(n, n), order="F")
-        with tileblas.Runtime(host_memory=budget) as rt:
+        with tileblas.Runtime(host_memory=budget, progress=True) as rt:
             t0 = time.perf_counter()
             rt.run("gemm", 1.0, a, b, 0.0, c)
             res["seconds"] = time.perf_counter() - t0

@@ -159,3 +159,26 @@ def test_bad_host_memory_and_outputs(tmp_path):
     with tileblas.Runtime(2, host_memory=64 << 20) as rt:
         with pytest.raises(ValueError, match="must be writeable"):
             rt.run("gemm", 1.0, a, b, 0.0, ro, tile_size=128)
+
+
+def test_long_calls_show_a_progress_bar(tmp_path, monkeypatch, capsys):
+    from tileblas import _progress
+    from tileblas.runtime import _runtime
+
+    bars = []
+
+    class Recording(_progress.Progress):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            bars.append(self)
+
+    monkeypatch.setattr(_progress, "Progress", Recording)
+    monkeypatch.setattr(_runtime._CallProgress, "AFTER_S", 0.0)  # show at once
+    a, b, c = _operands(tmp_path, 600)
+    with tileblas.Runtime(2, host_memory=64 << 20, progress=True) as rt:
+        rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=100)
+    assert len(bars) == 1 and bars[0].total == 36 and bars[0].done == 36 and bars[0].desc == "gemm (tiles of 100)"
+    assert "gemm (tiles of 100)" in capsys.readouterr().err
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:  # off by default
+        rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=100)
+    assert len(bars) == 1 and capsys.readouterr().err == ""

@@ -48,7 +48,7 @@ def make_problem(routine: str, n: int, dtype: Any, seed: int = 0) -> tuple:
 
 def trace_routine(routine: str, n: int = 2048, dtype: str = "d", devices: Any = None,
                   tile_size: int | None = None, prefix: str = "tileblas-trace", repeat: int = 1,
-                  plot: bool = True) -> dict[str, Any]:
+                  plot: bool = True, progress: bool = False) -> dict[str, Any]:
     """Run ``routine`` (n x n, precision letter ``dtype``) and write PREFIX.json (+ PREFIX.png).
 
     Returns the last call's profile as a dict, with the paths written.
@@ -60,7 +60,7 @@ def trace_routine(routine: str, n: int = 2048, dtype: str = "d", devices: Any = 
     if n < 1:
         raise ValueError(f"n must be >= 1; got {n}")
     args = make_problem(routine, n, _DTYPES[dtype])
-    with Runtime(devices=devices, tile_size=tile_size) as rt:
+    with Runtime(devices=devices, tile_size=tile_size, progress=progress) as rt:
         for _ in range(max(1, repeat)):
             rt.clear_history()
             rt.run(routine, *args)
@@ -79,7 +79,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     if devices is not None and devices.isdigit():
         devices = int(devices)
     res = trace_routine(args.routine, args.n, args.dtype, devices, args.tile_size, args.out, args.repeat,
-                        plot=not args.no_plot)
+                        plot=not args.no_plot, progress=True)
     if args.json:
         res.pop("text")
         print(json.dumps(res, indent=2))

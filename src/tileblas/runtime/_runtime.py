@@ -91,6 +91,35 @@ _HOST_RESERVE = 384 << 20
 _MIN_HOST_MEMORY = 64 << 20
 
 
+class _CallProgress:
+    """The progress bar of one tiled call: tasks done of the plan's, shown once the call has run 2 s."""
+
+    AFTER_S = 2.0
+
+    def __init__(self, plan: Any) -> None:
+        self.total = len(plan.tasks)
+        self.label = f"{plan.routine} (tiles of {plan.tile})"
+        self.t0 = time.perf_counter()
+        self.bar: Any = None
+        self.shown = 0
+
+    def __call__(self, call: Any) -> None:
+        done = self.total - call.remaining
+        if self.bar is None:
+            if time.perf_counter() - self.t0 < self.AFTER_S:
+                return
+            from tileblas._progress import Progress
+
+            self.bar = Progress(self.total, True, self.label, "task", leave=False)
+        if done > self.shown:
+            self.bar.step(k=done - self.shown)
+            self.shown = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _check_host_memory(host_memory: Any, devices: Any) -> int:
     if isinstance(host_memory, bool) or not isinstance(host_memory, (int, np.integer)) \
             or host_memory < _MIN_HOST_MEMORY:
@@ -196,6 +225,9 @@ class Runtime:
         tile a task needs in (from a file with ``pread``), cache them, and write finished output tiles
         back (``pwrite``).  Blocks under a file-backed output are reserved on disk before a call writes
         any of it.  See :class:`tileblas.devices.sim.StagedDevice`.
+    progress : bool
+        Show a progress bar (tqdm when installed, else a text bar; on stderr) for tiled calls still
+        running after 2 seconds.  Off by default in library use; the ``tileblas`` command turns it on.
     memory_policy : {"cache", "on-demand"}
         For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
         MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
@@ -226,12 +258,13 @@ class Runtime:
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
                  memory_policy: str = "cache", shared_flops: float | None = None,
-                 host_memory: int | None = None) -> None:
+                 host_memory: int | None = None, progress: bool = False) -> None:
         P.check_tile_size(tile_size)
         if isinstance(reservation_slots, bool) or not isinstance(reservation_slots, (int, np.integer)) \
                 or reservation_slots < 1:
             raise ValueError(f"reservation_slots must be a positive int; got {reservation_slots!r}")
         self.host_memory = None if host_memory is None else _check_host_memory(host_memory, devices)
+        self.progress = bool(progress)
         self._devices = make_devices(devices) if host_memory is None else _staged_devices(host_memory, devices)
         # devices this runtime made (from None, a count or a spec string) are its to close; a list of
         # Device objects stays its owner's
@@ -445,13 +478,18 @@ class Runtime:
         """Schedule a plan; tiles of its matrices leave the device caches when it returns (except those of
         host buffers kept with ``self.memory.keep``, whose owner invalidates them when they change)."""
         mem = self._memory
-        if mem is None:
-            return self._sched.run(plan)
-        mem.begin_call(plan)
+        bar = _CallProgress(plan) if self.progress else None
         try:
-            return self._sched.run(plan)
+            if mem is None:
+                return self._sched.run(plan, bar)
+            mem.begin_call(plan)
+            try:
+                return self._sched.run(plan, bar)
+            finally:
+                mem.end_call(plan)
         finally:
-            mem.end_call(plan)
+            if bar is not None:
+                bar.close()
 
     def _native(self, name: str, bound: dict[str, Any], shape: tuple, flops: float, out: np.ndarray) -> None:
         """The path policy's native path: one call on all the host workers' BLAS threads together (the CPU

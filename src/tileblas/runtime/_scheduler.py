@@ -240,8 +240,10 @@ class Scheduler:
         return self._closing
 
     # ----------------------------------------------------------------- submission
-    def run(self, plan: Plan) -> CallState:
-        """Execute every task of ``plan``; returns its CallState (``error`` set when a task failed)."""
+    def run(self, plan: Plan, waiting: Callable[[CallState], None] | None = None) -> CallState:
+        """Execute every task of ``plan``; returns its CallState (``error`` set when a task failed).
+        ``waiting``, if given, is called with the CallState every quarter second while the caller waits,
+        and once at the end (a progress display; not in synchronous mode)."""
         with self._cv:
             if self._closing:
                 raise RuntimeError(_CLOSED)
@@ -263,7 +265,12 @@ class Scheduler:
         if self.sync:
             self._run_sync(call)
             return call
-        call.done.wait()
+        if waiting is None:
+            call.done.wait()
+            return call
+        while not call.done.wait(0.25):
+            waiting(call)
+        waiting(call)
         return call
 
     def _run_sync(self, call: CallState) -> None:
