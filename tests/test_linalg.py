@@ -278,7 +278,7 @@ def test_potrs_kernel_choice(monkeypatch, tuned):
     for rec in (True, False, None):
         np.testing.assert_allclose(linalg.potrs(cf, b, recursive=rec, threads=2), want, atol=1e-10)
     assert calls == [(90, 6), (90, 6)]  # only recursive=True: the default keeps OpenBLAS at this size
-    tuned(recursive_min_order=64, recursive_rhs=(4, 8))
+    tuned(recursive_min_order=64, recursive_rhs=(4, 8), recursive_left_prefixes="sdcz")
     calls.clear()
     np.testing.assert_allclose(linalg.potrs(cf, b, threads=2), want, atol=1e-10)
     np.testing.assert_allclose(linalg.potrs(cf, b, threads=1), want, atol=1e-10)  # 1 thread: OpenBLAS

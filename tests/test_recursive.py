@@ -348,7 +348,7 @@ def test_cpu_device_kernel_uses_recursion_above_threshold(kind, monkeypatch, tun
     from tileblas.devices import cpu
 
     calls = _spy(monkeypatch, cpu, kind)
-    tuned(recursive_min_order=40, recursive_rhs=(4, 8))
+    tuned(recursive_min_order=40, recursive_rhs=(4, 8), recursive_left_prefixes="sdcz")
     rng = np.random.default_rng(5)
     for threads in (2, 1):
         run = cpu.CPUDevice(0, threads).kernel(kind)
@@ -369,7 +369,7 @@ def test_tile_runtime_with_recursive_tile_kernels(kind, monkeypatch, tuned):
     from tileblas.runtime import Runtime
 
     calls = _spy(monkeypatch, cpu, kind)
-    tuned(recursive_min_order=16, recursive_min_threads=1, recursive_rhs=(1, 64))
+    tuned(recursive_min_order=16, recursive_min_threads=1, recursive_rhs=(1, 64), recursive_left_prefixes="sdcz")
     rng = np.random.default_rng(6)
     a = np.asfortranarray(tri_matrix(rng, 100, np.float64))
     b = np.asfortranarray(rand(rng, (100, 30), np.float64))

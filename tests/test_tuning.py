@@ -82,8 +82,19 @@ def test_the_runtime_and_planner_read_it_at_each_call(tuned):
     tuned(recursion_stop=100, recursion_stop_wide=300, wide_rhs=50)
     assert _recursive.default_stop(49) == 100 and _recursive.default_stop(50) == 300
     tuned(recursive_min_order=10, recursive_rhs=(1, 5), recursive_min_threads=2)
-    assert _recursion.recursion_faster(10, 5, 2) and not _recursion.recursion_faster(10, 6, 2)
-    assert not _recursion.recursion_faster(10, 5, 1)
+    # the shipped precisions for a triangle on the left: single; on the right: all
+    assert _recursion.recursion_faster(10, 5, 2, "trsm", "f")
+    assert not _recursion.recursion_faster(10, 6, 2, "trsm", "f")
+    assert _recursion.recursion_faster(10, 5, 2, "trmm", "F", "L")
+    assert not _recursion.recursion_faster(10, 5, 2, "trsm", "d", "L")
+    assert not _recursion.recursion_faster(10, 5, 2, "trmm", "D", "L")
+    assert _recursion.recursion_faster(10, 5, 2, "trsm", "d", "R")
+    assert _recursion.recursion_faster(10, 5, 2, "trmm", "D", "R")
+    assert not _recursion.recursion_faster(10, 5, 1, "trsm", "f")
+    tuned(recursive_left_prefixes="sdcz")
+    assert _recursion.recursion_faster(10, 5, 2, "trsm", "d", "L")
+    with pytest.raises(ValueError, match="recursive_left_prefixes"):
+        tuned(recursive_left_prefixes="dx")
 
 
 def test_info_shows_what_was_changed(tuned, capsys):

@@ -55,6 +55,9 @@ class Tuning:
         ``recursive_min_threads`` BLAS threads, for a triangle of at least ``recursive_min_order``...
     recursive_rhs : tuple of (int, int)
         ... and a number of right-hand sides within these bounds (unless ``tileblas tune`` measured a rule).
+    recursive_left_prefixes : str
+        ... with the triangle on the left (side 'L'), only for these precisions; with the triangle on the
+        right the rule above holds for all four.
     recursion_stop, recursion_stop_wide, wide_rhs : int
         Where the host TRMM/TRSM recursion stops when no model suggests a size: ``recursion_stop`` for B
         with fewer than ``wide_rhs`` columns on its non-triangular side, ``recursion_stop_wide`` from there.
@@ -84,6 +87,7 @@ class Tuning:
     recursive_min_order: int = 1024
     recursive_min_threads: int = 2
     recursive_rhs: tuple = (32, 128)
+    recursive_left_prefixes: str = "sc"
     recursion_stop: int = 256
     recursion_stop_wide: int = 512
     wide_rhs: int = 256
@@ -103,6 +107,9 @@ class Tuning:
                         or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value)):
                     raise ValueError(f"Tuning.{f.name} must be a non-empty tuple of ints >= 0; got {value!r}")
                 object.__setattr__(self, f.name, tuple(int(v) for v in value))
+            elif isinstance(default, str):
+                if not isinstance(value, str):
+                    raise ValueError(f"Tuning.{f.name} must be a str; got {value!r}")
             elif isinstance(default, int):
                 if isinstance(value, bool) or not hasattr(value, "__index__") or int(value) < 0:
                     raise ValueError(f"Tuning.{f.name} must be an int >= 0; got {value!r}")
@@ -120,6 +127,9 @@ class Tuning:
             if min(value) < 1:
                 raise ValueError(f"Tuning.{name} must hold tile sizes >= 1; got {value!r}")
             object.__setattr__(self, name, tuple(sorted(set(value), reverse=largest_first)))
+        if not isinstance(self.recursive_left_prefixes, str) or set(self.recursive_left_prefixes) - set("sdcz"):
+            raise ValueError(f"Tuning.recursive_left_prefixes must be letters of 'sdcz'; "
+                             f"got {self.recursive_left_prefixes!r}")
         if len(self.recursive_rhs) != 2 or self.recursive_rhs[0] > self.recursive_rhs[1]:
             raise ValueError(f"Tuning.recursive_rhs must be (low, high) with low <= high; got {self.recursive_rhs!r}")
 

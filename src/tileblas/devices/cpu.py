@@ -21,8 +21,8 @@ __all__ = ["CPUDevice", "host_devices", "cpu_count", "recursion_faster"]
 
 _KERNELS = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 
-# cpu_count lives in tileblas.kernels._threadpool, and recursion_faster with its RECURSIVE_* constants in
-# tileblas.policy._recursion (the decision the runtime reads); both are re-exported here, their old home.
+# cpu_count lives in tileblas.kernels._threadpool and recursion_faster in tileblas.policy._recursion (the
+# decision the runtime reads); both are re-exported here, their old home.
 
 
 def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., None],
@@ -34,7 +34,7 @@ def _triangular_kernel(native: Callable[..., None], recursive: Callable[..., Non
     def run(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
             diag: str = "N") -> None:
         rhs = b.shape[1] if side == "L" else b.shape[0]
-        if recursion_faster(a.shape[0], rhs, lib.threads, kind, b.dtype.char):
+        if recursion_faster(a.shape[0], rhs, lib.threads, kind, b.dtype.char, side):
             recursive(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=recursion_stop(kind, side, rhs, b.dtype))
         else:
             native(alpha, a, b, side, uplo, transa, diag, lib=lib)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.policy import _paths
 
@@ -35,18 +36,22 @@ RECURSIVE_MIN_THREADS = Tuning().recursive_min_threads
 RECURSIVE_RHS = Tuning().recursive_rhs
 
 
-def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d") -> bool:
+def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d",
+                     side: str = "L") -> bool:
     """Whether the recursive ``kind`` (trmm/trsm) measured faster than OpenBLAS's own routine on ``threads``
-    BLAS threads for a triangle of ``order`` and ``rhs`` right-hand sides: by the rule ``tileblas tune``
-    measured on this machine for the routine and precision class (:func:`tileblas.policy._paths.policy`),
-    else by the :class:`~tileblas.Tuning` in force (``recursive_min_order``, ``recursive_rhs``); never on
-    fewer than its ``recursive_min_threads`` threads."""
+    BLAS threads for a triangle of ``order`` on ``side`` and ``rhs`` right-hand sides: by the rule
+    ``tileblas tune`` measured on this machine for the routine and precision class
+    (:func:`tileblas.policy._paths.policy`), else by the :class:`~tileblas.Tuning` in force
+    (``recursive_min_order``, ``recursive_rhs``, and ``recursive_left_prefixes`` for a triangle on the
+    left); never on fewer than its ``recursive_min_threads`` threads."""
     t = get_tuning()
     if threads < t.recursive_min_threads:
         return False
     rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
     if rule is None:
-        return order >= t.recursive_min_order and t.recursive_rhs[0] <= rhs <= t.recursive_rhs[1]
+        if not (order >= t.recursive_min_order and t.recursive_rhs[0] <= rhs <= t.recursive_rhs[1]):
+            return False
+        return side != "L" or PREFIX_OF[np.dtype(dtype_char)] in t.recursive_left_prefixes
     return order >= rule[0] and rule[1] <= rhs <= rule[2]
 
 

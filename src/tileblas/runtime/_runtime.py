@@ -506,7 +506,7 @@ class Runtime:
             from tileblas.policy._recursion import recursion_faster
 
             rhs = shape[1] if bound["side"] == "L" else shape[0]
-            if recursion_faster(shape[2], rhs, self._policy_threads, name, out.dtype.char):
+            if recursion_faster(shape[2], rhs, self._policy_threads, name, out.dtype.char, bound["side"]):
                 path = "recursive"
         rec = TaskRecord(None, 0, name)
         rec.flops = flops
