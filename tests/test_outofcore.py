@@ -182,3 +182,18 @@ def test_long_calls_show_a_progress_bar(tmp_path, monkeypatch, capsys):
     with tileblas.Runtime(2, host_memory=64 << 20) as rt:  # off by default
         rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=100)
     assert len(bars) == 1 and capsys.readouterr().err == ""
+
+
+def test_devices_with_memory_of_their_own_get_larger_tiles_where_they_fit():
+    from tileblas.devices.sim import SimDevice
+
+    with tileblas.Runtime(2, host_memory=2 << 30) as rt:  # 832 MiB of tiles per worker
+        assert rt._default_tile("gemm", 24576, 24576, 24576) == 2048  # half the reads of 1024
+        assert rt._default_tile("gemm", 4096, 4096, 4096) == 1024  # 2048 would leave 2 tiles per worker
+        assert rt._default_tile("trsm", 24576, 24576, 24576) <= 1024  # chains keep the heuristic's tile
+    with tileblas.Runtime(2, host_memory=256 << 20) as rt:
+        assert rt._default_tile("gemm", 24576, 24576, 24576) == 1024  # three 2048 tiles per stream do not fit
+    with tileblas.Runtime([SimDevice(0, memory=64 << 30)]) as rt:
+        assert rt._default_tile("gemm", 65536, 65536, 65536) == 4096
+    with tileblas.Runtime(2) as rt:  # host workers: the host candidates only
+        assert rt._default_tile("gemm", 24576, 24576, 24576) <= 1024
