@@ -30,7 +30,9 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "rblas": ([], ["--preset", "quick"]),
     "perf": ([], ["--quick"]),
     "cluster": ([], ["--n", "4096", "--trials", "1"]),
+    "outofcore": ([], ["--n", "8192", "--budget-gib", "0.5"]),
 }
+# The GPU benchmarks (bench_gpu.py and the --gpu parts of the others) run through benchmarks/gpu_suite.sh.
 
 
 def main(argv: list[str] | None = None) -> int:
