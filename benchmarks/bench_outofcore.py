@@ -7,7 +7,7 @@ Usage::
 
 A, B and C are ``numpy.memmap`` files of n x n float64 (Fortran order) in ``--dir``; A and B are filled
 with random numbers once (kept for later runs of the same n).  Each method runs in its own process, so
-that its peak resident set (``resource.getrusage``) and its I/O counters (``/proc/self/io``: bytes read
+that its peak resident set (VmHWM of ``/proc/self/status``) and its I/O counters (``/proc/self/io``: bytes read
 through system calls and bytes read from the disk) are its own; before each, the files' pages are
 dropped from the page cache (``posix_fadvise(DONTNEED)``), so every method starts from the disk.
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -42,6 +41,16 @@ def _io() -> dict[str, int]:
             k, v = line.split(":")
             out[k.strip()] = int(v)
     return out
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set in bytes (VmHWM).  Not ``ru_maxrss``: Linux carries that over from
+    the parent that forked this process, so a parent with a large resident set inflates it."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no VmHWM in /proc/self/status")
 
 
 def _drop_cache(path: str) -> None:
@@ -122,7 +131,7 @@ def worker(method: str, d: str, n: int, budget: int, chunk: int) -> dict:
     else:
         raise ValueError(f"method must be incore, tileblas or dask; got {method!r}")
     io1 = _io()
-    res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    res["peak_rss_bytes"] = _peak_rss()
     res["read_syscall_bytes"] = io1["rchar"] - io0["rchar"]
     res["read_disk_bytes"] = io1["read_bytes"] - io0["read_bytes"]
     res["written_bytes"] = io1["write_bytes"] - io0["write_bytes"]
