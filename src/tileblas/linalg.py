@@ -427,7 +427,8 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
     if x2.size:
         lib, st = _lib(threads), _stop(stop)
         if recursive is None:
-            recursive = st is not None or recursion_faster(n, x2.shape[1], lib.threads, "trsm", x2.dtype.char, "L")
+            recursive = st is not None or recursion_faster(n, x2.shape[1], lib.threads, "trsm", x2.dtype.char,
+                                                           "L")
         if recursive:
             if st is None:
                 st = recursion_stop("trsm", "L", x2.shape[1], x2.dtype)
