@@ -59,6 +59,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tileblas._tuning import get_tuning
+from tileblas.devices._filetiles import reserve
 from tileblas.policy import _paths
 from tileblas.runtime import _planner as P
 from tileblas.runtime._scheduler import Scheduler, TaskRecord
@@ -134,12 +135,19 @@ def _check_host_memory(host_memory: Any, devices: Any) -> int:
     return int(host_memory)
 
 
+def _default_workers() -> int:
+    """Host workers a runtime gets by default: one per core, capped by a thread limit in force
+    (threadpoolctl's, see tileblas.kernels._threadpool)."""
+    from tileblas.kernels import _threadpool
+
+    return _threadpool.effective_threads(_threadpool.default_threads())
+
+
 def _staged_devices(host_memory: int, workers: Any) -> list:
     """Host workers whose tiles live in buffers that share ``host_memory`` (see StagedDevice)."""
     from tileblas.devices.sim import StagedDevice
-    from tileblas.kernels import _threadpool
 
-    n = int(workers) if workers is not None else _threadpool.effective_threads(_threadpool.default_threads())
+    n = int(workers) if workers is not None else _default_workers()
     if n < 1:
         raise ValueError(f"devices must be >= 1; got {workers}")
     tiles = host_memory - min(_HOST_RESERVE, host_memory // 4)
@@ -158,10 +166,7 @@ def make_devices(spec: Any = None) -> list:
     from tileblas.devices import Device, create_device, host_devices
 
     if spec is None:
-        # A thread limit in force (threadpoolctl's, see tileblas.kernels._threadpool) caps the default worker count.
-        from tileblas.kernels import _threadpool
-
-        return list(host_devices(_threadpool.effective_threads(_threadpool.default_threads())))
+        return list(host_devices(_default_workers()))
     if isinstance(spec, bool):
         raise TypeError(f"devices must be None, an int, a device spec string or a list of Device; got {spec!r}")
     if isinstance(spec, (int, np.integer)):
@@ -345,8 +350,8 @@ class Runtime:
         ``concurrent.futures.ThreadPoolExecutor.shutdown(wait=True)``) before this returns; calls made
         afterwards raise RuntimeError and leave their output unchanged.  Devices the runtime made itself
         (``devices=None``, a count or a spec string) are closed; devices passed as objects stay open for
-        their owner.  Calling it again, or from several threads at once, is harmless.  A Runtime that is dropped without being closed releases its workers
-        when it is garbage collected.
+        their owner.  Calling it again, or from several threads at once, is harmless.  A Runtime that is
+        dropped without being closed releases its workers when it is garbage collected.
         """
         _released(self)
         self._sched.shutdown()
@@ -424,7 +429,7 @@ class Runtime:
         discrete = [d for d in self._devices if not d.host_memory]
         if not discrete or name in P.CHAIN_ROUTINES:
             return tile
-        room = min(d.memory_bytes / (2.0 * 3 * max(1, getattr(d, "streams", 1))) for d in discrete)
+        room = min(d.memory_bytes / (2.0 * 3 * d.streams) for d in discrete)
         for t in _LARGER_TILES:
             if t > tile and t * t * 16 <= room and P._output_tiles(name, m, n, t) >= 8 * nd:
                 return t
@@ -479,10 +484,7 @@ class Runtime:
         if explicit is None and not self._policy_threads and flops < self.shared_flops and self._shared_threads:
             return self._direct(name, bound, shape, flops, "shared")
         plan = P.plan_call(name, bound, tile, self._split_target())
-        if isinstance(out, np.memmap) or isinstance(out.base, np.memmap):
-            from tileblas.devices._filetiles import reserve
-
-            reserve(out, "c" if "c" in bound else "b")  # no SIGBUS or half-written file for want of disk
+        reserve(out, "c" if "c" in bound else "b")  # a file-backed output: no SIGBUS or half-written file
         call = self._run_plan(plan)
         path = "split-k" if plan.split > 1 else "tiled"
         self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
