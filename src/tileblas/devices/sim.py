@@ -298,11 +298,6 @@ class StagedDevice(SimDevice):
         super().__init__(index, memory=memory, streams=streams, threads=threads)
         self.name = f"staged{index}"
 
-    def describe(self) -> dict[str, Any]:
-        d = super().describe()
-        d.update(kind=self.kind)
-        return d
-
 
 def sim_devices(count: int, **kwargs: Any) -> list[SimDevice]:
     """``count`` simulated devices with the same parameters (see :class:`SimDevice`)."""
