@@ -58,3 +58,14 @@ def tuned():
     yield apply
     for t in reversed(made):
         t.__exit__(None, None, None)
+
+
+@pytest.fixture
+def lp64():
+    """32-bit BLAS integers only for this test (as without scipy-openblas64): sizes over 32 bits raise
+    OverflowError instead of moving to the ILP64 library."""
+    from tileblas.kernels import _openblas
+
+    was = _openblas.set_ilp64(False)
+    yield
+    _openblas.set_ilp64(was)

@@ -148,10 +148,16 @@ def test_errors():
         T.get_blas_funcs(["gemm", 3])
     with pytest.raises(ValueError, match="ilp64.*'x'"):
         T.get_blas_funcs("gemm", ilp64="x")
-    with pytest.raises(RuntimeError, match="ILP64"):
+
+
+def test_ilp64_without_the_ilp64_library_fails_as_scipy_does(lp64):
+    with pytest.raises(RuntimeError, match="ILP64.*tileblas\\[ilp64\\]"):
         T.get_blas_funcs("gemm", ilp64=True)
-    assert T.get_blas_funcs("gemm", ilp64="preferred").int_dtype == S.get_blas_funcs(
-        "gemm", ilp64="preferred").int_dtype
+    # 'preferred' without ILP64: the 32-bit routines, as SciPy built without ILP64 gives
+    assert T.get_blas_funcs("gemm", ilp64="preferred").int_dtype == np.dtype(np.intc)
+    if not S.HAS_ILP64:
+        assert T.get_blas_funcs("gemm", ilp64="preferred").int_dtype == S.get_blas_funcs(
+            "gemm", ilp64="preferred").int_dtype
 
 
 def test_not_a_routine_name():

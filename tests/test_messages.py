@@ -28,7 +28,7 @@ def _zero_stride(shape):
     (lambda: tb.dnrm2(np.ones(3), n=BIG), ["n", "2147483648"]),
     (lambda: tb.dsyrk(1.0, _zero_stride((2, BIG))), ["k", "2147483648"]),
 ])
-def test_32_bit_overflow_names_the_argument(call, names):
+def test_32_bit_overflow_names_the_argument(call, names, lp64):
     t = time.perf_counter()
     with pytest.raises(OverflowError) as info:
         call()

@@ -231,7 +231,7 @@ def _timed(fn, limit):
     return took
 
 
-def test_dimension_above_the_blas_integer_fails_fast_and_clearly():
+def test_dimension_above_the_blas_integer_fails_fast_and_clearly(lp64):
     k = 2**31
     a, b = _ones((1, k)), _ones((k, 1))
     c = np.full((1, 1), 3.0)

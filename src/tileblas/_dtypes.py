@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PREFIXES", "DTYPE_OF", "PREFIX_OF", "REAL_DTYPE_OF", "SCALAR_CODE", "REAL_CODE", "BLAS_INT_MAX"]
+__all__ = ["PREFIXES", "DTYPE_OF", "PREFIX_OF", "REAL_DTYPE_OF", "SCALAR_CODE", "REAL_CODE", "BLAS_INT_MAX", "BLAS_INT64_MAX"]
 
 #: The four BLAS precisions, in BLAS order.
 PREFIXES = ("s", "d", "c", "z")
@@ -26,3 +26,5 @@ SCALAR_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "C", "z": "Z"}
 REAL_CODE: dict[str, str] = {"s": "f", "d": "d", "c": "f", "z": "d"}
 #: the largest dimension, increment or leading dimension a (32-bit, LP64) BLAS integer holds.
 BLAS_INT_MAX = 2**31 - 1
+#: the same for a 64-bit (ILP64) BLAS integer (scipy-openblas64).
+BLAS_INT64_MAX = 2**63 - 1

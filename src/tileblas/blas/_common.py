@@ -35,8 +35,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tileblas._dtypes import BLAS_INT_MAX, DTYPE_OF, REAL_CODE, REAL_DTYPE_OF, SCALAR_CODE
-from tileblas.kernels._openblas import colmajor
+from tileblas._dtypes import DTYPE_OF, REAL_CODE, REAL_DTYPE_OF, SCALAR_CODE
+from tileblas.kernels._openblas import INT32_MAX, colmajor, int_limit
+
 __all__ = [
     "F32",
     "F64",
@@ -252,12 +253,17 @@ def _not_handled(*args: Any) -> Any:
 
 
 def _too_big(what: str, value: int) -> OverflowError:
-    return OverflowError(f"{what} is {value}, above {BLAS_INT_MAX}, the largest value a 32-bit BLAS integer holds")
+    limit = int_limit()
+    if limit == INT32_MAX:
+        return OverflowError(f"{what} is {value}, above {limit}, the largest value a 32-bit BLAS integer holds "
+                             "(with scipy-openblas64 installed, pip install 'tileblas[ilp64]', tileblas takes "
+                             "64-bit sizes)")
+    return OverflowError(f"{what} is {value}, above {limit}, the largest value a 64-bit BLAS integer holds")
 
 
 def _as_rank2(a: np.ndarray, name: str) -> np.ndarray:
     if a.ndim == 2:
-        if a.shape[0] > BLAS_INT_MAX or a.shape[1] > BLAS_INT_MAX:
+        if a.shape[0] > int_limit() or a.shape[1] > int_limit():
             raise _too_big(f"a dimension of {name} (shape {a.shape})", max(a.shape))
         return a
     if a.ndim == 0:
@@ -320,7 +326,7 @@ def check_inc(inc: Any, name: str, positive: bool = False) -> int:
     k = as_int(inc, name, 1)
     if k == 0 or (positive and k < 0):
         raise ValueError(f"{name} must be {'positive' if positive else 'nonzero'}; got {name}={k}")
-    if abs(k) > BLAS_INT_MAX:
+    if abs(k) > int_limit():
         raise _too_big(name, k)
     return k
 
@@ -335,7 +341,7 @@ def check_off(off: Any, length: int, name: str, vec: str) -> int:
 
 def check_span(n: int, length: int, off: int, inc: int, vec: str, what: str = "n") -> None:
     """``n`` elements at stride ``|inc|`` from ``off`` fit in ``length``: ``length - off > (n-1)*|inc|``."""
-    if n > BLAS_INT_MAX:
+    if n > int_limit():
         raise _too_big(f"{what} (elements of {vec})", n)
     if length - off <= (n - 1) * abs(inc):
         raise ValueError(

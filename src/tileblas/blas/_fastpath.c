@@ -24,6 +24,9 @@
  *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
  *                                        calls; contextvar: the current-runtime variable (a value in it
  *                                        means a `with Runtime(...)` block is active: Python path)
+ *   decline(flag) -> previous            this thread's calls all take the Python path while set (the
+ *                                        64-bit-integer functions of get_blas_funcs(ilp64=True): the
+ *                                        paths here call 32-bit entry points)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -42,6 +45,11 @@ static double limits[NFAM];           /* flops from which the Python path runs (
 static void *entry[NFAM][4];          /* Fortran entry points, NULL: not set */
 static int enabled = 0;
 static PyObject *current_var = NULL;  /* contextvars.ContextVar of the current runtime */
+#if defined(_MSC_VER)
+static __declspec(thread) int declined = 0;
+#else
+static _Thread_local int declined = 0;  /* decline(True) in this thread: every call takes the Python path */
+#endif
 
 /* Above this many flops the BLAS call runs without the GIL (below, releasing it costs more than it
  * lets other threads gain). */
@@ -300,7 +308,7 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
     double flops;
     Py_ssize_t want = (fam == SYRK || fam == HERK) ? 7 : 8;
 
-    if (kwnames != NULL || nargs != want || !enabled || fn == NULL) NOT_HANDLED;
+    if (kwnames != NULL || nargs != want || !enabled || fn == NULL || declined) NOT_HANDLED;
     if (current_var != NULL) {
         PyObject *cur = NULL;
         if (PyContextVar_Get(current_var, Py_None, &cur) < 0) {
@@ -759,7 +767,7 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
     PyArrayObject *x, *y;
     scalar_t s;
 
-    if (kwnames != NULL || nargs != NARGS[kind] || fn == NULL) Py_RETURN_NOTIMPLEMENTED;
+    if (kwnames != NULL || nargs != NARGS[kind] || fn == NULL || declined) Py_RETURN_NOTIMPLEMENTED;
     switch (kind) {
     case AXPY:  /* axpy(x, y, n, a, offx, incx, offy, incy) */
     case COPY:  /* copy(x, y, n, offx, incx, offy, incy) */
@@ -1366,6 +1374,15 @@ set_level3_library(PyObject *mod, PyObject *arg)
 }
 
 static PyObject *
+set_decline(PyObject *mod, PyObject *flag)
+{
+    int on = PyObject_IsTrue(flag), was = declined;
+    if (on < 0) return NULL;
+    declined = on;
+    return PyBool_FromLong(was);
+}
+
+static PyObject *
 set_state(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     int on;
@@ -1397,6 +1414,8 @@ static PyMethodDef methods[] = {
     {"get_level3_limits", get_level3_limits, METH_NOARGS, "The flop limits in force, per family."},
     {"set_level3_library", set_level3_library, METH_O,
      "set_level3_library({'dgemm': address, ...}): the Fortran entry points the small-call path calls."},
+    {"decline", set_decline, METH_O,
+     "decline(flag) -> previous: while set, every call of this thread takes the Python path."},
     {"set_state", (PyCFunction)(void (*)(void))set_state, METH_FASTCALL,
      "set_state(enabled, contextvar): turn the small-call path on or off; the current-runtime variable."},
     {"enabled", is_enabled, METH_NOARGS, "Whether the small-call path is on."},

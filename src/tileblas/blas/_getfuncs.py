@@ -12,9 +12,18 @@ What this module owns
     itself (as SciPy does); they depend only on the routine, so this is deterministic.  A routine that
     cannot take attributes is handed out in a thin callable wrapper.
 
+64-bit integers (ILP64), as SciPy exposes them
+    :data:`HAS_ILP64` is true where the ILP64 OpenBLAS (scipy-openblas64, ``tileblas[ilp64]``) is
+    installed.  Every routine then takes sizes, leading dimensions and increments over 32 bits anyway (the
+    kernel layer moves such a call to the ILP64 library); ``ilp64=True`` hands out the routines in a
+    wrapper that runs *every* native call of the calling thread on the ILP64 library (``module_name``
+    ``'fblas_64'``, ``int_dtype`` int64), as SciPy's ``_fblas_64`` functions do.  Tiles of a Level-3 call
+    that the runtime runs on its worker threads stay on the 32-bit library: each tile's sizes fit it.
+    Without the ILP64 library ``ilp64=True`` raises RuntimeError as SciPy built without ILP64 does, and
+    ``'preferred'`` gives the 32-bit routines.
+
 What it must not touch
-    The routines themselves.  tileblas links a 32-bit-integer (LP64) OpenBLAS, so ``ilp64=True`` fails the
-    way SciPy built without ILP64 fails, and ``ilp64='preferred'`` gives the 32-bit routines.
+    The routines themselves.
 """
 
 from __future__ import annotations
@@ -24,7 +33,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["get_blas_funcs", "find_best_blas_type"]
+from tileblas.kernels import _native
+from tileblas.kernels._openblas import has_ilp64
+
+__all__ = ["get_blas_funcs", "find_best_blas_type", "HAS_ILP64"]
+
+#: Whether the ILP64 OpenBLAS is installed (and not turned off by TILEBLAS_ILP64=0), as SciPy's flag.
+HAS_ILP64: bool = has_ilp64()
 
 # Score of a dtype character: 1 single real, 2 double real, 3 single complex, 4 double complex; any other
 # character scores 5, which selects double precision.
@@ -126,6 +141,36 @@ class _BlasFunction:
         return f"<tileblas function {self.__name__}>"
 
 
+class _ILP64Function(_BlasFunction):
+    """A routine whose every native call in the calling thread runs on the ILP64 library."""
+
+    def __init__(self, fn: Callable[..., Any], prefix: str, dtype: np.dtype) -> None:
+        super().__init__(fn, prefix, dtype)
+        self.module_name = "fblas_64"
+        self.int_dtype = np.dtype(np.int64)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        was = _native.force64(True)
+        declined = _decline(True)
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            _decline(declined)
+            _native.force64(was)
+
+    def __repr__(self) -> str:
+        return f"<tileblas ILP64 function {self.__name__}>"
+
+
+def _decline(flag: bool) -> bool:
+    """Keep this thread's calls off the C small-call paths (they call 32-bit entry points) while set."""
+    try:
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - a build without the C module
+        return False
+    return bool(_fastpath.decline(flag))
+
+
 def _routine(func_name: str, prefix: str, dtype: np.dtype) -> Callable[..., Any]:
     blas = importlib.import_module("tileblas.blas")
     fn = getattr(blas, func_name, None) if func_name in getattr(blas, "__all__", ()) else None
@@ -142,7 +187,24 @@ def _routine(func_name: str, prefix: str, dtype: np.dtype) -> Callable[..., Any]
     return fn
 
 
-def _lookup(names: Any, arrays: Sequence[Any], dtype: Any) -> Any:
+#: The ILP64 function of each routine name (one object per routine, so aliases are the same object).
+_WIDE: dict[str, _ILP64Function] = {}
+
+
+def ilp64_function(func_name: str) -> _ILP64Function:
+    """The routine ``func_name`` of tileblas.blas (e.g. ``'dgemm'``, ``'idamax'``) as the function
+    ``get_blas_funcs(..., ilp64=True)`` hands out: every native call on the ILP64 library."""
+    wide = _WIDE.get(func_name)
+    if wide is None:
+        # the precision of the operands: icamax -> c, scnrm2 / dzasum (complex operands) -> c / z
+        prefix = func_name[1] if func_name[0] == "i" else {"sc": "c", "dz": "z"}.get(func_name[:2], func_name[0])
+        dt = _TYPE_CONV[" sdcz".index(prefix)][1]
+        fn = _routine(func_name, prefix, dt)
+        wide = _WIDE.setdefault(func_name, _ILP64Function(getattr(fn, "_fn", fn), prefix, dt))
+    return wide
+
+
+def _lookup(names: Any, arrays: Sequence[Any], dtype: Any, ilp64: bool = False) -> Any:
     unpack = isinstance(names, str)
     if unpack:
         names = (names,)
@@ -153,7 +215,7 @@ def _lookup(names: Any, arrays: Sequence[Any], dtype: Any) -> Any:
             raise TypeError(f"names must hold routine names (str) without prefix; got {name!r}")
         func_name = prefix + name
         func_name = _ALIAS.get(func_name, func_name)
-        funcs.append(_routine(func_name, prefix, dt))
+        funcs.append(ilp64_function(func_name) if ilp64 else _routine(func_name, prefix, dt))
     return funcs[0] if unpack else funcs
 
 
@@ -172,30 +234,33 @@ def get_blas_funcs(names: Any, arrays: Sequence[Any] = (), dtype: Any = None, il
     dtype : str or dtype, optional
         Data-type specifier, used only when ``arrays`` is empty.
     ilp64 : {False, True, 'preferred'}, optional
-        tileblas uses a 32-bit-integer BLAS: ``True`` raises RuntimeError, ``'preferred'`` gives the
-        32-bit routines.
+        ``True``: routines whose every native call uses 64-bit BLAS integers (the ILP64 library);
+        ``'preferred'``: those where :data:`HAS_ILP64`, else the 32-bit routines.  The 32-bit routines
+        take sizes over 32 bits too where the ILP64 library is installed.
 
     Returns
     -------
     funcs : callable or list of callables
         One routine for a single name, otherwise a list.  Each carries ``typecode`` and ``prefix`` (the
-        chosen prefix), ``dtype``, ``module_name`` (``'fblas'``: SciPy's Fortran-style arguments) and
-        ``int_dtype`` (``numpy.intc``).
+        chosen prefix), ``dtype``, ``module_name`` (``'fblas'``: SciPy's Fortran-style arguments;
+        ``'fblas_64'`` for ILP64) and ``int_dtype`` (``numpy.intc``; int64 for ILP64).
 
     Raises
     ------
     ValueError
         A routine that does not exist for the chosen prefix, or an invalid ``ilp64``.
     RuntimeError
-        ``ilp64=True``: no ILP64 BLAS is available.
+        ``ilp64=True`` where no ILP64 BLAS is available.
     """
     if isinstance(ilp64, str):
         if ilp64 != "preferred":
             raise ValueError(f"Invalid value for 'ilp64': expected False, True or 'preferred'; got {ilp64!r}")
-        ilp64 = False
-    if ilp64:
+        ilp64 = has_ilp64()
+    ilp64 = bool(ilp64)
+    if ilp64 and not has_ilp64():
         raise RuntimeError(
-            f"BLAS ILP64 routine requested (ilp64={ilp64!r}), but tileblas uses a 32-bit-integer BLAS"
+            "BLAS ILP64 routine requested (ilp64=True), but no ILP64 BLAS is available: "
+            "pip install 'tileblas[ilp64]' (scipy-openblas64), and leave TILEBLAS_ILP64 unset"
         )
     if not isinstance(names, str):
         try:
@@ -203,7 +268,7 @@ def get_blas_funcs(names: Any, arrays: Sequence[Any] = (), dtype: Any = None, il
         except TypeError:
             raise TypeError(f"names must be a routine name or a sequence of names; got {names!r}") from None
     try:
-        key: tuple | None = (names if isinstance(names, str) else tuple(names), dtype, bool(ilp64))
+        key: tuple | None = (names if isinstance(names, str) else tuple(names), dtype, ilp64)
         for a in arrays:
             key += (_dtype_of(a).char, _is_fortran(a))
         hit = _MEMO.get(key)
@@ -211,7 +276,7 @@ def get_blas_funcs(names: Any, arrays: Sequence[Any] = (), dtype: Any = None, il
         key, hit = None, None
     if hit is not None:
         return list(hit) if isinstance(hit, tuple) else hit
-    value = _lookup(names, arrays, dtype)
+    value = _lookup(names, arrays, dtype, ilp64)
     if key is not None:
         _MEMO[key] = tuple(value) if isinstance(value, list) else value
     return value

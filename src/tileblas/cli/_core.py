@@ -52,6 +52,7 @@ def info() -> dict[str, Any]:
             "core": lib.corename(),
             "path": lib.path,
             "threads_per_tile_worker": lib.num_threads(),
+            "ilp64": _ilp64_info(),
         },
         "devices": [d.describe() for d in host_devices()],
         "threads": threads_info(),
@@ -98,6 +99,24 @@ def paths_info() -> dict[str, Any]:
     return d
 
 
+def _ilp64_info() -> dict[str, Any]:
+    """Whether calls may use 64-bit BLAS integers, and with which library."""
+    from tileblas.kernels import _openblas
+
+    path = _openblas.ilp64_library_path()
+    if not _openblas.has_ilp64():
+        why = "turned off (TILEBLAS_ILP64=0)" if path else "scipy-openblas64 not installed (pip install 'tileblas[ilp64]')"
+        return {"available": False, "note": why, "int_limit": _openblas.int_limit()}
+    try:
+        from importlib.metadata import version
+
+        v = version("scipy-openblas64")
+    except Exception:  # pragma: no cover - metadata missing
+        v = "unknown"
+    return {"available": True, "version": v, "path": path, "int_limit": _openblas.int_limit(),
+            "note": "calls with a size, leading dimension or increment over 2**31 - 1 run on it"}
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     data = info()
     if args.json:
@@ -110,6 +129,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"BLAS         {b['library']} {b['version']}")
     print(f"             {b['config']}")
     print(f"             core {b['core']}, {b['threads_per_tile_worker']} thread(s) per tile worker")
+    i64 = b["ilp64"]
+    print("64-bit ints  " + (f"scipy-openblas64 {i64['version']}: {i64['note']}" if i64["available"]
+                             else f"no: {i64['note']}; sizes up to {i64['int_limit']}"))
     print("devices      " + ", ".join(f"{d['name']} ({d['kind']})" for d in data["devices"]))
     t = data["threads"]
     lim = "none" if t["limit"] is None else f"{t['limit']} thread(s)"

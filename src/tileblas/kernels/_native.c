@@ -11,13 +11,21 @@
  *   signature[0] is the return kind: 'v' void, 'f' float, 'd' double, 'i' int, 'l' size_t/long.
  *   signature[1:] has one code per native argument:
  *     'c' one-character str, passed by pointer, with a hidden length 1 appended (Fortran strings)
- *     'i' Python int -> int32 by pointer          'I' Python int -> integer by value
+ *     'i' Python int -> BLAS integer by pointer   'I' Python int -> integer by value
  *     'f' float -> float32 by pointer             'd' float -> float64 by pointer
  *     'C' complex -> complex64 by pointer         'Z' complex -> complex128 by pointer
  *     'a' numpy.ndarray -> pointer to its first element
  *     'A' numpy.ndarray and a Python int byte offset (two Python arguments) -> pointer
  *     'p' Python int address -> pointer
  * Validation of shapes, strides and flags is the caller's job; this file only converts and calls.
+ *
+ * 64-bit integers (ILP64).  BLAS integers ('i', 'I', and an 'i' return) are 32-bit.  Each 32-bit entry
+ * point may have a twin in an ILP64 library, found through a resolver that the Python layer installs
+ * (set_twin_resolver): a call whose integer argument does not fit 32 bits is converted again with 64-bit
+ * integers and made on the twin, so the common call pays nothing for it.  With no twin it raises
+ * OverflowError, before anything is called.  force64(True) makes every call of the calling thread take
+ * the twin (SciPy's ilp64=True functions; tests).  call64 always uses 64-bit integers on the address it
+ * is given.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,6 +38,7 @@
 
 typedef union {
     int32_t i;
+    int64_t q;
     float f;
     double d;
     char c;
@@ -100,26 +109,17 @@ typedef void *P;
         CASE(22, RT, OUT) CASE(23, RT, OUT) CASE(24, RT, OUT)                                 \
     }
 
+/* Convert args[2:] by `sig`, with 32-bit (wide == 0) or 64-bit BLAS integers, and call fn.  A 32-bit
+ * integer argument out of range sets OverflowError and *overflow = 1, having called nothing. */
 static PyObject *
-native_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+do_call(void *fn, PyObject *const *args, Py_ssize_t nargs, int wide, int *overflow)
 {
     slot_t slots[MAXARGS];
     P a[MAXARGS];
     int n = 0, nchar = 0;
     Py_ssize_t k = 2, sig_len;
     const char *sig;
-    void *fn;
 
-    if (nargs < 2) {
-        PyErr_SetString(PyExc_TypeError, "call(address, signature, *args)");
-        return NULL;
-    }
-    fn = PyLong_AsVoidPtr(args[0]);
-    if (fn == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "null function address");
-        return NULL;
-    }
     sig = PyUnicode_AsUTF8AndSize(args[1], &sig_len);
     if (sig == NULL)
         return NULL;
@@ -148,25 +148,21 @@ native_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             nchar++;
             break;
         }
-        case 'i': {
-            long v = PyLong_AsLong(o);
-            if (v == -1 && PyErr_Occurred()) return NULL;
-            if (v > INT32_MAX || v < INT32_MIN) {
-                PyErr_Format(PyExc_OverflowError, "integer argument %ld does not fit a 32-bit BLAS integer", v);
-                return NULL;
-            }
-            slots[n].i = (int32_t)v;
-            a[n] = &slots[n];
-            break;
-        }
+        case 'i':
         case 'I': {
-            long v = PyLong_AsLong(o);
+            long long v = PyLong_AsLongLong(o);
             if (v == -1 && PyErr_Occurred()) return NULL;
-            if (v > INT32_MAX || v < INT32_MIN) {
-                PyErr_Format(PyExc_OverflowError, "integer argument %ld does not fit a 32-bit BLAS integer", v);
+            if (!wide && (v > INT32_MAX || v < INT32_MIN)) {
+                PyErr_Format(PyExc_OverflowError, "integer argument %lld does not fit a 32-bit BLAS integer", v);
+                *overflow = 1;
                 return NULL;
             }
-            a[n] = (P)(intptr_t)v;
+            if (sig[s] == 'I')
+                a[n] = (P)(intptr_t)v;
+            else {
+                if (wide) slots[n].q = (int64_t)v; else slots[n].i = (int32_t)v;
+                a[n] = &slots[n];
+            }
             break;
         }
         case 'f':
@@ -257,6 +253,13 @@ native_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return PyFloat_FromDouble(r);
     }
     case 'i': {
+        if (wide) {
+            int64_t r = 0;
+            Py_BEGIN_ALLOW_THREADS
+            DISPATCH(int64_t, r =)
+            Py_END_ALLOW_THREADS
+            return PyLong_FromLongLong((long long)r);
+        }
         int r = 0;
         Py_BEGIN_ALLOW_THREADS
         DISPATCH(int, r =)
@@ -276,9 +279,153 @@ native_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
 }
 
+/* ---- ILP64 twins ------------------------------------------------------------------------------ */
+
+static PyObject *twins = NULL;    /* {address: twin address or None}, filled by the resolver on demand */
+static PyObject *resolver = NULL; /* callable(address) -> twin address or None */
+static unsigned long long wide_calls = 0; /* calls made on a twin (counted under the GIL) */
+#if defined(_MSC_VER)
+static __declspec(thread) int force_wide = 0;
+#else
+static _Thread_local int force_wide = 0;
+#endif
+
+/* The ILP64 twin of fn, NULL with no error when there is none, NULL with an error when resolving failed. */
+static void *
+twin_of(PyObject *address)
+{
+    PyObject *t;
+    if (resolver == NULL)
+        return NULL;
+    t = PyDict_GetItemWithError(twins, address); /* borrowed */
+    if (t == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        t = PyObject_CallOneArg(resolver, address);
+        if (t == NULL)
+            return NULL;
+        if (PyDict_SetItem(twins, address, t) < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        Py_DECREF(t); /* the dict holds it */
+    }
+    if (t == Py_None)
+        return NULL;
+    return PyLong_AsVoidPtr(t);
+}
+
+static void *
+address_of(PyObject *const *args, Py_ssize_t nargs, const char *usage)
+{
+    void *fn;
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return NULL;
+    }
+    fn = PyLong_AsVoidPtr(args[0]);
+    if (fn == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "null function address");
+    return fn;
+}
+
+static PyObject *
+native_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int overflow = 0;
+    void *fn = address_of(args, nargs, "call(address, signature, *args)"), *twin;
+    PyObject *r;
+    if (fn == NULL)
+        return NULL;
+    if (force_wide) {
+        twin = twin_of(args[0]);
+        if (twin != NULL) {
+            wide_calls++;
+            return do_call(twin, args, nargs, 1, &overflow);
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    r = do_call(fn, args, nargs, 0, &overflow);
+    if (r != NULL || !overflow)
+        return r;
+    {
+        /* an integer over 32 bits: the same call on the ILP64 twin, where there is one */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        twin = twin_of(args[0]);
+        if (twin != NULL) {
+            Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+            wide_calls++;
+            return do_call(twin, args, nargs, 1, &overflow);
+        }
+        if (PyErr_Occurred()) {
+            Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+            return NULL;
+        }
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+}
+
+static PyObject *
+native_call64(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int overflow = 0;
+    void *fn = address_of(args, nargs, "call64(address, signature, *args)");
+    if (fn == NULL)
+        return NULL;
+    return do_call(fn, args, nargs, 1, &overflow);
+}
+
+static PyObject *
+set_twin_resolver(PyObject *self, PyObject *fn)
+{
+    PyObject *fresh = PyDict_New();
+    if (fresh == NULL)
+        return NULL;
+    Py_XSETREF(twins, fresh);
+    if (fn == Py_None) {
+        Py_CLEAR(resolver);
+    } else {
+        if (!PyCallable_Check(fn)) {
+            PyErr_SetString(PyExc_TypeError, "set_twin_resolver: resolver must be callable or None");
+            return NULL;
+        }
+        Py_INCREF(fn);
+        Py_XSETREF(resolver, fn);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_force64(PyObject *self, PyObject *flag)
+{
+    int on = PyObject_IsTrue(flag), was = force_wide;
+    if (on < 0)
+        return NULL;
+    force_wide = on;
+    return PyBool_FromLong(was);
+}
+
+static PyObject *
+get_wide_calls(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(wide_calls);
+}
+
 static PyMethodDef methods[] = {
+    {"wide_calls", get_wide_calls, METH_NOARGS,
+     "wide_calls(): how many calls call() has made on ILP64 twins since the module was loaded."},
     {"call", (PyCFunction)(void (*)(void))native_call, METH_FASTCALL,
-     "call(address, signature, *args): call a native BLAS entry point without the GIL."},
+     "call(address, signature, *args): call a native BLAS entry point without the GIL (32-bit BLAS integers;\n"
+     "an integer over 32 bits moves the call to the entry point's ILP64 twin, if it has one)."},
+    {"call64", (PyCFunction)(void (*)(void))native_call64, METH_FASTCALL,
+     "call64(address, signature, *args): the same with 64-bit BLAS integers (an ILP64 entry point)."},
+    {"set_twin_resolver", set_twin_resolver, METH_O,
+     "set_twin_resolver(fn): fn(address) gives the ILP64 twin's address or None (None: no twins); clears the cache."},
+    {"force64", set_force64, METH_O,
+     "force64(flag) -> previous: make every call of this thread use the ILP64 twins (where they exist)."},
     {NULL, NULL, 0, NULL},
 };
 

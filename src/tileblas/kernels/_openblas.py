@@ -9,6 +9,13 @@ What this module owns
       ``RTLD_LOCAL``: each copy has its own state and its own thread pool.  Single-threaded tile workers
       share the ``threads=1`` instance, which computes in the calling thread and is safe to call from many
       threads at once.
+    * 64-bit sizes (ILP64).  Where the ``scipy-openblas64`` wheel is installed (``tileblas[ilp64]``), each
+      instance has an ILP64 twin with the same thread count (symbols ``scipy_<name>64_``), loaded on first
+      need.  Calls keep the 32-bit library; one whose integer argument (a size, a leading dimension, an
+      increment) does not fit 32 bits is moved by :mod:`tileblas.kernels._native` to the twin of the same
+      routine, so every routine takes sizes up to 2**63 - 1 and the common call pays nothing for it.
+      :func:`int_limit` is the largest size the argument checks accept; ``TILEBLAS_ILP64=0`` (or
+      :func:`set_ilp64`) keeps to 32 bits.
     * Array-level Level-3 kernels (:func:`gemm`, :func:`symm`, ... :func:`trsm`) that accept 2-D arrays in
       C or Fortran order or strided views with one unit stride, and reach column-major BLAS by
       transposition, not by copying, wherever the algebra allows.  Operands that no flag can describe
@@ -33,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from tileblas._dtypes import PREFIX_OF, REAL_CODE, SCALAR_CODE
+from tileblas._dtypes import BLAS_INT64_MAX, BLAS_INT_MAX, PREFIX_OF, REAL_CODE, SCALAR_CODE
 from tileblas.kernels import _native
 
 __all__ = [
@@ -41,6 +48,9 @@ __all__ = [
     "BlasLibrary",
     "get_library",
     "library_path",
+    "has_ilp64",
+    "set_ilp64",
+    "int_limit",
     "prefix_of",
     "scalar_code",
     "colmajor",
@@ -79,18 +89,26 @@ def scalar_code(prefix: str, real: bool = False) -> str:
     return _REAL_CODE[prefix] if real else _SCALAR_CODE[prefix]
 
 
-def library_path() -> str:
-    """Path of the OpenBLAS shared object shipped by the scipy-openblas32 wheel (not imported)."""
-    spec = importlib.util.find_spec("scipy_openblas32")
+def library_path(package: str = "scipy_openblas32") -> str:
+    """Path of the OpenBLAS shared object shipped by the scipy-openblas32 wheel (or ``package``'s), not
+    imported."""
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "tileblas needs the 'scipy-openblas32' package (its own OpenBLAS); pip install scipy-openblas32"
-        )
+        wheel = package.replace("_", "-")
+        raise ImportError(f"tileblas needs the '{wheel}' package (its own OpenBLAS); pip install {wheel}")
     libdir = os.path.join(list(spec.submodule_search_locations)[0], "lib")
     for name in sorted(os.listdir(libdir)):
         if name.startswith("libscipy_openblas") and (name.endswith(".so") or ".so." in name or name.endswith(".dylib")):
             return os.path.join(libdir, name)
     raise ImportError(f"no OpenBLAS shared object found in {libdir}")
+
+
+def ilp64_library_path() -> str | None:
+    """Path of the ILP64 OpenBLAS of the scipy-openblas64 wheel, or None where it is not installed."""
+    try:
+        return library_path("scipy_openblas64")
+    except ImportError:
+        return None
 
 
 class BlasLibrary:
@@ -102,22 +120,33 @@ class BlasLibrary:
         The shared object to load.
     threads : int
         Threads this instance uses for every call.
+    ilp64 : bool
+        Whether it is an ILP64 build (64-bit BLAS integers; symbols end in ``64_``).
     """
 
     PREFIX = "scipy_"
 
-    def __init__(self, path: str, threads: int) -> None:
+    def __init__(self, path: str, threads: int, ilp64: bool = False) -> None:
         import ctypes
 
         self.path = path
         self.threads = threads
+        self.ilp64 = ilp64
+        self._suffix = "64_" if ilp64 else ""
         self._dll = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
         self._ctypes = ctypes
         self._addr: dict[str, int] = {}
         self._lock = threading.Lock()
-        setter = self._dll[self.PREFIX + "openblas_set_num_threads"]
-        setter.argtypes = [ctypes.c_int]
-        setter(int(threads))
+        self._twin: BlasLibrary | None = None
+        self._set_threads(int(threads))
+
+    def _symbol(self, name: str) -> Any:
+        return self._dll[self.PREFIX + name + self._suffix]
+
+    def _set_threads(self, threads: int) -> None:
+        fn = self._symbol("openblas_set_num_threads")
+        fn.argtypes = [self._ctypes.c_int]
+        fn(int(threads))
 
     def address(self, name: str) -> int:
         """Address of the native entry point ``name`` (without the library's prefix), cached."""
@@ -125,10 +154,33 @@ class BlasLibrary:
             return self._addr[name]
         except KeyError:
             pass
-        fn = self._dll[self.PREFIX + name]
+        fn = self._symbol(name)
         addr = self._ctypes.cast(fn, self._ctypes.c_void_p).value
         self._addr[name] = addr
+        if not self.ilp64:
+            _OWNER[addr] = (self, name)
         return addr
+
+    def twin(self) -> BlasLibrary | None:
+        """The ILP64 instance with this one's thread count (loaded on first use), or None where there is
+        none (no scipy-openblas64, or ILP64 turned off)."""
+        if self.ilp64:
+            return self
+        if not _ILP64["enabled"]:
+            return None
+        if self._twin is None:
+            with self._lock:
+                if self._twin is None:
+                    path = ilp64_library_path()
+                    if path is None:
+                        return None
+                    twin = _load(path, self.threads, ilp64=True)
+                    from . import _threadpool
+
+                    if _threadpool.limit() is not None:
+                        twin.set_num_threads(_threadpool.effective_threads(self.threads))
+                    self._twin = twin
+        return self._twin
 
     def fortran(self, name: str) -> int:
         """Address of the Fortran-interface routine ``name`` (e.g. 'dgemm')."""
@@ -140,32 +192,97 @@ class BlasLibrary:
 
     # ------------------------------------------------------------------ information
     def config(self) -> str:
-        fn = self._dll[self.PREFIX + "openblas_get_config"]
+        fn = self._symbol("openblas_get_config")
         fn.restype = self._ctypes.c_char_p
         return fn().decode()
 
     def corename(self) -> str:
-        fn = self._dll[self.PREFIX + "openblas_get_corename"]
+        fn = self._symbol("openblas_get_corename")
         fn.restype = self._ctypes.c_char_p
         return fn().decode()
 
     def set_num_threads(self, threads: int) -> None:
-        """Set the threads OpenBLAS uses now (``threads`` keeps the count the instance was created with)."""
-        fn = self._dll[self.PREFIX + "openblas_set_num_threads"]
-        fn.argtypes = [self._ctypes.c_int]
-        fn(int(threads))
+        """Set the threads OpenBLAS uses now (``threads`` keeps the count the instance was created with); the
+        ILP64 twin, where loaded, follows."""
+        self._set_threads(threads)
+        if self._twin is not None:
+            self._twin.set_num_threads(threads)
 
     def num_threads(self) -> int:
-        fn = self._dll[self.PREFIX + "openblas_get_num_threads"]
+        fn = self._symbol("openblas_get_num_threads")
         fn.restype = self._ctypes.c_int
         return int(fn())
 
     def __repr__(self) -> str:
-        return f"BlasLibrary(threads={self.threads}, path={self.path!r})"
+        kind = ", ilp64=True" if self.ilp64 else ""
+        return f"BlasLibrary(threads={self.threads}{kind}, path={self.path!r})"
 
 
 _LIBS: dict[int, BlasLibrary] = {}
 _LIBS_LOCK = threading.Lock()
+
+
+def _load(path: str, threads: int, ilp64: bool = False) -> BlasLibrary:
+    """Load ``path`` as an instance of ``threads`` threads: the file itself for one thread, else a private
+    copy (dlopen of a different file gives a separate instance with its own state; the copy is removed as
+    soon as it is mapped, so nothing is left behind)."""
+    if threads == 1:
+        return BlasLibrary(path, threads, ilp64)
+    tmpdir = tempfile.mkdtemp(prefix="tileblas-openblas-")
+    copy = os.path.join(tmpdir, f"libtileblas_openblas{'64' if ilp64 else ''}_t{threads}.so")
+    try:
+        shutil.copyfile(path, copy)
+        return BlasLibrary(copy, threads, ilp64)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# ILP64 twins
+# ---------------------------------------------------------------------------------------------------
+
+#: 32-bit entry point address -> (its library, its name), for finding the ILP64 twin.
+_OWNER: dict[int, tuple[BlasLibrary, str]] = {}
+_ILP64 = {"enabled": os.environ.get("TILEBLAS_ILP64", "1").strip().lower() not in ("0", "false", "no", "off")}
+INT32_MAX, INT64_MAX = BLAS_INT_MAX, BLAS_INT64_MAX
+
+
+def _resolve_twin(address: int) -> int | None:
+    """The ILP64 twin of the 32-bit entry point at ``address`` (called by _native on the first call that
+    needs it), or None."""
+    owner = _OWNER.get(address)
+    if owner is None:
+        return None
+    lib, name = owner
+    twin = lib.twin()
+    return None if twin is None else twin.address(name)
+
+
+def has_ilp64() -> bool:
+    """Whether calls may use 64-bit BLAS integers: scipy-openblas64 is installed and ILP64 is not turned off."""
+    return _ILP64["enabled"] and ilp64_library_path() is not None
+
+
+def int_limit() -> int:
+    """The largest size, leading dimension or increment a call takes: 2**63 - 1 with ILP64, else 2**31 - 1."""
+    return _LIMIT[0]
+
+
+def set_ilp64(enabled: bool) -> bool:
+    """Allow (True) or forbid (False) the ILP64 twins for calls from now on; returns the previous setting.
+
+    Forbidden, a size over 32 bits raises OverflowError as it would without scipy-openblas64.  Turning it
+    on where scipy-openblas64 is not installed changes nothing.
+    """
+    was = _ILP64["enabled"]
+    _ILP64["enabled"] = bool(enabled)
+    _LIMIT[0] = INT64_MAX if has_ilp64() else INT32_MAX
+    _native.set_twin_resolver(_resolve_twin if _LIMIT[0] == INT64_MAX else None)
+    return was
+
+
+_LIMIT = [INT32_MAX]
+set_ilp64(_ILP64["enabled"])
 
 
 def get_library(threads: int = 1) -> BlasLibrary:
@@ -184,19 +301,7 @@ def get_library(threads: int = 1) -> BlasLibrary:
         lib = _LIBS.get(threads)
         if lib is not None:
             return lib
-        path = library_path()
-        if threads == 1:
-            lib = BlasLibrary(path, threads)
-        else:
-            # A private copy: dlopen of a different file gives a separate instance with its own state.
-            # The file is removed as soon as it is mapped, so nothing is left behind.
-            tmpdir = tempfile.mkdtemp(prefix="tileblas-openblas-")
-            copy = os.path.join(tmpdir, f"libtileblas_openblas_t{threads}.so")
-            try:
-                shutil.copyfile(path, copy)
-                lib = BlasLibrary(copy, threads)
-            finally:
-                shutil.rmtree(tmpdir, ignore_errors=True)
+        lib = _load(library_path(), threads)
         _LIBS[threads] = lib
         # A thread limit in force (threadpoolctl's, see tileblas.kernels._threadpool) caps the new instance too.
         from . import _threadpool

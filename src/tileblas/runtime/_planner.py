@@ -33,9 +33,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tileblas._dtypes import BLAS_INT_MAX
 from tileblas._tuning import Tuning, get_tuning
-from tileblas.kernels._openblas import DTYPES
+from tileblas.kernels._openblas import DTYPES, int_limit
 
 __all__ = [
     "ROUTINES",
@@ -55,7 +54,6 @@ __all__ = [
     "MIN_TILE",
     "MAX_TILE",
     "MAX_TILES_PER_DIM",
-    "BLAS_INT_MAX",
     "bounded_tile",
     "check_tile_size",
     "check_native_dims",
@@ -412,13 +410,15 @@ _DIM_NAMES = {
 
 def check_native_dims(name: str, m: int, n: int, k: int) -> None:
     """Raise OverflowError, before any data is touched, when a call of dimensions (m, n, k) cannot be one
-    native BLAS call (a dimension above :data:`BLAS_INT_MAX`)."""
-    if max(m, n, k) <= BLAS_INT_MAX:
+    native BLAS call (a dimension above :func:`tileblas.kernels._openblas.int_limit`: 2**31 - 1, or
+    2**63 - 1 where the ILP64 library is installed)."""
+    limit = int_limit()
+    if max(m, n, k) <= limit:
         return
     family = {"hemm": "symm", "herk": "syrk", "syr2k": "syrk", "her2k": "syrk", "trsm": "trmm"}.get(name, name)
     for label, v in zip(_DIM_NAMES[family], (m, n, k)):
-        if v > BLAS_INT_MAX:
-            raise OverflowError(f"{name}: {label} is {v}, above {BLAS_INT_MAX}, the largest dimension the BLAS "
+        if v > limit:
+            raise OverflowError(f"{name}: {label} is {v}, above {limit}, the largest dimension the BLAS "
                                 f"library takes in one call; on a Runtime, tile_size= splits it into tiles")
 
 
