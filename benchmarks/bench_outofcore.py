@@ -18,7 +18,12 @@ dropped from the page cache (``posix_fadvise(DONTNEED)``), so every method start
 * ``dask``: ``da.store(da.from_array(A) @ da.from_array(B), C)`` with chunks of ``--chunk``, on the
   threaded scheduler with one BLAS thread per task (threadpoolctl), the way dask's documentation advises.
 
-After the tileblas run, sampled entries of C are checked against dot products of A's rows and B's columns
+* ``tileblas-zarr`` and ``dask-zarr``: the same on zarr arrays (directory stores ``{a,b,c}_<n>.zarr`` with
+  chunks of ``--zarr-chunk``, zarr's default compressor), made once from the memmaps: tileblas'
+  ``Runtime(host_memory=budget).run("gemm", ...)`` on the zarr arrays themselves, and
+  ``da.store(da.from_zarr(A) @ da.from_zarr(B), C)`` (``--methods incore,tileblas-zarr,dask-zarr``).
+
+After the tileblas runs, sampled entries of C are checked against dot products of A's rows and B's columns
 read from the files (tolerance from the error bound n * eps * |a||b|).
 """
 
@@ -86,7 +91,32 @@ def prepare(d: str, n: int) -> dict[str, str]:
     return f
 
 
-def worker(method: str, d: str, n: int, budget: int, chunk: int) -> dict:
+def _zarr_paths(d: str, n: int, chunk: int) -> dict[str, str]:
+    return {k: os.path.join(d, f"{k}_{n}_{chunk}.zarr") for k in ("a", "b", "c")}
+
+
+def prepare_zarr(d: str, n: int, chunk: int) -> dict[str, str]:
+    """zarr copies of A and B (chunks of ``chunk``, zarr's default compressor) and an empty C, made once."""
+    import zarr
+
+    f, z = _files(d, n), _zarr_paths(d, n, chunk)
+    for k in ("a", "b"):
+        if os.path.exists(os.path.join(z[k], "zarr.json")):
+            continue
+        src = np.memmap(f[k], dtype=np.float64, mode="r", shape=(n, n), order="F")
+        out = zarr.create_array(store=z[k], shape=(n, n), chunks=(chunk, chunk), dtype="f8", overwrite=True)
+        for j in range(0, n, chunk):
+            out[:, j:j + chunk] = np.asarray(src[:, j:j + chunk])
+    zarr.create_array(store=z["c"], shape=(n, n), chunks=(chunk, chunk), dtype="f8", fill_value=0.0,
+                      overwrite=True)
+    return z
+
+
+def _dir_files(path: str) -> list[str]:
+    return [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs]
+
+
+def worker(method: str, d: str, n: int, budget: int, chunk: int, zchunk: int = 2048) -> dict:
     f = _files(d, n)
     io0 = _io()
     res: dict = {"method": method}
@@ -128,8 +158,35 @@ def worker(method: str, d: str, n: int, budget: int, chunk: int) -> dict:
             da.store(da.from_array(a, chunks=chunk) @ da.from_array(b, chunks=chunk), c, lock=False)
             c.flush()
             res["seconds"] = time.perf_counter() - t0
+    elif method == "tileblas-zarr":
+        import zarr
+
+        import tileblas
+
+        z = _zarr_paths(d, n, zchunk)
+        a, b = zarr.open_array(z["a"], mode="r"), zarr.open_array(z["b"], mode="r")
+        c = zarr.open_array(z["c"], mode="r+")
+        with tileblas.Runtime(host_memory=budget, progress=True) as rt:
+            t0 = time.perf_counter()
+            rt.run("gemm", 1.0, a, b, 0.0, c)
+            res["seconds"] = time.perf_counter() - t0
+            p = rt.last_profile()
+            res["tile"] = p.tile_size
+            res["bytes_to_tiles"] = int(sum(dv.bytes_moved for dv in p.devices))
+    elif method == "dask-zarr":
+        import dask
+        import dask.array as da
+        import zarr
+        from threadpoolctl import threadpool_limits
+
+        z = _zarr_paths(d, n, zchunk)
+        c = zarr.open_array(z["c"], mode="r+")
+        with threadpool_limits(1), dask.config.set(scheduler="threads"):
+            t0 = time.perf_counter()
+            da.store(da.from_zarr(z["a"]) @ da.from_zarr(z["b"]), c, lock=False)
+            res["seconds"] = time.perf_counter() - t0
     else:
-        raise ValueError(f"method must be incore, tileblas or dask; got {method!r}")
+        raise ValueError(f"method must be incore, tileblas, dask, tileblas-zarr or dask-zarr; got {method!r}")
     io1 = _io()
     res["peak_rss_bytes"] = _peak_rss()
     res["read_syscall_bytes"] = io1["rchar"] - io0["rchar"]
@@ -139,12 +196,18 @@ def worker(method: str, d: str, n: int, budget: int, chunk: int) -> dict:
     return res
 
 
-def check(d: str, n: int, samples: int = 48) -> float:
-    """Largest |C - A B| / (n eps |A||B|) over sampled entries (at most a small constant when correct)."""
+def check(d: str, n: int, samples: int = 48, zarr_c: str | None = None) -> float:
+    """Largest |C - A B| / (n eps |A||B|) over sampled entries (at most a small constant when correct);
+    C from the memmap, or from the zarr array at ``zarr_c``."""
     f = _files(d, n)
     a = np.memmap(f["a"], dtype=np.float64, mode="r", shape=(n, n), order="F")
     b = np.memmap(f["b"], dtype=np.float64, mode="r", shape=(n, n), order="F")
-    c = np.memmap(f["c"], dtype=np.float64, mode="r", shape=(n, n), order="F")
+    if zarr_c is not None:
+        import zarr
+
+        c = zarr.open_array(zarr_c, mode="r")
+    else:
+        c = np.memmap(f["c"], dtype=np.float64, mode="r", shape=(n, n), order="F")
     rng = np.random.default_rng(5)
     worst = 0.0
     for _ in range(samples):
@@ -162,25 +225,38 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default="/tmp/tileblas-ooc")
     p.add_argument("--methods", default="incore,tileblas,dask")
     p.add_argument("--chunk", type=int, default=4096, help="dask chunk size")
+    p.add_argument("--zarr-chunk", type=int, default=2048, help="chunk edge of the zarr arrays")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     budget = int(args.budget_gib * 2**30)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.dir, args.n, budget, args.chunk)))
+        print(json.dumps(worker(args.worker, args.dir, args.n, budget, args.chunk, args.zarr_chunk)))
         return 0
     t0 = time.perf_counter()
     files = prepare(args.dir, args.n)
     print(f"n = {args.n}: A, B, C {args.n ** 2 * 8 / 2**30:.1f} GiB each in {args.dir} "
           f"(prepared in {time.perf_counter() - t0:.0f} s); budget {args.budget_gib:g} GiB; "
           f"{os.cpu_count()} cores", flush=True)
+    methods = args.methods.split(",")
+    zpaths = None
+    if any(m.endswith("-zarr") for m in methods):
+        t0 = time.perf_counter()
+        zpaths = prepare_zarr(args.dir, args.n, args.zarr_chunk)
+        print(f"zarr copies, chunks {args.zarr_chunk}: prepared in {time.perf_counter() - t0:.0f} s", flush=True)
     results = {"n": args.n, "budget_bytes": budget, "cpu_count": os.cpu_count(), "runs": []}
-    for method in args.methods.split(","):
+    for method in methods:
         for path in files.values():
             _drop_cache(path)
+        if zpaths is not None:
+            if method.endswith("-zarr"):  # each zarr method writes a fresh C
+                prepare_zarr(args.dir, args.n, args.zarr_chunk)
+            for path in (p for z in zpaths.values() for p in _dir_files(z)):
+                _drop_cache(path)
         time.sleep(0.5)
         proc = subprocess.run([sys.executable, __file__, "--worker", method, "--n", str(args.n), "--dir", args.dir,
-                               "--budget-gib", str(args.budget_gib), "--chunk", str(args.chunk)],
+                               "--budget-gib", str(args.budget_gib), "--chunk", str(args.chunk),
+                               "--zarr-chunk", str(args.zarr_chunk)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"  {method}: failed\n{proc.stderr[-3000:]}", flush=True)
@@ -189,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         if method == "tileblas":
             r["error_vs_bound"] = check(args.dir, args.n)
+        elif method == "tileblas-zarr":
+            r["error_vs_bound"] = check(args.dir, args.n, zarr_c=zpaths["c"])
         results["runs"].append(r)
         print(f"  {method:8s} {r['seconds']:8.1f} s  {r['gflops']:6.1f} GFLOP/s  peak RSS "
               f"{r['peak_rss_bytes'] / 2**30:5.2f} GiB  read {r['read_syscall_bytes'] / 2**30:6.1f} GiB "
@@ -202,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     if "dask" in by and "tileblas" in by:
         results["tileblas_vs_dask"] = by["dask"]["seconds"] / by["tileblas"]["seconds"]
         print(f"tileblas vs dask.array: {results['tileblas_vs_dask']:.2f}x faster")
+    if "incore" in by and "tileblas-zarr" in by:
+        results["tileblas_zarr_vs_incore"] = by["tileblas-zarr"]["gflops"] / by["incore"]["gflops"]
+        print(f"tileblas on zarr / in-core OpenBLAS rate: {results['tileblas_zarr_vs_incore']:.3f}x; "
+              f"peak RSS {by['tileblas-zarr']['peak_rss_bytes'] / budget:.2f} of the budget")
+    if "dask-zarr" in by and "tileblas-zarr" in by:
+        results["tileblas_zarr_vs_dask_zarr"] = by["dask-zarr"]["seconds"] / by["tileblas-zarr"]["seconds"]
+        print(f"tileblas vs dask.array on zarr: {results['tileblas_zarr_vs_dask_zarr']:.2f}x faster")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)

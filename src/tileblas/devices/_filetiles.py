@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from tileblas.devices import _zarrtiles
+
 __all__ = ["file_position", "read_tile", "write_tile", "reserve"]
 
 
@@ -105,14 +107,22 @@ def _copy(tile: np.ndarray, a: np.ndarray, where: tuple[str, int, str], write: b
 
 
 def read_tile(tile: np.ndarray, host: np.ndarray) -> None:
-    """``tile[...] = host``, reading a file-backed ``host`` from its file."""
+    """``tile[...] = host``, reading a file-backed ``host`` from its file (a zarr operand's view from its
+    zarr array, :mod:`tileblas.devices._zarrtiles`)."""
+    z = _zarrtiles.region(host)
+    if z is not None:
+        return _zarrtiles.read_region(tile, z)
     where = file_position(host)
     if where is None or not _copy(tile, host, where, write=False):
         np.copyto(tile, host)
 
 
 def write_tile(host: np.ndarray, tile: np.ndarray) -> None:
-    """``host[...] = tile``, writing a file-backed ``host`` into its file."""
+    """``host[...] = tile``, writing a file-backed ``host`` into its file (a zarr operand's view into its
+    zarr array)."""
+    z = _zarrtiles.region(host)
+    if z is not None:
+        return _zarrtiles.write_region(z, tile)
     where = file_position(host)
     if where is None or where[2] == "r" or not _copy(tile, host, where, write=True):
         np.copyto(host, tile)

@@ -59,6 +59,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tileblas._tuning import get_tuning
+from tileblas.devices import _zarrtiles
 from tileblas.devices._filetiles import reserve
 from tileblas.policy import _paths
 from tileblas.runtime import _planner as P
@@ -123,6 +124,20 @@ class _CallProgress:
 
 #: Tiles past the host candidates, tried largest first for devices with memory of their own.
 _LARGER_TILES = (4096, 2048)
+
+
+def _replace(args: tuple, kwargs: dict, names: list, by: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` with the operands named in ``by`` (positional ones by ``names``) replaced."""
+    pos = tuple(by.get(names[i], v) if i < len(names) else v for i, v in enumerate(args))
+    return pos, {k: by.get(k, v) for k, v in kwargs.items()}
+
+
+def _same_store(a: Any, b: Any) -> bool:
+    """Whether two zarr arrays are the same array of the same store (opened twice)."""
+    try:
+        return str(a.store) == str(b.store) and a.path == b.path
+    except AttributeError:
+        return False
 
 
 def _check_host_memory(host_memory: Any, devices: Any) -> int:
@@ -233,7 +248,10 @@ class Runtime:
         tiles in buffers sharing ``host_memory`` less a reserve (384 MiB, or a quarter if less), copy each
         tile a task needs in (from a file with ``pread``), cache them, and write finished output tiles
         back (``pwrite``).  Blocks under a file-backed output are reserved on disk before a call writes
-        any of it.  See :class:`tileblas.devices.sim.StagedDevice`.
+        any of it.  Operands may also be 2-D ``zarr`` arrays: tiles are then read from and written to the
+        zarr store (the tile size a whole number of the output's chunks, so no two tiles share a chunk;
+        a failed call's note names how many output tiles it wrote).  See
+        :class:`tileblas.devices.sim.StagedDevice` and :mod:`tileblas.devices._zarrtiles`.
     progress : bool
         Show a progress bar (tqdm when installed, else a text bar; on stderr) for tiled calls still
         running after 2 seconds.  Off by default in library use; the ``tileblas`` command turns it on.
@@ -466,6 +484,8 @@ class Runtime:
             raise RuntimeError("this Runtime has been shut down (closed); calls made after close() are "
                                "refused and leave the output unchanged")
         P.check_tile_size(tile_size)
+        if any(_zarrtiles.is_zarr(v) for v in (*args, *kwargs.values())):
+            return self._run_zarr(name, args, kwargs, tile_size)
         bound = P.check_call(name, args, kwargs)
         shape, out, flops = P.call_size(name, bound)
         m, n, k = shape
@@ -495,6 +515,82 @@ class Runtime:
                 exc.add_note(f"(tileblas: {call.error_note}; the rest of the call was cancelled and the "
                              f"output is undefined)")
             raise exc
+
+    def _run_zarr(self, name: str, args: tuple, kwargs: dict, tile_size: int | None) -> None:
+        """A call with zarr operands: tiles read from and written to the zarr arrays (whose chunks no two
+        tiles share), on devices that copy tiles; a call small enough for memory runs on the operands read
+        whole and writes its output back."""
+        from tileblas.devices.sim import SimDevice
+
+        names = list(P.ROUTINES[name][0]) if name in P.ROUTINES else []
+        zs = {p: v for p, v in (*zip(names, args), *kwargs.items()) if _zarrtiles.is_zarr(v)}
+        out_name = "c" if "c" in names else "b"
+        if not all(isinstance(d, SimDevice) for d in self._devices):
+            raise ValueError(f"zarr operands ({', '.join(zs)}) need a Runtime whose workers copy tiles in and "
+                             f"out: Runtime(host_memory=...); this one has "
+                             + ", ".join(f"{d.name} ({d.kind})" for d in self._devices))
+        z_out = zs.get(out_name)
+        if z_out is not None:
+            if getattr(z_out, "read_only", False):
+                raise ValueError(f"{out_name} is the output and must be writeable; got a zarr array opened "
+                                 f"read-only ({z_out!r})")
+            for p, v in zs.items():
+                if p != out_name and (v is z_out or _same_store(v, z_out)):
+                    raise ValueError(f"{out_name} (the output) must not be the same zarr array as {p}")
+        stand = {p: _zarrtiles.stand_in(v, p) for p, v in zs.items()}
+        try:
+            bound = P.check_call(name, *_replace(args, kwargs, names, stand))
+            shape, out, flops = P.call_size(name, bound)
+            m, n, k = shape
+            if m == 0 or n == 0:
+                return
+            step = _zarrtiles.chunk_multiple([z_out] if z_out is not None else [])
+            if tile_size is not None and tile_size % step:
+                raise ValueError(f"tile_size must be a multiple of {step} here, so that no two tiles share a "
+                                 f"chunk of {out_name} (chunks {tuple(z_out.chunks)}); got tile_size={tile_size}")
+            explicit = tile_size if tile_size is not None else self.tile_size
+            tile = int(explicit) if explicit is not None and int(explicit) % step == 0 else \
+                self._default_tile(name, m, n, k, flops)
+            both = _zarrtiles.chunk_multiple(list(zs.values()))
+            if both <= max(tile, step):  # chunk-aligned reads of the inputs too, where that costs no size
+                step = both
+            tile = max(step, round(tile / step) * step)
+            itemsize = out.dtype.itemsize
+            in_memory = sum(int(np.prod(v.shape)) for v in zs.values()) * itemsize
+            budget = (self.host_memory or min(d.memory for d in self._devices)) // 4
+            if P.is_trivial(name, bound) or max(m, n, k) <= tile or in_memory <= budget:
+                return self._zarr_in_memory(name, args, kwargs, names, zs, out_name, tile_size)
+            plan = P.plan_call(name, bound, tile, self._split_target())
+            call = self._run_plan(plan)
+            path = "split-k" if plan.split > 1 else "tiled"
+            self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
+                         failed=call.error is not None)
+            if call.error is not None:
+                exc = call.error
+                if hasattr(exc, "add_note"):
+                    note = f"(tileblas: {call.error_note}; the rest of the call was cancelled"
+                    if z_out is not None:
+                        done = _zarrtiles.written(stand[out_name])
+                        cells = sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in done)
+                        note += (f"; the zarr output {out_name} holds new values in {len(done)} tiles "
+                                 f"({cells} of {m * n} elements: "
+                                 + ", ".join(f"[{r0}:{r1}, {c0}:{c1}]" for r0, r1, c0, c1 in done[:8])
+                                 + (" ..." if len(done) > 8 else "") + "), the rest is unchanged")
+                    exc.add_note(note + ")")
+                raise exc
+        finally:
+            for a in stand.values():
+                _zarrtiles.release(a)
+
+    def _zarr_in_memory(self, name: str, args: tuple, kwargs: dict, names: list, zs: dict, out_name: str,
+                        tile_size: int | None) -> None:
+        """A zarr call small enough for memory: the operands read whole, the call run as usual, the output
+        written back in one assignment (the zarr output changes only when the call succeeded)."""
+        real = {p: _zarrtiles.materialize(v) for p, v in zs.items()}
+        args2, kwargs2 = _replace(args, kwargs, names, real)
+        self.run(name, *args2, tile_size=tile_size, **kwargs2)
+        if out_name in zs:
+            zs[out_name][...] = real[out_name]
 
     def _run_plan(self, plan: Any) -> Any:
         """Schedule a plan; tiles of its matrices leave the device caches when it returns (except those of
