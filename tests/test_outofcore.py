@@ -199,3 +199,118 @@ def test_devices_with_memory_of_their_own_get_larger_tiles_where_they_fit():
         assert rt._default_tile("gemm", 65536, 65536, 65536) == 4096
     with tileblas.Runtime(2) as rt:  # host workers: the host candidates only
         assert rt._default_tile("gemm", 24576, 24576, 24576) <= 1024
+
+
+# ---------------------------------------------------------------------------------------------------
+# a real full disk: a small filesystem (tmpfs) mounted for the test (root only; skipped elsewhere)
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A filesystem of 24 MiB mounted at tmp_path/disk for one test."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot mount a small filesystem here: {exc}")
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {r.stderr.strip() or r.returncode}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)
+
+
+def _free(path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _fill_disk(mnt, leave: int = 0) -> None:
+    """Write a filler file until the disk has ``leave`` bytes left, or is full."""
+    block = b"\xff" * (1 << 20)
+    with open(mnt / "filler", "ab") as fh:
+        while _free(mnt) > leave:
+            try:
+                fh.write(block[:max(4096, min(len(block), _free(mnt) - leave))])
+                fh.flush()
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                break
+
+
+def test_a_disk_too_small_for_the_output_fails_before_the_file_changes(tmp_path, small_disk):
+    n = 1200  # c: 11.5 MB, in a file created sparse on a disk with less room than that left
+    a, b, _ = _operands(tmp_path, n)
+    c = _memmap(small_disk / "c", (n, n))  # sparse: no blocks yet
+    _fill_disk(small_disk, leave=4 << 20)
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        with pytest.raises(OSError, match=r"c lives in .*/disk/c: could not reserve its 11520000 bytes on disk "
+                                          r"\(No space left on device\); c is untouched"):
+            rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=200)
+        assert not np.any(np.fromfile(small_disk / "c", dtype=np.float64))  # still all zeros (a hole)
+        (small_disk / "filler").unlink()
+        rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=200)  # room again: the same call completes
+    ref = np.asarray(a) @ np.asarray(b)
+    back = np.fromfile(small_disk / "c", dtype=np.float64).reshape((n, n), order="F")
+    assert np.all(np.abs(back - ref) <= 4 * n * EPS * (np.abs(np.asarray(a)) @ np.abs(np.asarray(b))))
+
+
+def test_a_disk_that_fills_up_mid_call_cannot_half_write_the_output(tmp_path, small_disk, monkeypatch):
+    n = 1200
+    a, b, _ = _operands(tmp_path, n)
+    c = _memmap(small_disk / "c", (n, n))
+    reserve = _filetiles.reserve
+
+    def reserve_then_fill(out, name):  # the call has reserved c's blocks: now another writer fills the disk
+        reserve(out, name)
+        _fill_disk(small_disk)
+
+    from tileblas.runtime import _runtime
+
+    monkeypatch.setattr(_runtime, "reserve", reserve_then_fill)
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=200)
+    assert _free(small_disk) < 200 * 200 * 8  # the disk was full while the tiles were written
+    ref = np.asarray(a) @ np.asarray(b)
+    back = np.fromfile(small_disk / "c", dtype=np.float64).reshape((n, n), order="F")
+    assert np.all(np.abs(back - ref) <= 4 * n * EPS * (np.abs(np.asarray(a)) @ np.abs(np.asarray(b))))
+
+
+@pytest.mark.parametrize("inputs", ["numpy", "zarr"])  # in memory (c written back at the end), tiled
+def test_a_full_disk_under_a_zarr_output_fails_the_call_and_names_the_tiles_written(tmp_path, small_disk, inputs):
+    zarr = pytest.importorskip("zarr")
+    n = 1200
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((2, n, n))
+    za, zb = a, b
+    if inputs == "zarr":
+        za, zb = (zarr.create_array(store=str(tmp_path / k), shape=(n, n), chunks=(200, 200), dtype="f8")
+                  for k in ("a.zarr", "b.zarr"))
+        za[...], zb[...] = a, b
+    zc = zarr.create_array(store=str(small_disk / "c.zarr"), shape=(n, n), chunks=(200, 200), dtype="f8",
+                           fill_value=0.0, compressors=None)
+    _fill_disk(small_disk, leave=5 << 20)  # room for about 16 of the 36 tiles of c
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        with pytest.raises(OSError) as info:
+            rt.run("gemm", 1.0, za, zb, 0.0, zc, tile_size=200)
+        assert info.value.errno == errno.ENOSPC
+        notes = " ".join(getattr(info.value, "__notes__", []))
+        assert "the zarr output c holds new values in" in notes and "the rest is unchanged" in notes, notes
+        count = int(notes.split("holds new values in ")[1].split(" tiles")[0])
+        (small_disk / "filler").unlink()
+        got, ref = zc[...], a @ b
+        bound = 4 * n * EPS * (np.abs(a) @ np.abs(b))
+        new = 0
+        for i in range(0, n, 200):  # each tile holds either its old values (0) or its whole new ones
+            for j in range(0, n, 200):
+                t = got[i:i + 200, j:j + 200]
+                if np.all(t == 0.0):
+                    continue
+                assert np.all(np.abs(t - ref[i:i + 200, j:j + 200]) <= bound[i:i + 200, j:j + 200])
+                new += 1
+        assert new == count and 0 < count < 36
+        rt.run("gemm", 1.0, za, zb, 0.0, zc, tile_size=200)  # room again: the runtime goes on and completes it
+        assert np.all(np.abs(zc[...] - ref) <= bound)

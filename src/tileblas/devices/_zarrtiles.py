@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["is_zarr", "stand_in", "release", "written", "region", "read_region", "write_region",
-           "chunk_multiple", "materialize"]
+           "chunk_multiple", "materialize", "written_note", "write_back"]
 
 
 def is_zarr(obj: Any) -> bool:
@@ -150,6 +150,30 @@ def chunk_multiple(zs: list[Any]) -> int:
         for c in z.chunks:
             m = math.lcm(m, int(c))
     return m
+
+
+def written_note(name: str, regions: list[tuple[int, int, int, int]], shape: tuple[int, int]) -> str:
+    """What a failed call left in the zarr output ``name``: the regions it wrote, the rest unchanged."""
+    cells = sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in regions)
+    shown = ", ".join(f"[{r0}:{r1}, {c0}:{c1}]" for r0, r1, c0, c1 in regions[:8])
+    return (f"the zarr output {name} holds new values in {len(regions)} tiles ({cells} of "
+            f"{shape[0] * shape[1]} elements: {shown}{' ...' if len(regions) > 8 else ''}), the rest is unchanged")
+
+
+def write_back(z: Any, a: np.ndarray, name: str) -> None:
+    """``z[...] = a`` chunk by chunk; where a write fails, the exception's note names the chunks written."""
+    done: list[tuple[int, int, int, int]] = []
+    rows, cols = a.shape
+    c0s, c1s = (int(c) for c in z.chunks)
+    try:
+        for j in range(0, cols, c1s):
+            for i in range(0, rows, c0s):
+                z[i:i + c0s, j:j + c1s] = a[i:i + c0s, j:j + c1s]
+                done.append((i, min(i + c0s, rows), j, min(j + c1s, cols)))
+    except BaseException as exc:
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"(tileblas: writing the result back failed; {written_note(name, done, a.shape)})")
+        raise
 
 
 def materialize(z: Any) -> np.ndarray:

@@ -570,12 +570,7 @@ class Runtime:
                 if hasattr(exc, "add_note"):
                     note = f"(tileblas: {call.error_note}; the rest of the call was cancelled"
                     if z_out is not None:
-                        done = _zarrtiles.written(stand[out_name])
-                        cells = sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in done)
-                        note += (f"; the zarr output {out_name} holds new values in {len(done)} tiles "
-                                 f"({cells} of {m * n} elements: "
-                                 + ", ".join(f"[{r0}:{r1}, {c0}:{c1}]" for r0, r1, c0, c1 in done[:8])
-                                 + (" ..." if len(done) > 8 else "") + "), the rest is unchanged")
+                        note += "; " + _zarrtiles.written_note(out_name, _zarrtiles.written(stand[out_name]), (m, n))
                     exc.add_note(note + ")")
                 raise exc
         finally:
@@ -585,12 +580,12 @@ class Runtime:
     def _zarr_in_memory(self, name: str, args: tuple, kwargs: dict, names: list, zs: dict, out_name: str,
                         tile_size: int | None) -> None:
         """A zarr call small enough for memory: the operands read whole, the call run as usual, the output
-        written back in one assignment (the zarr output changes only when the call succeeded)."""
+        written back chunk by chunk once the call succeeded (a write that fails names what it wrote)."""
         real = {p: _zarrtiles.materialize(v) for p, v in zs.items()}
         args2, kwargs2 = _replace(args, kwargs, names, real)
         self.run(name, *args2, tile_size=tile_size, **kwargs2)
         if out_name in zs:
-            zs[out_name][...] = real[out_name]
+            _zarrtiles.write_back(zs[out_name], real[out_name], out_name)
 
     def _run_plan(self, plan: Any) -> Any:
         """Schedule a plan; tiles of its matrices leave the device caches when it returns (except those of
