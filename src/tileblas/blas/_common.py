@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tileblas._dtypes import DTYPE_OF, REAL_CODE, REAL_DTYPE_OF, SCALAR_CODE
-from tileblas.kernels._openblas import INT32_MAX, colmajor, int_limit
+from tileblas.kernels._openblas import INT32_MAX, INT_LIMIT, colmajor
 
 __all__ = [
     "F32",
@@ -253,7 +253,7 @@ def _not_handled(*args: Any) -> Any:
 
 
 def _too_big(what: str, value: int) -> OverflowError:
-    limit = int_limit()
+    limit = INT_LIMIT[0]
     if limit == INT32_MAX:
         return OverflowError(f"{what} is {value}, above {limit}, the largest value a 32-bit BLAS integer holds "
                              "(with scipy-openblas64 installed, pip install 'tileblas[ilp64]', tileblas takes "
@@ -263,7 +263,7 @@ def _too_big(what: str, value: int) -> OverflowError:
 
 def _as_rank2(a: np.ndarray, name: str) -> np.ndarray:
     if a.ndim == 2:
-        if a.shape[0] > int_limit() or a.shape[1] > int_limit():
+        if a.shape[0] > INT_LIMIT[0] or a.shape[1] > INT_LIMIT[0]:
             raise _too_big(f"a dimension of {name} (shape {a.shape})", max(a.shape))
         return a
     if a.ndim == 0:
@@ -326,7 +326,7 @@ def check_inc(inc: Any, name: str, positive: bool = False) -> int:
     k = as_int(inc, name, 1)
     if k == 0 or (positive and k < 0):
         raise ValueError(f"{name} must be {'positive' if positive else 'nonzero'}; got {name}={k}")
-    if abs(k) > int_limit():
+    if abs(k) > INT_LIMIT[0]:
         raise _too_big(name, k)
     return k
 
@@ -341,7 +341,7 @@ def check_off(off: Any, length: int, name: str, vec: str) -> int:
 
 def check_span(n: int, length: int, off: int, inc: int, vec: str, what: str = "n") -> None:
     """``n`` elements at stride ``|inc|`` from ``off`` fit in ``length``: ``length - off > (n-1)*|inc|``."""
-    if n > int_limit():
+    if n > INT_LIMIT[0]:
         raise _too_big(f"{what} (elements of {vec})", n)
     if length - off <= (n - 1) * abs(inc):
         raise ValueError(

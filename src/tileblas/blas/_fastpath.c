@@ -50,6 +50,7 @@ static __declspec(thread) int declined = 0;
 #else
 static _Thread_local int declined = 0;  /* decline(True) in this thread: every call takes the Python path */
 #endif
+static int declining = 0;  /* threads with `declined` set (changed under the GIL): read before the TLS flag */
 
 /* Above this many flops the BLAS call runs without the GIL (below, releasing it costs more than it
  * lets other threads gain). */
@@ -308,7 +309,7 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
     double flops;
     Py_ssize_t want = (fam == SYRK || fam == HERK) ? 7 : 8;
 
-    if (kwnames != NULL || nargs != want || !enabled || fn == NULL || declined) NOT_HANDLED;
+    if (kwnames != NULL || nargs != want || !enabled || fn == NULL || (declining && declined)) NOT_HANDLED;
     if (current_var != NULL) {
         PyObject *cur = NULL;
         if (PyContextVar_Get(current_var, Py_None, &cur) < 0) {
@@ -767,7 +768,7 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
     PyArrayObject *x, *y;
     scalar_t s;
 
-    if (kwnames != NULL || nargs != NARGS[kind] || fn == NULL || declined) Py_RETURN_NOTIMPLEMENTED;
+    if (kwnames != NULL || nargs != NARGS[kind] || fn == NULL || (declining && declined)) Py_RETURN_NOTIMPLEMENTED;
     switch (kind) {
     case AXPY:  /* axpy(x, y, n, a, offx, incx, offy, incy) */
     case COPY:  /* copy(x, y, n, offx, incx, offy, incy) */
@@ -1378,7 +1379,8 @@ set_decline(PyObject *mod, PyObject *flag)
 {
     int on = PyObject_IsTrue(flag), was = declined;
     if (on < 0) return NULL;
-    declined = on;
+    declining += (on != 0) - (was != 0);
+    declined = on != 0;
     return PyBool_FromLong(was);
 }
 

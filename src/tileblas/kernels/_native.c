@@ -289,6 +289,9 @@ static __declspec(thread) int force_wide = 0;
 #else
 static _Thread_local int force_wide = 0;
 #endif
+/* Threads with force_wide set (changed under the GIL): the common call tests this plain global and reads
+ * the thread-local flag (a call into the TLS resolver from a shared object) only when it is not 0. */
+static int wide_threads = 0;
 
 /* The ILP64 twin of fn, NULL with no error when there is none, NULL with an error when resolving failed. */
 static void *
@@ -337,7 +340,7 @@ native_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *r;
     if (fn == NULL)
         return NULL;
-    if (force_wide) {
+    if (wide_threads && force_wide) {
         twin = twin_of(args[0]);
         if (twin != NULL) {
             wide_calls++;
@@ -404,7 +407,8 @@ set_force64(PyObject *self, PyObject *flag)
     int on = PyObject_IsTrue(flag), was = force_wide;
     if (on < 0)
         return NULL;
-    force_wide = on;
+    wide_threads += (on != 0) - (was != 0);
+    force_wide = on != 0;
     return PyBool_FromLong(was);
 }
 

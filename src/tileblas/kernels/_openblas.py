@@ -265,7 +265,7 @@ def has_ilp64() -> bool:
 
 def int_limit() -> int:
     """The largest size, leading dimension or increment a call takes: 2**63 - 1 with ILP64, else 2**31 - 1."""
-    return _LIMIT[0]
+    return INT_LIMIT[0]
 
 
 def set_ilp64(enabled: bool) -> bool:
@@ -276,12 +276,14 @@ def set_ilp64(enabled: bool) -> bool:
     """
     was = _ILP64["enabled"]
     _ILP64["enabled"] = bool(enabled)
-    _LIMIT[0] = INT64_MAX if has_ilp64() else INT32_MAX
-    _native.set_twin_resolver(_resolve_twin if _LIMIT[0] == INT64_MAX else None)
+    INT_LIMIT[0] = INT64_MAX if has_ilp64() else INT32_MAX
+    _native.set_twin_resolver(_resolve_twin if INT_LIMIT[0] == INT64_MAX else None)
     return was
 
 
-_LIMIT = [INT32_MAX]
+#: :func:`int_limit` as a one-element list, for the argument checks on the call path (a subscript costs
+#: less than a function call there).
+INT_LIMIT = [INT32_MAX]
 set_ilp64(_ILP64["enabled"])
 
 
