@@ -554,13 +554,13 @@ class Runtime:
             both = _zarrtiles.chunk_multiple(list(zs.values()))
             if both <= max(tile, step):  # chunk-aligned reads of the inputs too, where that costs no size
                 step = both
-            tile = max(step, round(tile / step) * step)
-            itemsize = out.dtype.itemsize
-            in_memory = sum(int(np.prod(v.shape)) for v in zs.values()) * itemsize
+            tile = -(-P.bounded_tile(m, n, k, tile) // step) * step  # up to whole chunks
+            in_memory = sum(int(np.prod(v.shape)) for v in zs.values()) * out.dtype.itemsize
             budget = (self.host_memory or min(d.memory for d in self._devices)) // 4
-            if P.is_trivial(name, bound) or max(m, n, k) <= tile or in_memory <= budget:
+            if P.is_trivial(name, bound) or in_memory <= budget:
                 return self._zarr_in_memory(name, args, kwargs, names, zs, out_name, tile_size)
-            plan = P.plan_call(name, bound, tile, self._split_target())
+            # no split-k into a zarr output: each output tile is written once, whole
+            plan = P.plan_call(name, bound, tile, 0 if z_out is not None else self._split_target())
             call = self._run_plan(plan)
             path = "split-k" if plan.split > 1 else "tiled"
             self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
