@@ -303,6 +303,41 @@ def test_calls_at_the_limit_go_to_the_runtime(monkeypatch):
     assert _dispatch.fastpath_limits()["gemm"] == saved["gemm"]
 
 
+def test_trmm_trsm_limits_are_per_precision_and_side():
+    """The recursion (Python path only) is chosen per precision and side: the C path keeps every
+    trmm/trsm call the recursion can never take (shipped rule: double precision with the triangle on the
+    left), and leaves the others to the Python path from the recursion's smallest shape on."""
+    from tileblas._tuning import get_tuning
+
+    lim = _dispatch.fastpath_limits()
+    t = get_tuning()
+    first = float(t.recursive_min_order) ** 2 * t.recursive_rhs[0]
+    for fam in ("trmm", "trsm"):
+        for p in "sdcz":
+            units = 4.0 if p in "cz" else 1.0
+            left = lim[f"{p}{fam}/L"]
+            assert left >= 1e300 if p not in t.recursive_left_prefixes else left <= first * units
+            assert lim[f"{p}{fam}/R"] <= first * units
+    saved = fp.get_level3_limits()
+    rng = np.random.default_rng(8)
+    t16 = _tri(rng, 16, np.float64, "F")
+    b = _rand(rng, (16, 4), np.float64)
+    try:
+        fp.set_level3_limits({"trmm": 1.0})  # a family's limit sets every precision and side
+        assert all(v == 1.0 for k, v in fp.get_level3_limits().items() if k == "trmm" or "trmm/" in k)
+        assert fp.Level3("trmm", "d")(1.0, t16, b, 0, 0, 0, 0, 0) is NotImplemented
+        fp.set_level3_limits({"dtrmm/L": 1e300})  # one precision and side
+        assert fp.Level3("trmm", "d")(1.0, t16, b, 0, 0, 0, 0, 0) is not NotImplemented
+        assert fp.Level3("trmm", "d")(1.0, _tri(rng, 4, np.float64, "F"), b, 1, 0, 0, 0, 0) is NotImplemented
+        assert fp.Level3("trmm", "s")(1.0, t16.astype(np.float32), b.astype(np.float32), 0, 0, 0, 0, 0) \
+            is NotImplemented
+        with pytest.raises(ValueError, match="unknown Level-3 family"):
+            fp.set_level3_limits({"dtrmm/X": 1.0})
+    finally:
+        fp.set_level3_limits(saved)
+    assert fp.get_level3_limits() == saved
+
+
 def test_bad_module_state_arguments_are_refused():
     with pytest.raises(ValueError, match="unknown Level-3"):
         fp.Level3("gemv", "d")

@@ -19,7 +19,8 @@
  * copies it).
  *
  * Module state set from Python (tileblas.blas._dispatch):
- *   set_level3_limits({family: flops})   calls with at least this many flops take the Python path
+ *   set_level3_limits({family: flops})   calls with at least this many flops take the Python path;
+ *                                        'dtrmm/L'-style keys set one precision and side of trmm/trsm
  *   set_level3_library({name: address})  Fortran entry points ('dgemm' -> address of dgemm_)
  *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
  *                                        calls; contextvar: the current-runtime variable (a value in it
@@ -42,6 +43,9 @@ static const char PREFIXES[4] = {'s', 'd', 'c', 'z'};
 static const int TYPENUM[4] = {NPY_FLOAT, NPY_DOUBLE, NPY_CFLOAT, NPY_CDOUBLE};
 
 static double limits[NFAM];           /* flops from which the Python path runs (0: never fast) */
+/* trmm/trsm: the same per precision and side (the recursion, which only the Python path runs, is chosen
+ * per precision and side): tri_limits[family - TRMM][precision][side 0 L, 1 R]. */
+static double tri_limits[2][4][2];
 static void *entry[NFAM][4];          /* Fortran entry points, NULL: not set */
 static int enabled = 0;
 static PyObject *current_var = NULL;  /* contextvars.ContextVar of the current runtime */
@@ -472,7 +476,7 @@ level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         s = sd ? n : m;
         if (PyArray_DIM(a, 0) != s || PyArray_DIM(a, 1) != s) NOT_HANDLED;
         flops = 1.0 * m * n * s * (cplx ? 4.0 : 1.0);
-        if (!(flops < limits[fam])) NOT_HANDLED;
+        if (!(flops < tri_limits[fam - TRMM][prec][sd ? 1 : 0])) NOT_HANDLED;
         uplo = lo ? 'L' : 'U';
         transa = "NTC"[ta];
         if (layout(a) == 'C' && ta != 2) {  /* the Fortran-ordered transpose: other triangle, trans flipped */
@@ -1302,26 +1306,47 @@ family_index(PyObject *key)
     return -1;
 }
 
+/* "dtrmm/L" -> (family TRMM or TRSM, precision index, side index); -1 when the key is not of that form. */
+static int
+tri_key(const char *s, int *prec, int *side)
+{
+    size_t len = strlen(s);
+    if (len != 7 || s[5] != '/' || (s[6] != 'L' && s[6] != 'R')) return -1;
+    if ((*prec = prefix_index(s[0])) < 0) return -1;
+    *side = s[6] == 'R';
+    if (strncmp(s + 1, "trmm", 4) == 0) return TRMM;
+    if (strncmp(s + 1, "trsm", 4) == 0) return TRSM;
+    return -1;
+}
+
 static PyObject *
 set_level3_limits(PyObject *mod, PyObject *arg)
 {
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    double newlim[NFAM];
+    double newlim[NFAM], newtri[2][4][2];
     if (!PyDict_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "set_level3_limits takes a dict {family: flops}");
+        PyErr_SetString(PyExc_TypeError, "set_level3_limits takes a dict {family or 'dtrmm/L': flops}");
         return NULL;
     }
     memcpy(newlim, limits, sizeof limits);
+    memcpy(newtri, tri_limits, sizeof tri_limits);
     while (PyDict_Next(arg, &pos, &key, &value)) {
-        int f = family_index(key);
-        double v;
-        if (f < 0) return NULL;
-        v = PyFloat_AsDouble(value);
+        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int f, p, sd;
+        double v = PyFloat_AsDouble(value);
         if (v == -1.0 && PyErr_Occurred()) return NULL;
+        if (s != NULL && (f = tri_key(s, &p, &sd)) >= 0) {  /* one precision and side of trmm/trsm */
+            newtri[f - TRMM][p][sd] = v;
+            continue;
+        }
+        if ((f = family_index(key)) < 0) return NULL;
         newlim[f] = v;
+        if (f == TRMM || f == TRSM)  /* a family's limit: every precision and side */
+            for (p = 0; p < 4; p++) newtri[f - TRMM][p][0] = newtri[f - TRMM][p][1] = v;
     }
     memcpy(limits, newlim, sizeof limits);
+    memcpy(tri_limits, newtri, sizeof tri_limits);
     Py_RETURN_NONE;
 }
 
@@ -1339,6 +1364,19 @@ get_level3_limits(PyObject *mod, PyObject *unused)
         }
         Py_DECREF(v);
     }
+    for (int f = 0; f < 2; f++)
+        for (int p = 0; p < 4; p++)
+            for (int sd = 0; sd < 2; sd++) {
+                char name[8];
+                PyObject *v = PyFloat_FromDouble(tri_limits[f][p][sd]);
+                snprintf(name, sizeof name, "%c%s/%c", PREFIXES[p], FAMILY[TRMM + f], "LR"[sd]);
+                if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
+                    Py_XDECREF(v);
+                    Py_DECREF(d);
+                    return NULL;
+                }
+                Py_DECREF(v);
+            }
     return d;
 }
 
@@ -1412,7 +1450,8 @@ is_enabled(PyObject *mod, PyObject *unused)
 
 static PyMethodDef methods[] = {
     {"set_level3_limits", set_level3_limits, METH_O,
-     "set_level3_limits({family: flops}): calls with at least this many flops take the Python path."},
+     "set_level3_limits({family: flops}): calls with at least this many flops take the Python path\n"
+     "('dtrmm/L'-style keys: one precision and side of trmm/trsm)."},
     {"get_level3_limits", get_level3_limits, METH_NOARGS, "The flop limits in force, per family."},
     {"set_level3_library", set_level3_library, METH_O,
      "set_level3_library({'dgemm': address, ...}): the Fortran entry points the small-call path calls."},
