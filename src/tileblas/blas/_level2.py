@@ -64,9 +64,13 @@ from tileblas.blas._common import (
     small_path,
 )
 from tileblas.kernels._openblas import get_library
+from tileblas.kernels._threadpool import default_threads
 
 _call = _native.call
-_LIB = get_library(1)
+# The instance on all the cores (as SciPy's OpenBLAS): OpenBLAS itself runs a call on one thread below its
+# own size thresholds, so small calls cost the same, and large (memory-bound) ones get every core's
+# bandwidth; threadpoolctl's limits reach it like every tileblas instance.
+_LIB = get_library(default_threads())
 _TRANS = "NTC"
 
 
