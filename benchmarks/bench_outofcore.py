@@ -116,6 +116,26 @@ def _dir_files(path: str) -> list[str]:
     return [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs]
 
 
+def _memmaps(f: dict[str, str], n: int) -> tuple[np.memmap, np.memmap, np.memmap]:
+    """A and B read-only, C read-write, as n x n float64 Fortran-ordered memmaps."""
+    return tuple(np.memmap(f[k], dtype=np.float64, mode="r+" if k == "c" else "r", shape=(n, n), order="F")
+                 for k in ("a", "b", "c"))
+
+
+def _tileblas_gemm(a, b, c, budget: int, res: dict) -> None:
+    """C = A B on ``Runtime(host_memory=budget)``; time, tile size, bytes moved and tile-cache stats into res."""
+    import tileblas
+
+    with tileblas.Runtime(host_memory=budget, progress=True) as rt:
+        t0 = time.perf_counter()
+        rt.run("gemm", 1.0, a, b, 0.0, c)
+        res["seconds"] = time.perf_counter() - t0
+        p = rt.last_profile()
+        res["tile"] = p.tile_size
+        res["bytes_to_tiles"] = int(sum(dv.bytes_moved for dv in p.devices))
+        res["cache"] = rt.stats().get("memory", {})
+
+
 def worker(method: str, d: str, n: int, budget: int, chunk: int, zchunk: int = 2048) -> dict:
     f = _files(d, n)
     io0 = _io()
@@ -132,27 +152,13 @@ def worker(method: str, d: str, n: int, budget: int, chunk: int, zchunk: int = 2
         _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
         res["seconds"] = time.perf_counter() - t0
     elif method == "tileblas":
-        import tileblas
-
-        a = np.memmap(f["a"], dtype=np.float64, mode="r", shape=(n, n), order="F")
-        b = np.memmap(f["b"], dtype=np.float64, mode="r", shape=(n, n), order="F")
-        c = np.memmap(f["c"], dtype=np.float64, mode="r+", shape=(n, n), order="F")
-        with tileblas.Runtime(host_memory=budget, progress=True) as rt:
-            t0 = time.perf_counter()
-            rt.run("gemm", 1.0, a, b, 0.0, c)
-            res["seconds"] = time.perf_counter() - t0
-            p = rt.last_profile()
-            res["tile"] = p.tile_size
-            res["bytes_to_tiles"] = int(sum(dv.bytes_moved for dv in p.devices))
-            res["cache"] = rt.stats().get("memory", {})
+        _tileblas_gemm(*_memmaps(f, n), budget, res)
     elif method == "dask":
         import dask
         import dask.array as da
         from threadpoolctl import threadpool_limits
 
-        a = np.memmap(f["a"], dtype=np.float64, mode="r", shape=(n, n), order="F")
-        b = np.memmap(f["b"], dtype=np.float64, mode="r", shape=(n, n), order="F")
-        c = np.memmap(f["c"], dtype=np.float64, mode="r+", shape=(n, n), order="F")
+        a, b, c = _memmaps(f, n)
         with threadpool_limits(1), dask.config.set(scheduler="threads"):
             t0 = time.perf_counter()
             da.store(da.from_array(a, chunks=chunk) @ da.from_array(b, chunks=chunk), c, lock=False)
@@ -161,18 +167,9 @@ def worker(method: str, d: str, n: int, budget: int, chunk: int, zchunk: int = 2
     elif method == "tileblas-zarr":
         import zarr
 
-        import tileblas
-
         z = _zarr_paths(d, n, zchunk)
-        a, b = zarr.open_array(z["a"], mode="r"), zarr.open_array(z["b"], mode="r")
-        c = zarr.open_array(z["c"], mode="r+")
-        with tileblas.Runtime(host_memory=budget, progress=True) as rt:
-            t0 = time.perf_counter()
-            rt.run("gemm", 1.0, a, b, 0.0, c)
-            res["seconds"] = time.perf_counter() - t0
-            p = rt.last_profile()
-            res["tile"] = p.tile_size
-            res["bytes_to_tiles"] = int(sum(dv.bytes_moved for dv in p.devices))
+        _tileblas_gemm(zarr.open_array(z["a"], mode="r"), zarr.open_array(z["b"], mode="r"),
+                       zarr.open_array(z["c"], mode="r+"), budget, res)
     elif method == "dask-zarr":
         import dask
         import dask.array as da

@@ -20,7 +20,6 @@ tileblas.blas).
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from typing import Any
@@ -34,30 +33,17 @@ def fastpath_limits() -> dict[str, float]:
     """Per routine, the flops below which the policy in force computes with one native call on all threads
     in every precision (finite; ``sys.float_info.max`` for "always"); for trmm/trsm also per precision and
     side (keys ``'dtrmm/L'``...): below the fewest flops at which the recursion can be chosen there."""
-    from tileblas._tuning import get_tuning
+    from tileblas._dtypes import DTYPE_OF
     from tileblas.policy import _paths
+    from tileblas.policy._recursion import recursion_first_flops
 
     pol = _paths.policy()
-    tuning = get_tuning()
-    rec = math.inf
-    for (fam, _), rule in pol.recursion.items():  # the fewest flops (real count) at which recursion is chosen
-        order, rhs = ((tuning.recursive_min_order, tuning.recursive_rhs[0]) if rule is None
-                      else (rule[0], rule[1]))
-        rec = min(rec, float(order) * order * max(rhs, 1))
-    out = {k: min(v, sys.float_info.max) for k, v in pol.level3_limits(rec).items()}
-    for fam in ("trmm", "trsm"):
-        for p in "sdcz":
-            rule = pol.recursion.get((fam, _paths.precision_class(p)))
-            units = 4.0 if p in "cz" else 1.0  # the fast path counts a complex flop as 4
-            for side in "LR":
-                if rule is not None:
-                    first = float(rule[0]) * rule[0] * max(rule[1], 1)
-                elif side == "L" and p not in tuning.recursive_left_prefixes:
-                    first = math.inf  # the shipped rule never runs the recursion here
-                else:
-                    first = float(tuning.recursive_min_order) ** 2 * max(tuning.recursive_rhs[0], 1)
-                lim = min(pol.tile_limit(fam, p), first * units)
-                out[f"{p}{fam}/{side}"] = min(lim, sys.float_info.max)
+    first = {(fam, p, side): recursion_first_flops(fam, DTYPE_OF[p].char, side)
+             for fam in ("trmm", "trsm") for p in "sdcz" for side in "LR"}  # real count
+    out = {k: min(v, sys.float_info.max) for k, v in pol.level3_limits(min(first.values())).items()}
+    for (fam, p, side), flops in first.items():
+        units = 4.0 if p in "cz" else 1.0  # the fast path counts a complex flop as 4
+        out[f"{p}{fam}/{side}"] = min(pol.tile_limit(fam, DTYPE_OF[p].char), flops * units, sys.float_info.max)
     return out
 
 

@@ -37,11 +37,10 @@ def is_zarr(obj: Any) -> bool:
 
 
 class _Entry:
-    __slots__ = ("zarr", "map", "base", "nbytes", "rows", "cols", "itemsize", "written", "lock")
+    __slots__ = ("zarr", "base", "nbytes", "rows", "cols", "itemsize", "written", "lock")
 
-    def __init__(self, z: Any, mm: mmap.mmap, base: int, rows: int, cols: int, itemsize: int) -> None:
+    def __init__(self, z: Any, base: int, rows: int, cols: int, itemsize: int) -> None:
         self.zarr = z
-        self.map = mm
         self.base = base
         self.rows, self.cols, self.itemsize = rows, cols, itemsize
         self.nbytes = rows * cols * itemsize
@@ -87,7 +86,7 @@ def stand_in(z: Any, name: str) -> np.ndarray:
     base = a.__array_interface__["data"][0]
     _mprotect(base, length, 0)  # PROT_NONE: no access, no memory
     with _LOCK:
-        _REG[base] = _Entry(z, mm, base, rows, cols, dt.itemsize)
+        _REG[base] = _Entry(z, base, rows, cols, dt.itemsize)
     return a
 
 

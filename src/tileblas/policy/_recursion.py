@@ -25,7 +25,7 @@ from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.policy import _paths
 
-__all__ = ["recursion_faster", "recursion_stop", "RECURSIVE_MIN_ORDER", "RECURSIVE_MIN_THREADS", "RECURSIVE_RHS"]
+__all__ = ["recursion_faster", "recursion_first_flops", "recursion_stop", "RECURSIVE_MIN_ORDER", "RECURSIVE_MIN_THREADS", "RECURSIVE_RHS"]
 
 #: Shipped defaults of the rule for when the trmm/trsm kernels run the recursion instead of OpenBLAS's
 #: own routine, kept under their old names; the values in force are :func:`tileblas.get_tuning`'s
@@ -53,6 +53,19 @@ def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dty
             return False
         return side != "L" or PREFIX_OF[np.dtype(dtype_char)] in t.recursive_left_prefixes
     return order >= rule[0] and rule[1] <= rhs <= rule[2]
+
+
+def recursion_first_flops(kind: str, dtype_char: str, side: str) -> float:
+    """The fewest flops (order**2 * rhs, real count) of a ``kind`` call in precision ``dtype_char`` with
+    the triangle on ``side`` for which :func:`recursion_faster` can answer True (on enough threads), by
+    the same rule; ``inf`` where it never does.  Below it a call never runs the recursion."""
+    t = get_tuning()
+    rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
+    if rule is not None:
+        return float(rule[0]) * rule[0] * max(rule[1], 1)
+    if side == "L" and PREFIX_OF[np.dtype(dtype_char)] not in t.recursive_left_prefixes:
+        return float("inf")
+    return float(t.recursive_min_order) ** 2 * max(t.recursive_rhs[0], 1)
 
 
 def recursion_stop(kind: str, side: str, free: int, dtype: Any) -> int:

@@ -505,6 +505,12 @@ class Runtime:
             return self._direct(name, bound, shape, flops, "shared")
         plan = P.plan_call(name, bound, tile, self._split_target())
         reserve(out, "c" if "c" in bound else "b")  # a file-backed output: no SIGBUS or half-written file
+        self._tiled(plan, name, shape, out, tile, flops, lambda: " and the output is undefined")
+
+    def _tiled(self, plan: Any, name: str, shape: tuple, out: np.ndarray, tile: int, flops: float,
+               after: Callable[[], str]) -> None:
+        """Run ``plan`` and record it; a failed call's exception gets a note naming the failed task, saying
+        the rest was cancelled, then ``after()`` (what became of the output)."""
         call = self._run_plan(plan)
         path = "split-k" if plan.split > 1 else "tiled"
         self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
@@ -512,8 +518,7 @@ class Runtime:
         if call.error is not None:
             exc = call.error
             if hasattr(exc, "add_note"):
-                exc.add_note(f"(tileblas: {call.error_note}; the rest of the call was cancelled and the "
-                             f"output is undefined)")
+                exc.add_note(f"(tileblas: {call.error_note}; the rest of the call was cancelled{after()})")
             raise exc
 
     def _run_zarr(self, name: str, args: tuple, kwargs: dict, tile_size: int | None) -> None:
@@ -561,18 +566,8 @@ class Runtime:
                 return self._zarr_in_memory(name, args, kwargs, names, zs, out_name, tile_size)
             # no split-k into a zarr output: each output tile is written once, whole
             plan = P.plan_call(name, bound, tile, 0 if z_out is not None else self._split_target())
-            call = self._run_plan(plan)
-            path = "split-k" if plan.split > 1 else "tiled"
-            self._record(name, shape, out.dtype, tile, path, flops, call.records, call.t_start, call.t_end,
-                         failed=call.error is not None)
-            if call.error is not None:
-                exc = call.error
-                if hasattr(exc, "add_note"):
-                    note = f"(tileblas: {call.error_note}; the rest of the call was cancelled"
-                    if z_out is not None:
-                        note += "; " + _zarrtiles.written_note(out_name, _zarrtiles.written(stand[out_name]), (m, n))
-                    exc.add_note(note + ")")
-                raise exc
+            self._tiled(plan, name, shape, out, tile, flops, lambda: "" if z_out is None else "; " + (
+                _zarrtiles.written_note(out_name, _zarrtiles.written(stand[out_name]), (m, n))))
         finally:
             for a in stand.values():
                 _zarrtiles.release(a)
