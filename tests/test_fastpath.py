@@ -7,6 +7,7 @@ path policy's limits are run by the runtime.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 
 import numpy as np
@@ -214,6 +215,83 @@ def test_common_calls_take_the_small_path():
     assert fp.Level3("syrk", "z")(1.0, a.astype(complex), 0.0, None, 1, 0, 0) is not NotImplemented
     t = _tri(rng, 16, np.float32, "C")
     assert fp.Level3("trsm", "s")(1.0, t, b.astype(np.float32), 1, 1, 1, 0, 0) is not NotImplemented
+
+
+def test_the_front_binds_keywords_and_defaults_in_c():
+    """A routine with a front binds a call made as users make it (keywords, defaults left out) to its
+    parameters in C and runs the small path; what it does not bind goes, as made, to the fallback."""
+    calls = []
+
+    def fallback(*args, **kw):
+        calls.append((args, kw))
+        return "python"
+
+    front = fp.Level3("gemm", "d", fallback, _PARAMS["gemm"], (0.0, None, 0, 0, 0))
+    rng = np.random.default_rng(2)
+    a, b = _rand(rng, (6, 5), np.float64), _rand(rng, (5, 4), np.float64, "C")
+    scale = np.max(np.abs(a)) * np.max(np.abs(b)) * 5
+    for args, kw, ref in [
+        ((1.0, a, b), {}, a @ b),
+        ((2.0,), dict(a=a, b=b), 2 * a @ b),
+        ((), dict(b=b, a=a, alpha=1.0, beta=0.0), a @ b),
+        ((1.0, a, b.T.copy(order="F")), dict(trans_b=1), a @ b),
+        ((1.0, a, b, 1.0), dict(c=np.ones((6, 4))), a @ b + 1),
+        ((1.0, a, b, 0.0, None, 0, 0, 0), {}, a @ b),
+    ]:
+        got = front(*args, **kw)
+        assert calls == [], kw
+        _check_result(got, ref, 2 * scale, 5, np.float64)
+    c = np.asfortranarray(np.ones((6, 4)))
+    assert front(1.0, a, b, beta=1.0, c=c, overwrite_c=1) is c and calls == []  # in place, by keyword
+    _close(c, a @ b + 1, scale, 5, np.float64)
+    for args, kw in [
+        ((1.0, a), {}),                                   # b missing
+        ((1.0, a, b), dict(alpha=2.0)),                   # alpha twice
+        ((1.0, a, b), dict(bogus=1)),                     # no such parameter
+        ((1.0, a, b, 0.0, None, 0, 0, 0, 0), {}),         # one argument too many
+        ((1.0, a, b), dict(trans_a=5)),                   # bound, but a flag the small path declines
+        ((1.0, a.tolist(), b), {}),                       # bound, but a list
+    ]:
+        calls.clear()
+        assert front(*args, **kw) == "python"
+        assert len(calls) == 1 and len(calls[0][0]) == len(args) and sorted(calls[0][1]) == sorted(kw)
+        assert all(x is y for x, y in zip(calls[0][0], args))
+        assert all(calls[0][1][key] is kw[key] for key in kw)
+    # the routine's own errors, raised by the fallback, name the argument
+    with pytest.raises(TypeError, match="bogus"):
+        tb.dgemm(1.0, a, b, bogus=1)
+    with pytest.raises(TypeError, match="alpha"):
+        tb.dgemm(1.0, a, b, alpha=2.0)
+    with pytest.raises(TypeError, match="'b'"):
+        tb.dgemm(1.0, a)
+
+
+def test_the_front_is_refused_bad_parameters():
+    with pytest.raises(TypeError, match="fallback must be callable"):
+        fp.Level3("gemm", "d", 3, _PARAMS["gemm"], ())
+    with pytest.raises(ValueError, match="8 parameter names"):
+        fp.Level3("gemm", "d", print, ("alpha", "a"), ())
+    with pytest.raises(ValueError, match="defaults"):
+        fp.Level3("gemm", "d", print, _PARAMS["gemm"], tuple(range(9)))
+    with pytest.raises(TypeError, match="must be str"):
+        fp.Level3("syrk", "d", print, (1, 2, 3, 4, 5, 6, 7), ())
+    # a bare path (no fallback) binds nothing: keywords or missing arguments are NotImplemented
+    a = np.ones((2, 2))
+    assert fp.Level3("gemm", "d")(1.0, a, a, beta=0.0) is NotImplemented
+    assert fp.Level3("gemm", "d")(1.0, a, a) is NotImplemented
+
+
+@pytest.mark.parametrize("name", sorted(n for n in tb.__all__ if n[1:] in FAMILIES))
+def test_public_level3_routines_look_like_functions(name):
+    import pickle
+
+    fn = getattr(tb, name)
+    assert fn.__name__ == fn.__qualname__ == name and fn.__module__ == "tileblas.blas"
+    assert fn.__doc__ == fn.__wrapped__.__doc__ and name in fn.__doc__
+    assert inspect.signature(fn) == inspect.signature(fn.__wrapped__)
+    assert list(inspect.signature(fn).parameters) == list(_PARAMS[name[1:]])
+    assert pickle.loads(pickle.dumps(fn)) is fn
+    assert name in repr(fn)
 
 
 @pytest.mark.parametrize("args", [
@@ -424,8 +502,9 @@ def test_level12_small_path_matches_scipy(p):
             r0 = got[0] if isinstance(got, tuple) else got
             assert (r0 is a1[inplace]) == ((ref[0] if isinstance(ref, tuple) else ref) is a2[inplace]), name
         # the C path itself handles the call: given every argument positionally, it returns a result
-        small = next(c.cell_contents for c in mine.__closure__ if type(c.cell_contents) is fp.Level12)
         params = list(inspect.signature(mine).parameters.values())
+        # the same path with a fallback that only says "not handled": NotImplemented means the C path declined
+        small = mine.front(lambda *a, **k: NotImplemented, tuple(q.name for q in params), ())
         full = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args]
         full += [q.default for q in params[len(args):]]
         hermitian_c = name[1:] == "hemv" and not args[1].flags.f_contiguous  # a.T is conj(a): Python path
@@ -452,7 +531,7 @@ def test_numpy_scalars_take_the_small_path():
     x = np.arange(1.0, 5.0, dtype=np.float32)
     got = tb.saxpy(x, np.ones(4, np.float32), a=np.float32(2))
     assert got.tolist() == sb.saxpy(x, np.ones(4, np.float32), a=np.float32(2)).tolist()
-    small = next(c.cell_contents for c in tb.saxpy.__closure__ if type(c.cell_contents) is fp.Level12)
+    small = tb.saxpy.front(lambda *a, **k: NotImplemented, tuple(inspect.signature(tb.saxpy).parameters), ())
     assert small(x, np.ones(4, np.float32), None, np.float32(2), 0, 1, 0, 1) is not NotImplemented
     assert small(x, np.ones(4, np.float32), None, np.complex64(2), 0, 1, 0, 1) is NotImplemented  # Python's rule
     z = np.ones(3, np.complex128)
@@ -460,3 +539,46 @@ def test_numpy_scalars_take_the_small_path():
     assert tb.srotg(np.float32(1), np.float32(2)) == pytest.approx(sb.srotg(np.float32(1), np.float32(2)), rel=1e-6)
     a = np.asfortranarray(np.eye(3))
     assert fp.Level3("gemm", "d")(np.int64(2), a, a, np.float32(0), None, 0, 0, 0) is not NotImplemented
+
+
+def test_level12_fronts_bind_keywords_in_c():
+    """Level 1/2 routines bind keyword calls in C too; only what they do not bind reaches Python."""
+    calls = []
+
+    def record(*args, **kw):
+        calls.append(kw)
+        return "python"
+
+    x, y = np.arange(1.0, 6.0), np.ones(5)
+    a = np.asfortranarray(np.arange(20.0).reshape(5, 4))
+    for routine, args, kw, ref in [
+        (tb.ddot, (), dict(x=x, y=y), sb.ddot(x, y)),
+        (tb.daxpy, (x,), dict(y=y.copy(), a=2.0), sb.daxpy(x, y.copy(), a=2.0)),
+        (tb.dgemv, (1.0, a), dict(x=x[:4], trans=0), sb.dgemv(1.0, a, x[:4])),
+        (tb.dgemv, (2.0, a, x), dict(trans=1, beta=0.0), sb.dgemv(2.0, a, x, trans=1)),
+        (tb.dnrm2, (), dict(x=x), sb.dnrm2(x)),
+    ]:
+        params = inspect.signature(routine).parameters
+        defaults = tuple(q.default for q in params.values() if q.default is not inspect.Parameter.empty)
+        probe = routine.front(record, tuple(params), defaults)
+        got = probe(*args, **kw)
+        assert calls == [], routine
+        assert np.allclose(got, ref, rtol=8 * 5 * np.finfo(float).eps, atol=0), routine
+    probe = tb.ddot.front(record, tuple(inspect.signature(tb.ddot).parameters), (None, 0, 1, 0, 1))
+    assert probe(x, y, nn=2) == "python" and calls == [dict(nn=2)]
+    with pytest.raises(TypeError, match="nn"):
+        tb.ddot(x, y, nn=2)
+    with pytest.raises(TypeError, match="'y'"):
+        tb.ddot(x)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in tb.__all__ if type(getattr(tb, n)) is fp.Level12))
+def test_public_level12_routines_look_like_functions(name):
+    import pickle
+
+    fn = getattr(tb, name)
+    assert fn.__name__ == fn.__qualname__ == name and fn.__module__ == "tileblas.blas"
+    assert fn.__doc__ == fn.__wrapped__.__doc__ and name in fn.__doc__
+    assert inspect.signature(fn) == inspect.signature(fn.__wrapped__)
+    assert pickle.loads(pickle.dumps(fn)) is fn
+    assert repr(fn) == f"<tileblas.blas routine {name}>"

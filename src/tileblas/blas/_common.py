@@ -30,6 +30,7 @@ What it must not touch
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Callable
 
@@ -250,6 +251,20 @@ def small_path(kind: str, prefix: str, address: int) -> Callable[..., Any]:
 
 def _not_handled(*args: Any) -> Any:
     return NotImplemented
+
+
+def front(small: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The routine as users get it: the small-call path ``small`` (from :func:`small_path`) in front of
+    its Python implementation ``fn`` (named and documented).  Called as ``fn`` is -- positionally or by
+    keyword -- it binds the arguments in C and computes a common call at once; every other call, and
+    every binding it does not do, goes to ``fn`` as made, which converts, checks and raises.
+    ``__name__``, ``__doc__``, ``__wrapped__`` (so ``inspect.signature``) are ``fn``'s; pickled by name.
+    Without the compiled module, ``fn`` itself."""
+    if small is _not_handled:  # pragma: no cover - a build without the C module
+        return fn
+    code = fn.__code__
+    routine = small.front(fn, code.co_varnames[: code.co_argcount], fn.__defaults__ or ())
+    return functools.update_wrapper(routine, fn)
 
 
 def _too_big(what: str, value: int) -> OverflowError:

@@ -2,14 +2,15 @@
  * tileblas.blas._fastpath -- the small-call path of the drop-in routines (Level 3 below; Level 1/2 further
  * down, with their own notes).
  *
- * Each public Level-3 routine of tileblas.blas (tileblas.blas._level3) first hands its arguments, all of them
- * positionally, to a Level3 object of this module.  When the call is a common one, the object does the
- * whole call here: one validation, one native BLAS call on tileblas' OpenBLAS instance of the path
+ * Each public Level-3 routine of tileblas.blas (tileblas.blas._level3) is a Level3 object of this module
+ * with a front (below): called as users call it, it binds the arguments to the routine's parameters here
+ * and, when the call is a common one, does the whole call here: one validation, one native BLAS call on tileblas' OpenBLAS instance of the path
  * policy's thread count, the result array returned.  Anything else -- other types or dtypes, N-d or
  * empty operands, shapes that do not fit, flag values out of range, memory shared between the output and
  * an input, calls at or above the flop limit where the path policy tiles or recurses, a runtime other
- * than the process default in force -- returns NotImplemented *before anything is written*, and the
- * Python implementation takes over: it raises the errors (naming the argument) and runs the runtime.
+ * than the process default in force -- goes, as it was made, to the Python implementation *before
+ * anything is written*: it raises the errors (naming the argument) and runs the runtime.  (A bare object,
+ * made without a fallback, returns NotImplemented instead.)
  *
  * Semantics are those of the Python implementation (SciPy's): the output is a new Fortran-ordered array
  * unless overwrite_* is set and the caller's array is already a Fortran-contiguous, aligned, writeable
@@ -80,11 +81,24 @@ typedef union {
     double cd[2];
 } scalar_t;
 
+/* The public face of a routine (see "the front" below): its parameters and the Python implementation
+ * that takes every call the small-call path declines.  fallback NULL: a bare small-call path, called with
+ * every argument positionally, returning NotImplemented where it declines. */
+typedef struct {
+    PyObject *fallback;                /* the Python implementation */
+    PyObject *names;                   /* tuple of the parameter names (interned str) */
+    PyObject *defaults;                /* tuple: the defaults of the last len(defaults) parameters */
+    PyObject *dict;                    /* __name__, __doc__, __wrapped__, ... (functools.update_wrapper) */
+} Front;
+
+#define MAX_PARAMS 16
+
 typedef struct {
     PyObject_HEAD
     int fam;
     int prec;                          /* index into PREFIXES */
     vectorcallfunc vectorcall;
+    Front front;
 } Level3Object;
 
 /* ------------------------------------------------------------------------------------- conversion */
@@ -295,25 +309,138 @@ ld(PyArrayObject *a)  /* leading dimension of a Fortran-contiguous operand */
     return (int)(r > 1 ? r : 1);
 }
 
+/* ------------------------------------------------------------------------------------- the front */
+/*
+ * A routine of tileblas.blas is one of the objects below with a front: called as users call it
+ * (positionally or by keyword, defaults left out), it binds the arguments to the routine's parameters
+ * in C, runs the small-call path, and hands the call as it was made to the Python implementation
+ * (``fallback``) wherever the path declines -- including every binding it does not do itself (unknown
+ * or repeated keywords, too many arguments), so that Python raises its usual errors.  No Python frame
+ * stands between a small call and BLAS.
+ */
+
+/* The arguments of a call bound to all ``want`` parameters of ``f`` in ``slot`` (borrowed references);
+ * NULL when this front does not bind them (the fallback then takes the call). */
+static PyObject *const *
+bind_args(const Front *f, Py_ssize_t want, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+          PyObject **slot)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames), ndef, i, j;
+    if (nkw == 0 && nargs == want) return args;
+    if (f->names == NULL || nargs > want || want > MAX_PARAMS) return NULL;
+    for (i = 0; i < want; i++) slot[i] = i < nargs ? args[i] : NULL;
+    for (j = 0; j < nkw; j++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, j);
+        for (i = 0; i < want; i++) {
+            PyObject *name = PyTuple_GET_ITEM(f->names, i);
+            if (name == key) break;
+        }
+        if (i == want) {  /* not interned the same: compare the text */
+            for (i = 0; i < want; i++)
+                if (PyUnicode_Compare(PyTuple_GET_ITEM(f->names, i), key) == 0) break;
+            if (PyErr_Occurred()) { PyErr_Clear(); return NULL; }
+        }
+        if (i == want || slot[i] != NULL) return NULL;
+        slot[i] = args[nargs + j];
+    }
+    ndef = PyTuple_GET_SIZE(f->defaults);
+    for (i = 0; i < want; i++) {
+        if (slot[i] != NULL) continue;
+        if (i < want - ndef) return NULL;  /* a required argument missing */
+        slot[i] = PyTuple_GET_ITEM(f->defaults, i - (want - ndef));
+    }
+    return slot;
+}
+
+/* The call as it was made, by the Python implementation; NotImplemented for a bare path. */
+static PyObject *
+fall_back(const Front *f, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (f->fallback == NULL) Py_RETURN_NOTIMPLEMENTED;
+    return PyObject_Vectorcall(f->fallback, args, nargsf, kwnames);
+}
+
+/* front_init(f, fallback, names, defaults, want, what): check and keep them; -1 with an exception. */
+static int
+front_init(Front *f, PyObject *fallback, PyObject *names, PyObject *defaults, Py_ssize_t want, const char *what)
+{
+    if (fallback == NULL || fallback == Py_None) return 0;
+    if (!PyCallable_Check(fallback)) {
+        PyErr_Format(PyExc_TypeError, "%s: fallback must be callable, got %R", what, fallback);
+        return -1;
+    }
+    if (names == NULL || !PyTuple_Check(names) || PyTuple_GET_SIZE(names) != want) {
+        PyErr_Format(PyExc_ValueError, "%s: names must be a tuple of its %zd parameter names, got %R", what, want,
+                     names == NULL ? Py_None : names);
+        return -1;
+    }
+    if (defaults == NULL || defaults == Py_None) defaults = PyTuple_New(0);
+    else {
+        if (!PyTuple_Check(defaults) || PyTuple_GET_SIZE(defaults) > want) {
+            PyErr_Format(PyExc_ValueError, "%s: defaults must be a tuple of at most %zd values, got %R", what, want,
+                         defaults);
+            return -1;
+        }
+        Py_INCREF(defaults);
+    }
+    if (defaults == NULL) return -1;
+    f->names = PyTuple_New(want);
+    if (f->names == NULL) { Py_DECREF(defaults); return -1; }
+    for (Py_ssize_t i = 0; i < want; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (!PyUnicode_CheckExact(name)) {
+            PyErr_Format(PyExc_TypeError, "%s: parameter names must be str, got %R", what, name);
+            Py_CLEAR(f->names);
+            Py_DECREF(defaults);
+            return -1;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        PyTuple_SET_ITEM(f->names, i, name);
+    }
+    f->defaults = defaults;
+    Py_INCREF(fallback);
+    f->fallback = fallback;
+    return 0;
+}
+
+static int
+front_traverse(Front *f, visitproc visit, void *arg)
+{
+    Py_VISIT(f->fallback);
+    Py_VISIT(f->names);
+    Py_VISIT(f->defaults);
+    Py_VISIT(f->dict);
+    return 0;
+}
+
+static void
+front_clear(Front *f)
+{
+    Py_CLEAR(f->fallback);
+    Py_CLEAR(f->names);
+    Py_CLEAR(f->defaults);
+    Py_CLEAR(f->dict);
+}
+
 /* ------------------------------------------------------------------------------------ the routines */
 
 #define NOT_HANDLED goto python
 #define FAIL goto error
 #define RUN3(stmt) RUN_IF(flops > GIL_FLOPS, stmt)
 
+/* The small-call path given all the routine's arguments in order: the result, or NotImplemented having
+ * written nothing, or NULL with an exception. */
 static PyObject *
-level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+level3_small(Level3Object *self, PyObject *const *args)
 {
-    Level3Object *self = (Level3Object *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int fam = self->fam, prec = self->prec, cplx = prec >= 2;
     void *fn = entry[fam][prec];
     PyArrayObject *a = NULL, *b = NULL, *out = NULL, *acopy = NULL, *bcopy = NULL;
     scalar_t alpha, beta;
     double flops;
-    Py_ssize_t want = (fam == SYRK || fam == HERK) ? 7 : 8;
 
-    if (kwnames != NULL || nargs != want || !enabled || fn == NULL || (declining && declined)) NOT_HANDLED;
+    if (!enabled || fn == NULL || (declining && declined)) NOT_HANDLED;
     if (current_var != NULL) {
         PyObject *cur = NULL;
         if (PyContextVar_Get(current_var, Py_None, &cur) < 0) {
@@ -520,6 +647,27 @@ error:
     return NULL;
 }
 
+static Py_ssize_t
+level3_nparams(int fam)
+{
+    return (fam == SYRK || fam == HERK) ? 7 : 8;
+}
+
+static PyObject *
+level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Level3Object *self = (Level3Object *)callable;
+    PyObject *slot[MAX_PARAMS];
+    PyObject *const *bound = bind_args(&self->front, level3_nparams(self->fam), args, PyVectorcall_NARGS(nargsf),
+                                       kwnames, slot);
+    if (bound != NULL) {
+        PyObject *r = level3_small(self, bound);
+        if (r != Py_NotImplemented) return r;  /* the result, or an error */
+        Py_DECREF(r);
+    }
+    return fall_back(&self->front, args, nargsf, kwnames);
+}
+
 /* ------------------------------------------------------------------------------------ the type */
 
 static PyObject *
@@ -527,9 +675,11 @@ level3_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     const char *fam, *prefix;
     Level3Object *self;
+    PyObject *fallback = NULL, *names = NULL, *defaults = NULL;
     int f = -1, p = -1;
-    static char *kwlist[] = {"family", "prefix", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ss", kwlist, &fam, &prefix))
+    char what[32];
+    static char *kwlist[] = {"family", "prefix", "fallback", "names", "defaults", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ss|OOO", kwlist, &fam, &prefix, &fallback, &names, &defaults))
         return NULL;
     for (int i = 0; i < NFAM; i++)
         if (strcmp(fam, FAMILY[i]) == 0) f = i;
@@ -547,12 +697,67 @@ level3_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->fam = f;
     self->prec = p;
     self->vectorcall = level3_vectorcall;
+    PyOS_snprintf(what, sizeof what, "Level3 %s%s", prefix, fam);
+    if (front_init(&self->front, fallback, names, defaults, level3_nparams(f), what) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
+
+static int
+level3_traverse(Level3Object *self, visitproc visit, void *arg)
+{
+    return front_traverse(&self->front, visit, arg);
+}
+
+static int
+level3_clear(Level3Object *self)
+{
+    front_clear(&self->front);
+    return 0;
+}
+
+static void
+level3_dealloc(Level3Object *self)
+{
+    PyObject_GC_UnTrack(self);
+    front_clear(&self->front);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* "<tileblas.blas routine dgemm>" (the name update_wrapper copied from the fallback) */
+static PyObject *
+front_repr(PyObject *self)
+{
+    PyObject *name = PyObject_GetAttrString(self, "__name__"), *r;
+    if (name == NULL) return NULL;
+    r = PyUnicode_FromFormat("<tileblas.blas routine %S>", name);
+    Py_DECREF(name);
+    return r;
+}
+
+/* pickle: a routine with a front is saved as its module's attribute __qualname__ (as functions are) */
+static PyObject *
+front_reduce(PyObject *self, PyObject *unused)
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef front_methods[] = {
+    {"__reduce__", front_reduce, METH_NOARGS, "Pickled by reference: the module attribute __qualname__."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef front_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static PyObject *
 level3_repr(Level3Object *self)
 {
+    if (self->front.fallback != NULL) return front_repr((PyObject *)self);
     return PyUnicode_FromFormat("<tileblas small-call path of %c%s>", PREFIXES[self->prec], FAMILY[self->fam]);
 }
 
@@ -560,10 +765,19 @@ static PyTypeObject Level3Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tileblas.blas._fastpath.Level3",
     .tp_basicsize = sizeof(Level3Object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Level3(family, prefix): the small-call path of one Level-3 routine; called with all the\n"
-              "routine's arguments positionally, it returns the result or NotImplemented (Python path).",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Level3(family, prefix, fallback=None, names=(), defaults=()): one Level-3 routine.\n\n"
+              "Without fallback, the bare small-call path: called with all the routine's arguments\n"
+              "positionally, it returns the result or NotImplemented (Python path).  With fallback (the\n"
+              "Python implementation, its parameter names and defaults), the routine itself: called as users\n"
+              "call it, it runs the small-call path or hands the call, as made, to fallback.",
     .tp_new = level3_new,
+    .tp_dealloc = (destructor)level3_dealloc,
+    .tp_traverse = (traverseproc)level3_traverse,
+    .tp_clear = (inquiry)level3_clear,
+    .tp_dictoffset = offsetof(Level3Object, front) + offsetof(Front, dict),
+    .tp_methods = front_methods,
+    .tp_getset = front_getset,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(Level3Object, vectorcall),
     .tp_repr = (reprfunc)level3_repr,
@@ -573,9 +787,10 @@ static PyTypeObject Level3Type = {
 /*
  * Level12(kind, prefix, address): the small-call path of one Level-1/2 routine of tileblas.blas, called
  * with all the routine's arguments positionally.  It handles the calls the Python fast paths of
- * tileblas.blas._level1 / _blas2 handle (default n, offsets 0, increments 1, operands of the routine's dtype that
- * BLAS can take as they are), with the same results, and returns NotImplemented for everything else.
- * The BLAS instance is the single-threaded one the Python code uses (``address`` is its entry point).
+ * tileblas.blas._level1 / _level2 handle (default n, offsets 0, increments 1, operands of the routine's dtype
+ * that BLAS can take as they are), with the same results, and returns NotImplemented for everything else.
+ * The BLAS instance is the one the Python code uses (``address`` is its entry point).  small.front(fallback,
+ * names, defaults) is the public routine: the same path with a front, as Level3's.
  */
 
 enum { AXPY, SCAL, COPY, SWAP, DOT, DOTU, DOTC, NRM2, ASUM, IAMAX, GEMV, SYMV, HEMV, TRMV, TRSV, GER, GERU,
@@ -598,6 +813,7 @@ typedef struct {
     int prec;
     void *fn;
     vectorcallfunc vectorcall;
+    Front front;
 } Level12Object;
 
 /* Exactly the Python int ``v``. */
@@ -762,17 +978,16 @@ zero_matrix(int prec, npy_intp m, npy_intp n)
 
 #define RUN(n, stmt) RUN_IF((n) > GIL_ELEMENTS, stmt)
 
+/* The small-call path given all the routine's arguments in order (as level3_small). */
 static PyObject *
-level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+level12_small(Level12Object *self, PyObject *const *args)
 {
-    Level12Object *self = (Level12Object *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int kind = self->kind, prec = self->prec, one = 1, k;
     void *fn = self->fn;
     PyArrayObject *x, *y;
     scalar_t s;
 
-    if (kwnames != NULL || nargs != NARGS[kind] || fn == NULL || (declining && declined)) Py_RETURN_NOTIMPLEMENTED;
+    if (fn == NULL || (declining && declined)) Py_RETURN_NOTIMPLEMENTED;
     switch (kind) {
     case AXPY:  /* axpy(x, y, n, a, offx, incx, offy, incy) */
     case COPY:  /* copy(x, y, n, offx, incx, offy, incy) */
@@ -1237,6 +1452,21 @@ level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
 }
 
 static PyObject *
+level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Level12Object *self = (Level12Object *)callable;
+    PyObject *slot[MAX_PARAMS];
+    PyObject *const *bound = bind_args(&self->front, NARGS[self->kind], args, PyVectorcall_NARGS(nargsf), kwnames,
+                                       slot);
+    if (bound != NULL) {
+        PyObject *r = level12_small(self, bound);
+        if (r != Py_NotImplemented) return r;
+        Py_DECREF(r);
+    }
+    return fall_back(&self->front, args, nargsf, kwnames);
+}
+
+static PyObject *
 level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     const char *kind, *prefix;
@@ -1274,9 +1504,67 @@ level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
+/* small.front(fallback, names, defaults): the same path with a front (a new object). */
+static PyObject *
+level12_front(Level12Object *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Level12Object *r;
+    char what[32];
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "front(fallback, names, defaults) takes 3 arguments");
+        return NULL;
+    }
+    if (args[0] == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "front: fallback must be callable, got None");
+        return NULL;
+    }
+    r = (Level12Object *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+    if (r == NULL) return NULL;
+    r->kind = self->kind;
+    r->prec = self->prec;
+    r->fn = self->fn;
+    r->vectorcall = level12_vectorcall;
+    PyOS_snprintf(what, sizeof what, "Level12 %s (%c)", KIND[self->kind], PREFIXES[self->prec]);
+    if (front_init(&r->front, args[0], args[1], args[2], NARGS[self->kind], what) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
+static int
+level12_traverse(Level12Object *self, visitproc visit, void *arg)
+{
+    return front_traverse(&self->front, visit, arg);
+}
+
+static int
+level12_clear(Level12Object *self)
+{
+    front_clear(&self->front);
+    return 0;
+}
+
+static void
+level12_dealloc(Level12Object *self)
+{
+    PyObject_GC_UnTrack(self);
+    front_clear(&self->front);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef level12_methods[] = {
+    {"front", (PyCFunction)(void (*)(void))level12_front, METH_FASTCALL,
+     "front(fallback, names, defaults): this path in front of the Python implementation fallback (its\n"
+     "parameter names and defaults), as tileblas.blas hands the routine out."},
+    {"__reduce__", front_reduce, METH_NOARGS, "Pickled by reference: the module attribute __qualname__."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *
 level12_repr(Level12Object *self)
 {
+    if (self->front.fallback != NULL) return front_repr((PyObject *)self);
     return PyUnicode_FromFormat("<tileblas small-call path of %s (%c)>", KIND[self->kind], PREFIXES[self->prec]);
 }
 
@@ -1284,10 +1572,17 @@ static PyTypeObject Level12Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tileblas.blas._fastpath.Level12",
     .tp_basicsize = sizeof(Level12Object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Level12(kind, prefix, address): the small-call path of one Level-1/2 routine; called with\n"
-              "all the routine's arguments positionally, it returns the result or NotImplemented.",
+              "all the routine's arguments positionally, it returns the result or NotImplemented.\n"
+              "small.front(fallback, names, defaults) puts it in front of the Python implementation.",
     .tp_new = level12_new,
+    .tp_dealloc = (destructor)level12_dealloc,
+    .tp_traverse = (traverseproc)level12_traverse,
+    .tp_clear = (inquiry)level12_clear,
+    .tp_dictoffset = offsetof(Level12Object, front) + offsetof(Front, dict),
+    .tp_methods = level12_methods,
+    .tp_getset = front_getset,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(Level12Object, vectorcall),
     .tp_repr = (reprfunc)level12_repr,

@@ -54,6 +54,7 @@ from tileblas.blas._common import (
     check_span,
     default_len,
     default_len_rot,
+    front,
     small_path,
 )
 from tileblas.kernels._openblas import get_library
@@ -176,9 +177,6 @@ def _make_rotg(p: str) -> Callable[..., Any]:
     small = small_path("rotg", p, addr)
 
     def rotg(a: Any, b: Any) -> tuple[Any, Any]:
-        r = small(a, b)
-        if r is not NotImplemented:
-            return r
         a = as_scalar(p, a, "a")
         b = as_scalar(p, b, "b")
         ab = np.array([a, b], dtype=dt)
@@ -189,7 +187,11 @@ def _make_rotg(p: str) -> Callable[..., Any]:
             return float(c[0]), float(s[0])
         return complex(float(c[0]), 0.0), complex(s[0])
 
-    return _name(rotg, p + "rotg", _doc(p + "rotg", f"c, s = {p}rotg(a, b)", "Givens rotation parameters."))
+    return front(small, _name(
+        rotg,
+        p + "rotg",
+        _doc(p + "rotg", f"c, s = {p}rotg(a, b)", "Givens rotation parameters."),
+    ))
 
 
 def _make_rotmg(p: str) -> Callable[..., Any]:
@@ -199,9 +201,6 @@ def _make_rotmg(p: str) -> Callable[..., Any]:
     small = small_path("rotmg", p, addr)
 
     def rotmg(d1: Any, d2: Any, x1: Any, y1: Any) -> np.ndarray:
-        r = small(d1, d2, x1, y1)
-        if r is not NotImplemented:
-            return r
         buf = np.array(
             [as_real(d1, "d1"), as_real(d2, "d2"), as_real(x1, "x1"), as_real(y1, "y1")], dtype=dt
         )
@@ -209,11 +208,11 @@ def _make_rotmg(p: str) -> Callable[..., Any]:
         _call(addr, "vAAAAa", buf, 0, buf, it, buf, 2 * it, buf, 3 * it, param)
         return param
 
-    return _name(
+    return front(small, _name(
         rotmg,
         p + "rotmg",
         _doc(p + "rotmg", f"param = {p}rotmg(d1, d2, x1, y1)", "Modified Givens rotation parameters."),
-    )
+    ))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -242,9 +241,6 @@ def _make_rot(name: str, vp: str) -> Callable[..., Any]:
         overwrite_x: Any = 0,
         overwrite_y: Any = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
-        r = small(x, y, c, s, n, offx, incx, offy, incy, overwrite_x, overwrite_y)
-        if r is not NotImplemented:
-            return r
         xr, xf, yr, yf, n, offx, incx, offy, incy = _pair(
             dt, x, y, n, offx, incx, offy, incy, 3 if overwrite_x else 2, 3 if overwrite_y else 2, True
         )
@@ -253,12 +249,12 @@ def _make_rot(name: str, vp: str) -> Callable[..., Any]:
         _call(addr, sig, n, xf, offx * it, incx, yf, offy * it, incy, c, s)
         return xr, yr
 
-    return _name(
+    return front(small, _name(
         rot,
         name,
         _doc(name, f"x, y = {name}(x, y, c, s, [n, offx, incx, offy, incy, overwrite_x, overwrite_y])",
              "Apply a plane rotation to (x, y)."),
-    )
+    ))
 
 
 def _make_rotm(p: str) -> Callable[..., Any]:
@@ -279,9 +275,6 @@ def _make_rotm(p: str) -> Callable[..., Any]:
         overwrite_x: Any = 0,
         overwrite_y: Any = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
-        r = small(x, y, param, n, offx, incx, offy, incy, overwrite_x, overwrite_y)
-        if r is not NotImplemented:
-            return r
         pa = as_vector(param, dt, "param")
         if pa.shape[0] != 5:
             raise ValueError(f"param must have 5 elements; got param of length {pa.shape[0]}")
@@ -291,12 +284,12 @@ def _make_rotm(p: str) -> Callable[..., Any]:
         _call(addr, "viAiAia", n, xf, offx * it, incx, yf, offy * it, incy, pa)
         return xr, yr
 
-    return _name(
+    return front(small, _name(
         rotm,
         p + "rotm",
         _doc(p + "rotm", f"x, y = {p}rotm(x, y, param, [n, offx, incx, offy, incy, overwrite_x, overwrite_y])",
              "Apply a modified Givens rotation to (x, y)."),
-    )
+    ))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -313,9 +306,6 @@ def _make_swap(p: str) -> Callable[..., Any]:
     def swap(
         x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1
     ) -> tuple[np.ndarray, np.ndarray]:
-        r = small(x, y, n, offx, incx, offy, incy)
-        if r is not NotImplemented:
-            return r
         if n is None and offx == 0 == offy and incx == 1 == incy:
             try:
                 if x.dtype is dt is y.dtype and (
@@ -331,10 +321,10 @@ def _make_swap(p: str) -> Callable[..., Any]:
         _call(addr, "viAiAi", n, xf, offx * it, incx, yf, offy * it, incy)
         return xr, yr
 
-    return _name(
+    return front(small, _name(
         swap, p + "swap",
         _doc(p + "swap", f"x, y = {p}swap(x, y, [n, offx, incx, offy, incy])", "Swap x and y."),
-    )
+    ))
 
 
 def _make_scal(p: str) -> Callable[..., Any]:
@@ -347,9 +337,6 @@ def _make_scal(p: str) -> Callable[..., Any]:
     small = small_path("scal", p, addr)
 
     def scal(a: Any, x: Any, n: Any = None, offx: Any = 0, incx: Any = 1) -> np.ndarray:
-        r = small(a, x, n, offx, incx)
-        if r is not NotImplemented:
-            return r
         if n is None and offx == 0 and incx == 1:
             try:
                 if x.dtype is dt and ((x.base is None and x.ndim == 1) or _writable_f(x)):
@@ -365,7 +352,7 @@ def _make_scal(p: str) -> Callable[..., Any]:
         _call(addr, sig, n, a, xf, offx * it, incx)
         return xr
 
-    return _name(scal, p + "scal", _doc(p + "scal", f"x = {p}scal(a, x, [n, offx, incx])", "x <- a*x."))
+    return front(small, _name(scal, p + "scal", _doc(p + "scal", f"x = {p}scal(a, x, [n, offx, incx])", "x <- a*x.")))
 
 
 def _make_rscal(name: str, vp: str) -> Callable[..., Any]:
@@ -377,17 +364,14 @@ def _make_rscal(name: str, vp: str) -> Callable[..., Any]:
     small = small_path("rscal", vp, addr)
 
     def rscal(a: Any, x: Any, n: Any = None, offx: Any = 0, incx: Any = 1, overwrite_x: Any = 0) -> np.ndarray:
-        r = small(a, x, n, offx, incx, overwrite_x)
-        if r is not NotImplemented:
-            return r
         a = as_real(a, "a")
         xr, xf, n, offx, incx = _single(dt, x, n, offx, incx, 3 if overwrite_x else 2)
         _call(addr, sig, n, a, xf, offx * it, incx)
         return xr
 
-    return _name(
+    return front(small, _name(
         rscal, name, _doc(name, f"x = {name}(a, x, [n, offx, incx, overwrite_x])", "x <- a*x with a real.")
-    )
+    ))
 
 
 def _make_copy(p: str) -> Callable[..., Any]:
@@ -397,9 +381,6 @@ def _make_copy(p: str) -> Callable[..., Any]:
     small = small_path("copy", p, addr)
 
     def copy(x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1) -> np.ndarray:
-        r = small(x, y, n, offx, incx, offy, incy)
-        if r is not NotImplemented:
-            return r
         if n is None and offx == 0 == offy and incx == 1 == incy:
             try:
                 if x.dtype is dt is y.dtype and (
@@ -416,7 +397,11 @@ def _make_copy(p: str) -> Callable[..., Any]:
         _call(addr, "viAiAi", n, xf, offx * it, incx, yf, offy * it, incy)
         return yr
 
-    return _name(copy, p + "copy", _doc(p + "copy", f"y = {p}copy(x, y, [n, offx, incx, offy, incy])", "y <- x."))
+    return front(small, _name(
+        copy,
+        p + "copy",
+        _doc(p + "copy", f"y = {p}copy(x, y, [n, offx, incx, offy, incy])", "y <- x."),
+    ))
 
 
 def _make_axpy(p: str) -> Callable[..., Any]:
@@ -431,9 +416,6 @@ def _make_axpy(p: str) -> Callable[..., Any]:
     def axpy(
         x: Any, y: Any, n: Any = None, a: Any = 1.0, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1
     ) -> np.ndarray:
-        r = small(x, y, n, a, offx, incx, offy, incy)
-        if r is not NotImplemented:
-            return r
         if n is None and offx == 0 == offy and incx == 1 == incy:
             try:
                 if x.dtype is dt is y.dtype and (
@@ -452,9 +434,9 @@ def _make_axpy(p: str) -> Callable[..., Any]:
         _call(addr, sig, n, a, xf, offx * it, incx, yf, offy * it, incy)
         return yr
 
-    return _name(
+    return front(small, _name(
         axpy, p + "axpy", _doc(p + "axpy", f"z = {p}axpy(x, y, [n, a, offx, incx, offy, incy])", "y <- a*x + y.")
-    )
+    ))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -473,9 +455,6 @@ def _make_dot(name: str, vp: str) -> Callable[..., Any]:
         small = small_path("dot", vp, addr)
 
         def dot(x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1) -> float:
-            r = small(x, y, n, offx, incx, offy, incy)
-            if r is not NotImplemented:
-                return r
             if n is None and offx == 0 == offy and incx == 1 == incy:
                 try:
                     if x.dtype is dt is y.dtype and (
@@ -495,15 +474,12 @@ def _make_dot(name: str, vp: str) -> Callable[..., Any]:
         small = small_path(name[1:], vp, caddr)
 
         def dot(x: Any, y: Any, n: Any = None, offx: Any = 0, incx: Any = 1, offy: Any = 0, incy: Any = 1) -> complex:
-            r = small(x, y, n, offx, incx, offy, incy)
-            if r is not NotImplemented:
-                return r
             _, xf, _, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 0, 0)
             out = np.zeros(1, dtype=dt)
             _call(caddr, "vIAIAIa", n, xf, offx * it, incx, yf, offy * it, incy, out)
             return complex(out[0])
 
-    return _name(dot, name, _doc(name, f"xy = {name}(x, y, [n, offx, incx, offy, incy])", "Dot product."))
+    return front(small, _name(dot, name, _doc(name, f"xy = {name}(x, y, [n, offx, incx, offy, incy])", "Dot product.")))
 
 
 def _make_reduce(name: str, vp: str, kind: str) -> Callable[..., Any]:
@@ -522,9 +498,6 @@ def _make_reduce(name: str, vp: str, kind: str) -> Callable[..., Any]:
     small = small_path(kind, vp, addr)
 
     def reduce(x: Any, n: Any = None, offx: Any = 0, incx: Any = 1) -> Any:
-        r = small(x, n, offx, incx)
-        if r is not NotImplemented:
-            return r
         if n is None and offx == 0 and incx == 1:
             try:
                 if x.dtype is dt and ((x.base is None and x.ndim == 1) or x.flags.f_contiguous) and x.size:
@@ -542,7 +515,7 @@ def _make_reduce(name: str, vp: str, kind: str) -> Callable[..., Any]:
         "asum": "Sum of |Re x_i| + |Im x_i|.",
         "iamax": "0-based index of the first element of largest |Re| + |Im|.",
     }[kind]
-    return _name(reduce, name, _doc(name, f"{out} = {name}(x, [n, offx, incx])", summary))
+    return front(small, _name(reduce, name, _doc(name, f"{out} = {name}(x, [n, offx, incx])", summary)))
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from tileblas.blas._common import (
     check_span,
     column_major,
     default_len_rot,
+    front,
     small_path,
 )
 from tileblas.kernels._openblas import get_library
@@ -182,9 +183,6 @@ def _make_gemv(p: str) -> Callable[..., Any]:
         trans: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
-        r = small(alpha, a, x, beta, y, offx, incx, offy, incy, trans, overwrite_y)
-        if r is not NotImplemented:
-            return r
         if y is None and offx == 0 == offy and incx == 1 == incy and (trans == 0 or trans == 1):
             # fast path: exact-dtype 2-D a in either memory order, contiguous x, fresh y
             try:
@@ -222,9 +220,9 @@ def _make_gemv(p: str) -> Callable[..., Any]:
         _call(addr, sig, t, M, N, alpha, arr, lda, xf, offx * it, incx, beta, yf, offy * it, incy)
         return yr
 
-    return _name(gemv, p + "gemv",
-                 f"y = {p}gemv(alpha, a, x, [beta, y, offx, incx, offy, incy, trans, overwrite_y])",
-                 "y <- alpha*op(A)*x + beta*y.")
+    return front(small, _name(gemv, p + "gemv",
+                              f"y = {p}gemv(alpha, a, x, [beta, y, offx, incx, offy, incy, trans, overwrite_y])",
+                              "y <- alpha*op(A)*x + beta*y."))
 
 
 def _make_gbmv(p: str) -> Callable[..., Any]:
@@ -252,9 +250,6 @@ def _make_gbmv(p: str) -> Callable[..., Any]:
         trans: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
-        r = small(m, n, kl, ku, alpha, a, x, incx, offx, beta, y, incy, offy, trans, overwrite_y)
-        if r is not NotImplemented:
-            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         A = as_matrix(a, dt, "a")
@@ -277,9 +272,12 @@ def _make_gbmv(p: str) -> Callable[..., Any]:
               offy * it, incy)
         return yr
 
-    return _name(gbmv, p + "gbmv",
-                 f"yout = {p}gbmv(m, n, kl, ku, alpha, a, x, [incx, offx, beta, y, incy, offy, trans, overwrite_y])",
-                 "y <- alpha*op(A)*x + beta*y with A banded (kl sub-, ku super-diagonals).")
+    return front(small, _name(
+        gbmv,
+        p + "gbmv",
+        f"yout = {p}gbmv(m, n, kl, ku, alpha, a, x, [incx, offx, beta, y, incy, offy, trans, overwrite_y])",
+        "y <- alpha*op(A)*x + beta*y with A banded (kl sub-, ku super-diagonals).",
+    ))
 
 
 def _make_symv(p: str, name: str) -> Callable[..., Any]:
@@ -305,9 +303,6 @@ def _make_symv(p: str, name: str) -> Callable[..., Any]:
         lower: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
-        r = small(alpha, a, x, beta, y, offx, incx, offy, incy, lower, overwrite_y)
-        if r is not NotImplemented:
-            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         A = as_matrix(a, dt, "a")
@@ -324,9 +319,9 @@ def _make_symv(p: str, name: str) -> Callable[..., Any]:
         return yr
 
     kind = "symmetric" if real else "Hermitian"
-    return _name(symv, name,
-                 f"y = {name}(alpha, a, x, [beta, y, offx, incx, offy, incy, lower, overwrite_y])",
-                 f"y <- alpha*A*x + beta*y with A {kind} (one triangle referenced).")
+    return front(small, _name(symv, name,
+                              f"y = {name}(alpha, a, x, [beta, y, offx, incx, offy, incy, lower, overwrite_y])",
+                              f"y <- alpha*A*x + beta*y with A {kind} (one triangle referenced)."))
 
 
 def _make_sbmv(p: str, name: str) -> Callable[..., Any]:
@@ -352,9 +347,6 @@ def _make_sbmv(p: str, name: str) -> Callable[..., Any]:
         lower: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
-        r = small(k, alpha, a, x, incx, offx, beta, y, incy, offy, lower, overwrite_y)
-        if r is not NotImplemented:
-            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         A = as_matrix(a, dt, "a")
@@ -367,9 +359,9 @@ def _make_sbmv(p: str, name: str) -> Callable[..., Any]:
               offy * it, incy)
         return yr
 
-    return _name(sbmv, name,
-                 f"yout = {name}(k, alpha, a, x, [incx, offx, beta, y, incy, offy, lower, overwrite_y])",
-                 "y <- alpha*A*x + beta*y with A symmetric/Hermitian banded (k off-diagonals).")
+    return front(small, _name(sbmv, name,
+                              f"yout = {name}(k, alpha, a, x, [incx, offx, beta, y, incy, offy, lower, overwrite_y])",
+                              "y <- alpha*A*x + beta*y with A symmetric/Hermitian banded (k off-diagonals)."))
 
 
 def _make_spmv(p: str, name: str) -> Callable[..., Any]:
@@ -395,9 +387,6 @@ def _make_spmv(p: str, name: str) -> Callable[..., Any]:
         lower: Any = 0,
         overwrite_y: Any = 0,
     ) -> np.ndarray:
-        r = small(n, alpha, ap, x, incx, offx, beta, y, incy, offy, lower, overwrite_y)
-        if r is not NotImplemented:
-            return r
         alpha = as_scalar(p, alpha, "alpha")
         beta = as_scalar(p, beta, "beta", 0.0)
         n = _nonneg(n, "n")
@@ -408,9 +397,9 @@ def _make_spmv(p: str, name: str) -> Callable[..., Any]:
         _call(addr, sig, "L" if lower else "U", n, alpha, apf, xf, offx * it, incx, beta, yf, offy * it, incy)
         return yr
 
-    return _name(spmv, name,
-                 f"yout = {name}(n, alpha, ap, x, [incx, offx, beta, y, incy, offy, lower, overwrite_y])",
-                 "y <- alpha*A*x + beta*y with A symmetric/Hermitian in packed storage.")
+    return front(small, _name(spmv, name,
+                              f"yout = {name}(n, alpha, ap, x, [incx, offx, beta, y, incy, offy, lower, overwrite_y])",
+                              "y <- alpha*A*x + beta*y with A symmetric/Hermitian in packed storage."))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -449,23 +438,17 @@ def _make_trmv(p: str, name: str) -> Callable[..., Any]:
 
         def trmv(a: Any, x: Any, offx: Any = 0, incx: Any = 1, lower: Any = 0, trans: Any = 0, diag: Any = 0,
                  overwrite_x: Any = 0) -> np.ndarray:
-            r = small(a, x, offx, incx, lower, trans, diag, overwrite_x)
-            if r is not NotImplemented:
-                return r
             return run(a, x, offx, incx, lower, trans, diag, overwrite_x)
 
-        return _name(trmv, name, f"x = {name}(a, x, [offx, incx, lower, trans, diag, overwrite_x])",
-                     "x <- op(A)*x with A triangular.")
+        return front(small, _name(trmv, name, f"x = {name}(a, x, [offx, incx, lower, trans, diag, overwrite_x])",
+                                  "x <- op(A)*x with A triangular."))
 
     def trsv(a: Any, x: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0, trans: Any = 0, diag: Any = 0,
              overwrite_x: Any = 0) -> np.ndarray:
-        r = small(a, x, incx, offx, lower, trans, diag, overwrite_x)
-        if r is not NotImplemented:
-            return r
         return run(a, x, offx, incx, lower, trans, diag, overwrite_x)
 
-    return _name(trsv, name, f"xout = {name}(a, x, [incx, offx, lower, trans, diag, overwrite_x])",
-                 "Solve op(A)*xout = x with A triangular (no singularity test, as in BLAS).")
+    return front(small, _name(trsv, name, f"xout = {name}(a, x, [incx, offx, lower, trans, diag, overwrite_x])",
+                              "Solve op(A)*xout = x with A triangular (no singularity test, as in BLAS)."))
 
 
 def _make_tbmv(p: str, name: str) -> Callable[..., Any]:
@@ -478,9 +461,6 @@ def _make_tbmv(p: str, name: str) -> Callable[..., Any]:
 
     def tbmv(k: Any, a: Any, x: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0, trans: Any = 0, diag: Any = 0,
              overwrite_x: Any = 0) -> np.ndarray:
-        r = small(k, a, x, incx, offx, lower, trans, diag, overwrite_x)
-        if r is not NotImplemented:
-            return r
         A = as_matrix(a, dt, "a")
         lower, trans, diag = _flags3(lower, trans, diag)
         k = as_int(k, "k")
@@ -494,8 +474,8 @@ def _make_tbmv(p: str, name: str) -> Callable[..., Any]:
         return xr
 
     what = "xout <- op(A)*x" if name.endswith("tbmv") else "Solve op(A)*xout = x"
-    return _name(tbmv, name, f"xout = {name}(k, a, x, [incx, offx, lower, trans, diag, overwrite_x])",
-                 f"{what} with A triangular banded (k off-diagonals).")
+    return front(small, _name(tbmv, name, f"xout = {name}(k, a, x, [incx, offx, lower, trans, diag, overwrite_x])",
+                              f"{what} with A triangular banded (k off-diagonals)."))
 
 
 def _make_tpmv(p: str, name: str) -> Callable[..., Any]:
@@ -508,9 +488,6 @@ def _make_tpmv(p: str, name: str) -> Callable[..., Any]:
 
     def tpmv(n: Any, ap: Any, x: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0, trans: Any = 0, diag: Any = 0,
              overwrite_x: Any = 0) -> np.ndarray:
-        r = small(n, ap, x, incx, offx, lower, trans, diag, overwrite_x)
-        if r is not NotImplemented:
-            return r
         n = _nonneg(n, "n")
         lower, trans, diag = _flags3(lower, trans, diag)
         apf = _packed(dt, ap, n)
@@ -522,8 +499,8 @@ def _make_tpmv(p: str, name: str) -> Callable[..., Any]:
         return xr
 
     what = "xout <- op(A)*x" if name.endswith("tpmv") else "Solve op(A)*xout = x"
-    return _name(tpmv, name, f"xout = {name}(n, ap, x, [incx, offx, lower, trans, diag, overwrite_x])",
-                 f"{what} with A triangular in packed storage.")
+    return front(small, _name(tpmv, name, f"xout = {name}(n, ap, x, [incx, offx, lower, trans, diag, overwrite_x])",
+                              f"{what} with A triangular in packed storage."))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -540,9 +517,6 @@ def _make_ger(p: str, name: str) -> Callable[..., Any]:
 
     def ger(alpha: Any, x: Any, y: Any, incx: Any = 1, incy: Any = 1, a: Any = None, overwrite_x: Any = 1,
             overwrite_y: Any = 1, overwrite_a: Any = 0) -> np.ndarray:
-        r = small(alpha, x, y, incx, incy, a, overwrite_x, overwrite_y, overwrite_a)
-        if r is not NotImplemented:
-            return r
         alpha = as_scalar(p, alpha, "alpha")
         xf = as_vector(x, dt, "x")
         yf = as_vector(y, dt, "y")
@@ -561,8 +535,12 @@ def _make_ger(p: str, name: str) -> Callable[..., Any]:
         return A
 
     op = "y^H" if name.endswith("gerc") else "y^T"
-    return _name(ger, name, f"a = {name}(alpha, x, y, [incx, incy, a, overwrite_x, overwrite_y, overwrite_a])",
-                 f"a <- alpha*x*{op} + a.")
+    return front(small, _name(
+        ger,
+        name,
+        f"a = {name}(alpha, x, y, [incx, incy, a, overwrite_x, overwrite_y, overwrite_a])",
+        f"a <- alpha*x*{op} + a.",
+    ))
 
 
 def _make_syr(p: str, name: str) -> Callable[..., Any]:
@@ -577,9 +555,6 @@ def _make_syr(p: str, name: str) -> Callable[..., Any]:
 
     def syr(alpha: Any, x: Any, lower: Any = 0, incx: Any = 1, offx: Any = 0, n: Any = None, a: Any = None,
             overwrite_a: Any = 0) -> np.ndarray:
-        r = small(alpha, x, lower, incx, offx, n, a, overwrite_a)
-        if r is not NotImplemented:
-            return r
         alpha = as_real(alpha, "alpha") if herm else as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))
         xf = as_vector(x, dt, "x")
@@ -597,8 +572,8 @@ def _make_syr(p: str, name: str) -> Callable[..., Any]:
         return A
 
     op = "x^H" if herm else "x^T"
-    return _name(syr, name, f"a = {name}(alpha, x, [lower, incx, offx, n, a, overwrite_a])",
-                 f"a <- alpha*x*{op} + a (one triangle updated).")
+    return front(small, _name(syr, name, f"a = {name}(alpha, x, [lower, incx, offx, n, a, overwrite_a])",
+                              f"a <- alpha*x*{op} + a (one triangle updated)."))
 
 
 def _make_syr2(p: str, name: str) -> Callable[..., Any]:
@@ -612,9 +587,6 @@ def _make_syr2(p: str, name: str) -> Callable[..., Any]:
 
     def syr2(alpha: Any, x: Any, y: Any, lower: Any = 0, incx: Any = 1, offx: Any = 0, incy: Any = 1, offy: Any = 0,
              n: Any = None, a: Any = None, overwrite_a: Any = 0) -> np.ndarray:
-        r = small(alpha, x, y, lower, incx, offx, incy, offy, n, a, overwrite_a)
-        if r is not NotImplemented:
-            return r
         alpha = as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))
         xf = as_vector(x, dt, "x")
@@ -636,8 +608,12 @@ def _make_syr2(p: str, name: str) -> Callable[..., Any]:
         return A
 
     op = "H" if name[1:] == "her2" else "T"
-    return _name(syr2, name, f"a = {name}(alpha, x, y, [lower, incx, offx, incy, offy, n, a, overwrite_a])",
-                 f"a <- alpha*x*y^{op} + conj(alpha)*y*x^{op} + a (one triangle updated).")
+    return front(small, _name(
+        syr2,
+        name,
+        f"a = {name}(alpha, x, y, [lower, incx, offx, incy, offy, n, a, overwrite_a])",
+        f"a <- alpha*x*y^{op} + conj(alpha)*y*x^{op} + a (one triangle updated).",
+    ))
 
 
 def _make_spr(p: str, name: str) -> Callable[..., Any]:
@@ -651,9 +627,6 @@ def _make_spr(p: str, name: str) -> Callable[..., Any]:
 
     def spr(n: Any, alpha: Any, x: Any, ap: Any, incx: Any = 1, offx: Any = 0, lower: Any = 0,
             overwrite_ap: Any = 0) -> np.ndarray:
-        r = small(n, alpha, x, ap, incx, offx, lower, overwrite_ap)
-        if r is not NotImplemented:
-            return r
         n = _nonneg(n, "n")
         alpha = as_real(alpha, "alpha") if herm else as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))
@@ -664,8 +637,8 @@ def _make_spr(p: str, name: str) -> Callable[..., Any]:
         _call(addr, sig, "L" if lower else "U", n, alpha, xf, offx * it, incx, apf)
         return apr
 
-    return _name(spr, name, f"apu = {name}(n, alpha, x, ap, [incx, offx, lower, overwrite_ap])",
-                 "ap <- alpha*x*x^T (x^H for hpr) + ap in packed storage.")
+    return front(small, _name(spr, name, f"apu = {name}(n, alpha, x, ap, [incx, offx, lower, overwrite_ap])",
+                              "ap <- alpha*x*x^T (x^H for hpr) + ap in packed storage."))
 
 
 def _make_spr2(p: str, name: str) -> Callable[..., Any]:
@@ -678,9 +651,6 @@ def _make_spr2(p: str, name: str) -> Callable[..., Any]:
 
     def spr2(n: Any, alpha: Any, x: Any, y: Any, ap: Any, incx: Any = 1, offx: Any = 0, incy: Any = 1, offy: Any = 0,
              lower: Any = 0, overwrite_ap: Any = 0) -> np.ndarray:
-        r = small(n, alpha, x, y, ap, incx, offx, incy, offy, lower, overwrite_ap)
-        if r is not NotImplemented:
-            return r
         n = _nonneg(n, "n")
         alpha = as_scalar(p, alpha, "alpha")
         lower = as_flag(lower, "lower", (0, 1))
@@ -692,9 +662,9 @@ def _make_spr2(p: str, name: str) -> Callable[..., Any]:
         _call(addr, sig, "L" if lower else "U", n, alpha, xf, offx * it, incx, yf, offy * it, incy, apf)
         return apr
 
-    return _name(spr2, name,
-                 f"apu = {name}(n, alpha, x, y, ap, [incx, offx, incy, offy, lower, overwrite_ap])",
-                 "ap <- alpha*x*y^T + alpha*y*x^T + ap (Hermitian form for hpr2) in packed storage.")
+    return front(small, _name(spr2, name,
+                              f"apu = {name}(n, alpha, x, y, ap, [incx, offx, incy, offy, lower, overwrite_ap])",
+                              "ap <- alpha*x*y^T + alpha*y*x^T + ap (Hermitian form for hpr2) in packed storage."))
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -38,13 +38,13 @@ What it must not touch
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
 
 from tileblas._dtypes import DTYPE_OF
 from tileblas.blas import _dispatch
-from tileblas.blas._common import _not_handled
 
 try:  # the small-call path (compiled); without it every call takes the Python path below
     from tileblas.blas._fastpath import Level3 as _Level3
@@ -222,22 +222,25 @@ def _unalias(work: np.ndarray, *ops: np.ndarray) -> list[np.ndarray]:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _small(kind: str, prefix: str) -> Callable[..., Any]:
-    """The C small-call path of routine ``prefix + kind`` (:mod:`tileblas.blas._fastpath`): given every argument
-    positionally, it computes a common small call at once or returns NotImplemented, having written
-    nothing; the Python code after it then checks, converts and runs the call on the runtime."""
-    return _not_handled if _Level3 is None else _Level3(kind, prefix)
+def _front(kind: str, prefix: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Routine ``prefix + kind`` as users get it: the C small-call path (:mod:`tileblas.blas._fastpath`)
+    in front of its Python implementation ``fn``.  Called as ``fn`` is (positionally or by keyword), it
+    binds the arguments in C and computes a common small call at once; every other call -- and every
+    binding error -- goes to ``fn`` as it was made, which checks, converts and runs it on the runtime.
+    ``__name__``, ``__doc__``, ``__wrapped__`` (and so ``inspect.signature``) are ``fn``'s; pickled by
+    name.  Without the compiled module, ``fn`` itself."""
+    if _Level3 is None:  # pragma: no cover - a build without the C module
+        return fn
+    code = fn.__code__
+    front = _Level3(kind, prefix, fn, code.co_varnames[: code.co_argcount], fn.__defaults__ or ())
+    return functools.update_wrapper(front, fn)
 
 
 def _make_gemm(prefix: str) -> Callable[..., np.ndarray]:
     dtype = _DTYPE[prefix]
     routine = prefix + "gemm"
-    small = _small("gemm", prefix)
 
     def gemm(alpha, a, b, beta=0.0, c=None, trans_a=0, trans_b=0, overwrite_c=0):
-        r = small(alpha, a, b, beta, c, trans_a, trans_b, overwrite_c)
-        if r is not NotImplemented:
-            return r
         ta = _flag(trans_a, "trans_a", routine, (0, 1, 2))
         tb = _flag(trans_b, "trans_b", routine, (0, 1, 2))
         al = _scalar(alpha, prefix, "alpha", routine)
@@ -265,12 +268,8 @@ def _make_symm(prefix: str, herm: bool) -> Callable[..., np.ndarray]:
     dtype = _DTYPE[prefix]
     kind = "hemm" if herm else "symm"
     routine = prefix + kind
-    small = _small(kind, prefix)
 
     def symm(alpha, a, b, beta=0.0, c=None, side=0, lower=0, overwrite_c=0):
-        r = small(alpha, a, b, beta, c, side, lower, overwrite_c)
-        if r is not NotImplemented:
-            return r
         sd = _flag(side, "side", routine, (0, 1))
         lo = _flag(lower, "lower", routine, (0, 1))
         al = _scalar(alpha, prefix, "alpha", routine)
@@ -336,12 +335,8 @@ def _make_syrk(prefix: str, herm: bool) -> Callable[..., np.ndarray]:
     kind = "herk" if herm else "syrk"
     routine = prefix + kind
     allowed = _rank_trans(prefix, herm)
-    small = _small(kind, prefix)
 
     def syrk(alpha, a, beta=0.0, c=None, trans=0, lower=0, overwrite_c=0):
-        r = small(alpha, a, beta, c, trans, lower, overwrite_c)
-        if r is not NotImplemented:
-            return r
         tr = _trans_checked(trans, routine, allowed)
         lo = _flag(lower, "lower", routine, (0, 1))
         al = _scalar(alpha, prefix, "alpha", routine)
@@ -365,12 +360,8 @@ def _make_syr2k(prefix: str, herm: bool) -> Callable[..., np.ndarray]:
     kind = "her2k" if herm else "syr2k"
     routine = prefix + kind
     allowed = _rank_trans(prefix, herm)
-    small = _small(kind, prefix)
 
     def syr2k(alpha, a, b, beta=0.0, c=None, trans=0, lower=0, overwrite_c=0):
-        r = small(alpha, a, b, beta, c, trans, lower, overwrite_c)
-        if r is not NotImplemented:
-            return r
         tr = _trans_checked(trans, routine, allowed)
         lo = _flag(lower, "lower", routine, (0, 1))
         al = _scalar(alpha, prefix, "alpha", routine)
@@ -431,12 +422,8 @@ def _make_triangular(prefix: str, solve: bool) -> Callable[..., np.ndarray]:
     dtype = _DTYPE[prefix]
     kind = "trsm" if solve else "trmm"
     routine = prefix + kind
-    small = _small(kind, prefix)
 
     def tr(alpha, a, b, side=0, lower=0, trans_a=0, diag=0, overwrite_b=0):
-        r = small(alpha, a, b, side, lower, trans_a, diag, overwrite_b)
-        if r is not NotImplemented:
-            return r
         sd = _flag(side, "side", routine, (0, 1))
         lo = _flag(lower, "lower", routine, (0, 1))
         ta = _flag(trans_a, "trans_a", routine, (0, 1, 2))
@@ -591,7 +578,7 @@ def _build() -> None:
                 if kind not in ("trmm", "trsm") and d:
                     d[0] = 0j
                     fn.__defaults__ = tuple(d)
-            globals()[name] = fn
+            globals()[name] = _front(kind, p, fn)
             __all__.append(name)
     __all__.sort()
 
