@@ -382,38 +382,58 @@ def test_calls_at_the_limit_go_to_the_runtime(monkeypatch):
 
 
 def test_trmm_trsm_limits_are_per_precision_and_side():
-    """The recursion (Python path only) is chosen per precision and side: the C path keeps every
-    trmm/trsm call the recursion can never take (shipped rule: double precision with the triangle on the
-    left), and leaves the others to the Python path from the recursion's smallest shape on."""
+    """The recursion (Python path only) is chosen per precision, side and shape: the C path keeps every
+    trmm/trsm call outside the recursion's window (order >= min_order with rhs_lo..rhs_hi right-hand
+    sides; none for double precision with the triangle on the left, by the shipped rule) and leaves
+    exactly the window's calls to the Python path; the flop limits are the tile crossovers."""
     from tileblas._tuning import get_tuning
 
-    lim = _dispatch.fastpath_limits()
     t = get_tuning()
-    first = float(t.recursive_min_order) ** 2 * t.recursive_rhs[0]
+    win = _dispatch.fastpath_windows()
     for fam in ("trmm", "trsm"):
         for p in "sdcz":
-            units = 4.0 if p in "cz" else 1.0
-            left = lim[f"{p}{fam}/L"]
-            assert left >= 1e300 if p not in t.recursive_left_prefixes else left <= first * units
-            assert lim[f"{p}{fam}/R"] <= first * units
-    saved = fp.get_level3_limits()
+            for side in "LR":
+                expect = (float(t.recursive_min_order), float(t.recursive_rhs[0]), float(t.recursive_rhs[1]))
+                if side == "L" and p not in t.recursive_left_prefixes:
+                    expect = None
+                assert win[f"{p}{fam}/{side}"] == expect
+    _dispatch.apply_policy()
+    assert fp.get_recursion_windows() == win
+    saved, saved_w = fp.get_level3_limits(), fp.get_recursion_windows()
     rng = np.random.default_rng(8)
-    t16 = _tri(rng, 16, np.float64, "F")
-    b = _rand(rng, (16, 4), np.float64)
+    t16 = _tri(rng, 16, np.float32, "F")
     try:
-        fp.set_level3_limits({"trmm": 1.0})  # a family's limit sets every precision and side
+        fp.set_recursion_windows({"strmm/L": (16.0, 4.0, 8.0), "dtrmm/L": None})
+        small = fp.Level3("trmm", "s")
+        for order, rhs, inside in [(16, 4, True), (16, 8, True), (20, 6, True), (15, 4, False), (16, 3, False),
+                                   (16, 9, False)]:
+            a = _tri(rng, order, np.float32, "F")
+            b = _rand(rng, (order, rhs), np.float32)
+            assert (small(1.0, a, b, 0, 0, 0, 0, 0) is NotImplemented) == inside, (order, rhs)
+            got = tb.strmm(1.5, a, b)  # either path: SciPy's result
+            _close(got, sb.strmm(1.5, a, b), 1.5 * order * np.max(np.abs(a)) * np.max(np.abs(b)), order, np.float32)
+        b = _rand(rng, (4, 16), np.float32)  # side R has its own window (the shipped one: order >= 1024)
+        assert small(1.0, t16, b, 1, 0, 0, 0, 0) is not NotImplemented
+        assert fp.Level3("trmm", "d")(1.0, t16.astype(np.float64), b.T.astype(np.float64), 0, 0, 0, 0, 0) \
+            is not NotImplemented
+        fp.set_level3_limits({"trmm": 1.0})  # a family's flop limit sets every precision and side
         assert all(v == 1.0 for k, v in fp.get_level3_limits().items() if k == "trmm" or "trmm/" in k)
-        assert fp.Level3("trmm", "d")(1.0, t16, b, 0, 0, 0, 0, 0) is NotImplemented
-        fp.set_level3_limits({"dtrmm/L": 1e300})  # one precision and side
-        assert fp.Level3("trmm", "d")(1.0, t16, b, 0, 0, 0, 0, 0) is not NotImplemented
-        assert fp.Level3("trmm", "d")(1.0, _tri(rng, 4, np.float64, "F"), b, 1, 0, 0, 0, 0) is NotImplemented
-        assert fp.Level3("trmm", "s")(1.0, t16.astype(np.float32), b.astype(np.float32), 0, 0, 0, 0, 0) \
+        assert fp.Level3("trmm", "d")(1.0, t16.astype(np.float64), b.T.astype(np.float64), 0, 0, 0, 0, 0) \
             is NotImplemented
+        fp.set_level3_limits({"dtrmm/L": 1e300})  # one precision and side
+        assert fp.Level3("trmm", "d")(1.0, t16.astype(np.float64), b.T.astype(np.float64), 0, 0, 0, 0, 0) \
+            is not NotImplemented
         with pytest.raises(ValueError, match="unknown Level-3 family"):
             fp.set_level3_limits({"dtrmm/X": 1.0})
+        for bad in [{"dtrmm/X": None}, {"dtrmm/L": (0.0, 1.0, 2.0)}, {"dtrmm/L": (1.0, 2.0)}, {"dtrmm/L": 5.0}]:
+            with pytest.raises(ValueError, match="set_recursion_windows"):
+                fp.set_recursion_windows(bad)
+        with pytest.raises(TypeError, match="set_recursion_windows"):
+            fp.set_recursion_windows([("dtrmm/L", None)])
     finally:
         fp.set_level3_limits(saved)
-    assert fp.get_level3_limits() == saved
+        fp.set_recursion_windows(saved_w)
+    assert fp.get_level3_limits() == saved and fp.get_recursion_windows() == saved_w
 
 
 def test_bad_module_state_arguments_are_refused():

@@ -201,12 +201,16 @@ def test_policy_file_round_trip_and_bad_files(tmp_path, monkeypatch):
 
 
 def test_the_fast_path_gets_the_policy_limits(monkeypatch):
-    calls = []
+    calls, windows = [], []
 
     class Fake:
         @staticmethod
         def set_level3_limits(limits):
             calls.append(dict(limits))
+
+        @staticmethod
+        def set_recursion_windows(w):
+            windows.append(dict(w))
 
     monkeypatch.setitem(sys.modules, "tileblas.blas._fastpath", Fake)
     monkeypatch.setattr(blas, "_fastpath", Fake, raising=False)
@@ -216,9 +220,13 @@ def test_the_fast_path_gets_the_policy_limits(monkeypatch):
     got = _dispatch.apply_policy()
     assert calls == [got]
     assert got["gemm"] == 1e8 and got["syrk"] == 3e8 and got["herk"] == 3e8
-    assert got["trsm"] == 1024.0 * 1024 * 32 and got["trmm"] == 1024.0 * 1024 * 32
+    assert got["trsm"] == 3e8 and got["trmm"] == 3e8 and got["ztrsm/L"] == 3e8  # flop limits: tiles only
+    # the recursion's shapes, per precision and side, from the tuned rule
+    assert windows == [{f"{p}{f}/{s}": (1024.0, 32.0, 128.0) for f in ("trmm", "trsm") for p in "sdcz"
+                        for s in "LR"}]
     _use(monkeypatch, _policy(tile=math.inf, recursion=(math.inf, 0.0, 0.0)))
     assert all(v == sys.float_info.max for v in _dispatch.apply_policy().values())
+    assert all(w is None for w in windows[-1].values())  # a tuned "never": no call left to the recursion
 
 
 def test_tune_stores_crossovers_that_the_runtime_follows(tmp_path, monkeypatch, runtime, capsys):

@@ -24,27 +24,37 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "set_small_path"]
+__all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "fastpath_windows", "set_small_path"]
 
 _APPLIED = [False]
 
 
 def fastpath_limits() -> dict[str, float]:
-    """Per routine, the flops below which the policy in force computes with one native call on all threads
-    in every precision (finite; ``sys.float_info.max`` for "always"); for trmm/trsm also per precision and
-    side (keys ``'dtrmm/L'``...): below the fewest flops at which the recursion can be chosen there."""
+    """Per routine, the flops below which the policy in force does not tile (finite;
+    ``sys.float_info.max`` for "never"); for trmm/trsm also per precision and side (keys
+    ``'dtrmm/L'``...).  Below them a call is one native call on all threads, except the trmm/trsm shapes
+    of :func:`fastpath_windows`."""
     from tileblas._dtypes import DTYPE_OF
     from tileblas.policy import _paths
-    from tileblas.policy._recursion import recursion_first_flops
 
     pol = _paths.policy()
-    first = {(fam, p, side): recursion_first_flops(fam, DTYPE_OF[p].char, side)
-             for fam in ("trmm", "trsm") for p in "sdcz" for side in "LR"}  # real count
-    out = {k: min(v, sys.float_info.max) for k, v in pol.level3_limits(min(first.values())).items()}
-    for (fam, p, side), flops in first.items():
-        units = 4.0 if p in "cz" else 1.0  # the fast path counts a complex flop as 4
-        out[f"{p}{fam}/{side}"] = min(pol.tile_limit(fam, DTYPE_OF[p].char), flops * units, sys.float_info.max)
+    out = {k: min(v, sys.float_info.max) for k, v in pol.level3_limits().items()}
+    for fam in ("trmm", "trsm"):
+        for p in "sdcz":
+            for side in "LR":
+                out[f"{p}{fam}/{side}"] = min(pol.tile_limit(fam, DTYPE_OF[p].char), sys.float_info.max)
     return out
+
+
+def fastpath_windows() -> dict[str, tuple[float, float, float] | None]:
+    """Per trmm/trsm precision and side (keys ``'dtrmm/L'``...), the shapes the recursion may take:
+    ``(min_order, rhs_lo, rhs_hi)`` (:func:`tileblas.policy._recursion.recursion_window`), or None.  The
+    C path leaves exactly those calls to the Python path, which alone runs the recursion."""
+    from tileblas._dtypes import DTYPE_OF
+    from tileblas.policy._recursion import recursion_window
+
+    return {f"{p}{fam}/{side}": recursion_window(fam, DTYPE_OF[p].char, side)
+            for fam in ("trmm", "trsm") for p in "sdcz" for side in "LR"}
 
 
 def apply_policy(reload: bool = False) -> dict[str, float] | None:
@@ -64,6 +74,7 @@ def apply_policy(reload: bool = False) -> dict[str, float] | None:
         return None
     limits = fastpath_limits()
     setter(limits)
+    _fastpath.set_recursion_windows(fastpath_windows())
     return limits
 
 

@@ -22,6 +22,9 @@
  * Module state set from Python (tileblas.blas._dispatch):
  *   set_level3_limits({family: flops})   calls with at least this many flops take the Python path;
  *                                        'dtrmm/L'-style keys set one precision and side of trmm/trsm
+ *   set_recursion_windows({'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None})
+ *                                        trmm/trsm calls of these shapes (the recursion may take them)
+ *                                        take the Python path
  *   set_level3_library({name: address})  Fortran entry points ('dgemm' -> address of dgemm_)
  *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
  *                                        calls; contextvar: the current-runtime variable (a value in it
@@ -47,6 +50,9 @@ static double limits[NFAM];           /* flops from which the Python path runs (
 /* trmm/trsm: the same per precision and side (the recursion, which only the Python path runs, is chosen
  * per precision and side): tri_limits[family - TRMM][precision][side 0 L, 1 R]. */
 static double tri_limits[2][4][2];
+/* ... and the shapes the recursion may take there (Python path): order >= [0] with [1] <= right-hand
+ * sides <= [2]; [0] = 0: none.  tri_window[family - TRMM][precision][side][3]. */
+static double tri_window[2][4][2][3];
 static void *entry[NFAM][4];          /* Fortran entry points, NULL: not set */
 static int enabled = 0;
 static PyObject *current_var = NULL;  /* contextvars.ContextVar of the current runtime */
@@ -604,6 +610,11 @@ level3_small(Level3Object *self, PyObject *const *args)
         if (PyArray_DIM(a, 0) != s || PyArray_DIM(a, 1) != s) NOT_HANDLED;
         flops = 1.0 * m * n * s * (cplx ? 4.0 : 1.0);
         if (!(flops < tri_limits[fam - TRMM][prec][sd ? 1 : 0])) NOT_HANDLED;
+        {
+            const double *w = tri_window[fam - TRMM][prec][sd ? 1 : 0];
+            double rhs = sd ? m : n;
+            if (w[0] > 0 && s >= w[0] && rhs >= w[1] && rhs <= w[2]) NOT_HANDLED;  /* the recursion's */
+        }
         uplo = lo ? 'L' : 'U';
         transa = "NTC"[ta];
         if (layout(a) == 'C' && ta != 2) {  /* the Fortran-ordered transpose: other triangle, trans flipped */
@@ -1676,6 +1687,70 @@ get_level3_limits(PyObject *mod, PyObject *unused)
 }
 
 static PyObject *
+set_recursion_windows(PyObject *mod, PyObject *arg)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    double neww[2][4][2][3];
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_recursion_windows takes a dict {'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None}");
+        return NULL;
+    }
+    memcpy(neww, tri_window, sizeof tri_window);
+    while (PyDict_Next(arg, &pos, &key, &value)) {
+        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int f, p, sd;
+        double v[3] = {0, 0, 0};
+        if (s == NULL || (f = tri_key(s, &p, &sd)) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "set_recursion_windows: unknown key %R (expected e.g. 'dtrmm/L')", key);
+            return NULL;
+        }
+        if (value != Py_None) {
+            if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 3) {
+                PyErr_Format(PyExc_ValueError, "set_recursion_windows: %s must be (min_order, rhs_lo, rhs_hi) or "
+                             "None, got %R", s, value);
+                return NULL;
+            }
+            for (int i = 0; i < 3; i++) {
+                v[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(value, i));
+                if (v[i] == -1.0 && PyErr_Occurred()) return NULL;
+            }
+            if (!(v[0] >= 1)) {
+                PyErr_Format(PyExc_ValueError, "set_recursion_windows: %s min_order must be >= 1, got %R", s, value);
+                return NULL;
+            }
+        }
+        memcpy(neww[f - TRMM][p][sd], v, sizeof v);
+    }
+    memcpy(tri_window, neww, sizeof tri_window);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+get_recursion_windows(PyObject *mod, PyObject *unused)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (int f = 0; f < 2; f++)
+        for (int p = 0; p < 4; p++)
+            for (int sd = 0; sd < 2; sd++) {
+                char name[8];
+                const double *w = tri_window[f][p][sd];
+                PyObject *v = w[0] > 0 ? Py_BuildValue("(ddd)", w[0], w[1], w[2]) : Py_NewRef(Py_None);
+                snprintf(name, sizeof name, "%c%s/%c", PREFIXES[p], FAMILY[TRMM + f], "LR"[sd]);
+                if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
+                    Py_XDECREF(v);
+                    Py_DECREF(d);
+                    return NULL;
+                }
+                Py_DECREF(v);
+            }
+    return d;
+}
+
+static PyObject *
 set_level3_library(PyObject *mod, PyObject *arg)
 {
     PyObject *key, *value;
@@ -1748,6 +1823,10 @@ static PyMethodDef methods[] = {
      "set_level3_limits({family: flops}): calls with at least this many flops take the Python path\n"
      "('dtrmm/L'-style keys: one precision and side of trmm/trsm)."},
     {"get_level3_limits", get_level3_limits, METH_NOARGS, "The flop limits in force, per family."},
+    {"set_recursion_windows", set_recursion_windows, METH_O,
+     "set_recursion_windows({'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None}): trmm/trsm calls of these\n"
+     "shapes (the recursion may take them) take the Python path."},
+    {"get_recursion_windows", get_recursion_windows, METH_NOARGS, "The recursion windows in force."},
     {"set_level3_library", set_level3_library, METH_O,
      "set_level3_library({'dgemm': address, ...}): the Fortran entry points the small-call path calls."},
     {"decline", set_decline, METH_O,

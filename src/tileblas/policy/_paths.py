@@ -121,17 +121,10 @@ class PathPolicy:
         """Flops from which a call of routine ``name`` in precision ``dtype_char`` is tiled."""
         return self.tile_flops[(FAMILY[name], precision_class(dtype_char))]
 
-    def level3_limits(self, recursion_flops: float) -> dict[str, float]:
-        """Per routine, the flops below which one native call is the chosen path in every precision class:
-        the smaller tile crossover of the two classes, and for trmm/trsm also ``recursion_flops`` (the
-        fewest flops at which the recursion can be chosen).  ``inf``: always native."""
-        out = {}
-        for name, fam in FAMILY.items():
-            lim = min(self.tile_flops[(fam, c)] for c in CLASSES)
-            if fam in ("trmm", "trsm"):
-                lim = min(lim, recursion_flops)
-            out[name] = lim
-        return out
+    def level3_limits(self) -> dict[str, float]:
+        """Per routine, the flops below which no call is tiled in any precision class: the smaller tile
+        crossover of the two classes.  ``inf``: never tiled."""
+        return {name: min(self.tile_flops[(fam, c)] for c in CLASSES) for name, fam in FAMILY.items()}
 
     def to_json(self) -> dict[str, Any]:
         def num(x: float) -> Any:

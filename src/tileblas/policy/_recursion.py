@@ -4,9 +4,10 @@ The recursion itself (:mod:`tileblas.kernels._recursive`) decides nothing: its c
 trmm/trsm kernels (:mod:`tileblas.devices.cpu`), the runtime's native path (for its call log),
 :mod:`tileblas.linalg` and the path tuning -- ask here and pass the answers in.
 
-* :func:`recursion_faster`: whether the recursion measured faster than OpenBLAS's own routine for a
-  shape and thread count: by the rule ``tileblas tune`` stored in the path policy
-  (:mod:`tileblas.policy._paths`), else by the shipped constants below.
+* :func:`recursion_window`: the shapes (order, right-hand sides) for which the recursion measured
+  faster than OpenBLAS's own routine, per routine, precision and side: by the rule ``tileblas tune``
+  stored in the path policy (:mod:`tileblas.policy._paths`), else by the shipped constants below;
+  :func:`recursion_faster` asks it for one shape and thread count.
 * :func:`recursion_stop`: the stopping size: this machine's performance models' answer for float64 where
   ``tileblas tune`` built them (:func:`tileblas.policy._suggest.suggest`), else the measured default
   :func:`tileblas.kernels._recursive.default_stop`.
@@ -17,6 +18,7 @@ What it must not touch
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,7 +27,7 @@ from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.policy import _paths
 
-__all__ = ["recursion_faster", "recursion_first_flops", "recursion_stop", "RECURSIVE_MIN_ORDER", "RECURSIVE_MIN_THREADS", "RECURSIVE_RHS"]
+__all__ = ["recursion_faster", "recursion_window", "recursion_stop", "RECURSIVE_MIN_ORDER", "RECURSIVE_MIN_THREADS", "RECURSIVE_RHS"]
 
 #: Shipped defaults of the rule for when the trmm/trsm kernels run the recursion instead of OpenBLAS's
 #: own routine, kept under their old names; the values in force are :func:`tileblas.get_tuning`'s
@@ -36,36 +38,33 @@ RECURSIVE_MIN_THREADS = Tuning().recursive_min_threads
 RECURSIVE_RHS = Tuning().recursive_rhs
 
 
+def recursion_window(kind: str, dtype_char: str, side: str) -> tuple[float, float, float] | None:
+    """The shapes for which the recursive ``kind`` (trmm/trsm) in precision ``dtype_char`` with the
+    triangle on ``side`` measured faster than OpenBLAS's own routine (on enough threads): ``(min_order,
+    rhs_lo, rhs_hi)`` -- a triangle of order >= min_order with rhs_lo..rhs_hi right-hand sides -- or None
+    where it never does.  By the rule ``tileblas tune`` measured on this machine for the routine and
+    precision class (:func:`tileblas.policy._paths.policy`), else by the :class:`~tileblas.Tuning` in
+    force (``recursive_min_order``, ``recursive_rhs``, and ``recursive_left_prefixes`` for a triangle on
+    the left)."""
+    rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
+    if rule is not None:
+        return None if math.isinf(rule[0]) else (float(rule[0]), float(rule[1]), float(rule[2]))
+    t = get_tuning()
+    if side == "L" and PREFIX_OF[np.dtype(dtype_char)] not in t.recursive_left_prefixes:
+        return None
+    return (float(t.recursive_min_order), float(t.recursive_rhs[0]), float(t.recursive_rhs[1]))
+
+
 def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d",
                      side: str = "L") -> bool:
     """Whether the recursive ``kind`` (trmm/trsm) measured faster than OpenBLAS's own routine on ``threads``
-    BLAS threads for a triangle of ``order`` on ``side`` and ``rhs`` right-hand sides: by the rule
-    ``tileblas tune`` measured on this machine for the routine and precision class
-    (:func:`tileblas.policy._paths.policy`), else by the :class:`~tileblas.Tuning` in force
-    (``recursive_min_order``, ``recursive_rhs``, and ``recursive_left_prefixes`` for a triangle on the
-    left); never on fewer than its ``recursive_min_threads`` threads."""
-    t = get_tuning()
-    if threads < t.recursive_min_threads:
+    BLAS threads for a triangle of ``order`` on ``side`` and ``rhs`` right-hand sides: the shape is in
+    :func:`recursion_window`, and ``threads`` at least the :class:`~tileblas.Tuning`'s
+    ``recursive_min_threads``."""
+    if threads < get_tuning().recursive_min_threads:
         return False
-    rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
-    if rule is None:
-        if not (order >= t.recursive_min_order and t.recursive_rhs[0] <= rhs <= t.recursive_rhs[1]):
-            return False
-        return side != "L" or PREFIX_OF[np.dtype(dtype_char)] in t.recursive_left_prefixes
-    return order >= rule[0] and rule[1] <= rhs <= rule[2]
-
-
-def recursion_first_flops(kind: str, dtype_char: str, side: str) -> float:
-    """The fewest flops (order**2 * rhs, real count) of a ``kind`` call in precision ``dtype_char`` with
-    the triangle on ``side`` for which :func:`recursion_faster` can answer True (on enough threads), by
-    the same rule; ``inf`` where it never does.  Below it a call never runs the recursion."""
-    t = get_tuning()
-    rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
-    if rule is not None:
-        return float(rule[0]) * rule[0] * max(rule[1], 1)
-    if side == "L" and PREFIX_OF[np.dtype(dtype_char)] not in t.recursive_left_prefixes:
-        return float("inf")
-    return float(t.recursive_min_order) ** 2 * max(t.recursive_rhs[0], 1)
+    w = recursion_window(kind, dtype_char, side)
+    return w is not None and order >= w[0] and w[1] <= rhs <= w[2]
 
 
 def recursion_stop(kind: str, side: str, free: int, dtype: Any) -> int:
