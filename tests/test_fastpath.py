@@ -602,3 +602,35 @@ def test_public_level12_routines_look_like_functions(name):
     assert inspect.signature(fn) == inspect.signature(fn.__wrapped__)
     assert pickle.loads(pickle.dumps(fn)) is fn
     assert repr(fn) == f"<tileblas.blas routine {name}>"
+
+
+def test_small_trmm_calls_run_on_the_one_thread_instance():
+    """Below ONE_THREAD_FLOPS the C path calls tileblas' one-thread OpenBLAS (OpenBLAS threads even tiny
+    trmm calls); both sides of the limit give SciPy's result in every precision."""
+    rt = _runtime.get_runtime()
+    threads = int(getattr(rt, "_policy_threads", 0) or 0)
+    assert fp.get_one_thread() == (dict(_dispatch.ONE_THREAD_FLOPS) if threads > 1 else {})
+    rng = np.random.default_rng(11)
+    limit, below = _dispatch.ONE_THREAD_FLOPS["trmm"], 0
+    for p, dt in DT.items():
+        units = 4 if p in "cz" else 1
+        for n in (16, 32, 40, 64, 65, 80):
+            t = _tri(rng, n, dt, "F")
+            b = _rand(rng, (n, n), dt)
+            got = getattr(tb, p + "trmm")(1.5, t, b, lower=1, trans_a=1)
+            ref = getattr(sb, p + "trmm")(1.5, t, b, lower=1, trans_a=1)
+            _close(got, ref, 1.5 * n * np.max(np.abs(t)) * np.max(np.abs(b)), n, dt)
+            below += n ** 3 * units < limit
+    assert 0 < below < 24  # both sides of the limit were run
+    try:
+        fp.set_one_thread({"trmm": 1e300}, {})  # a limit without entry points is no limit
+        assert fp.get_one_thread() == {}
+        with pytest.raises(ValueError, match="unknown Level-3 family"):
+            fp.set_one_thread({"trmx": 1.0}, {})
+        with pytest.raises(ValueError, match="unknown Level-3 routine"):
+            fp.set_one_thread({}, {"qtrmm": 1})
+        with pytest.raises(TypeError, match="two dicts"):
+            fp.set_one_thread({"trmm": 1.0})
+    finally:
+        _dispatch._sync_fastpath(rt)
+    assert fp.get_one_thread() == (dict(_dispatch.ONE_THREAD_FLOPS) if threads > 1 else {})

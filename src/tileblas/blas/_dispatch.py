@@ -29,6 +29,15 @@ __all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "fastpat
 _APPLIED = [False]
 
 
+#: Per family, the flops (complex counted 4x) below which the small-call path runs a call on tileblas'
+#: one-thread OpenBLAS instance: OpenBLAS splits even tiny trmm calls among its threads (it has no size
+#: threshold there), and waking them costs more than they bring.  Measured (C path, one instance against
+#: the other, interleaved, 7 rounds, square operands): trmm on one thread 2.2-2.5x faster at order 32 in
+#: s/d, 1.1-1.2x at 32 in c/z and at 64 in s/d, even at 96 (s/d), slower from 128 (s/d) and 64 (c/z);
+#: trsm and the other families gain nothing (OpenBLAS keeps small calls on one thread itself).
+ONE_THREAD_FLOPS = {"trmm": 2.7e5}
+
+
 def fastpath_limits() -> dict[str, float]:
     """Per routine, the flops below which the policy in force does not tile (finite;
     ``sys.float_info.max`` for "never"); for trmm/trsm also per precision and side (keys
@@ -130,6 +139,12 @@ def _sync_fastpath(rt: Any) -> None:
     _runtime.on_release(_release)  # off again when rt closes or stops being the default
     lib = _openblas.get_library(threads)
     _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps})
+    if threads > 1:
+        one = _openblas.get_library(1)
+        _fastpath.set_one_thread(ONE_THREAD_FLOPS, {p + f: one.fortran(p + f) for f in ONE_THREAD_FLOPS
+                                                    for p in LEVEL3_FAMILIES[f]})
+    else:
+        _fastpath.set_one_thread({}, {})
     _FAST[0] = rt
     _fastpath.set_state(True, _runtime._CURRENT)
 

@@ -26,6 +26,9 @@
  *                                        trmm/trsm calls of these shapes (the recursion may take them)
  *                                        take the Python path
  *   set_level3_library({name: address})  Fortran entry points ('dgemm' -> address of dgemm_)
+ *   set_one_thread({family: flops}, {name: address})
+ *                                        calls below these flops run on these entry points (the
+ *                                        one-thread instance: OpenBLAS threads even tiny trmm calls)
  *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
  *                                        calls; contextvar: the current-runtime variable (a value in it
  *                                        means a `with Runtime(...)` block is active: Python path)
@@ -54,6 +57,10 @@ static double tri_limits[2][4][2];
  * sides <= [2]; [0] = 0: none.  tri_window[family - TRMM][precision][side][3]. */
 static double tri_window[2][4][2][3];
 static void *entry[NFAM][4];          /* Fortran entry points, NULL: not set */
+/* The same on tileblas' one-thread instance, for calls below one_limits[family] flops: there OpenBLAS's
+ * own threads cost more than they bring (it splits even tiny trmm calls); 0 / NULL: never. */
+static void *entry1[NFAM][4];
+static double one_limits[NFAM];
 static int enabled = 0;
 static PyObject *current_var = NULL;  /* contextvars.ContextVar of the current runtime */
 #if defined(_MSC_VER)
@@ -434,6 +441,11 @@ front_clear(Front *f)
 #define NOT_HANDLED goto python
 #define FAIL goto error
 #define RUN3(stmt) RUN_IF(flops > GIL_FLOPS, stmt)
+/* a call below the family's one-thread limit: the one-thread instance's entry point */
+#define PICK_ONE_THREAD()                                                  \
+    do {                                                                   \
+        if (flops < one_limits[fam] && entry1[fam][prec] != NULL) fn = entry1[fam][prec]; \
+    } while (0)
 
 /* The small-call path given all the routine's arguments in order: the result, or NotImplemented having
  * written nothing, or NULL with an exception. */
@@ -498,6 +510,7 @@ level3_small(Level3Object *self, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        PICK_ONE_THREAD();
         RUN3(((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                           PyArray_DATA(out), &ldc, 1, 1));
         break;
@@ -535,6 +548,7 @@ level3_small(Level3Object *self, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        PICK_ONE_THREAD();
         RUN3(((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                           PyArray_DATA(out), &ldc, 1, 1));
         break;
@@ -584,6 +598,7 @@ level3_small(Level3Object *self, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        PICK_ONE_THREAD();
         if (two)
             RUN3(((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                                PyArray_DATA(out), &ldc, 1, 1));
@@ -634,6 +649,7 @@ level3_small(Level3Object *self, PyObject *const *args)
         ldb = ld(out);
         side = sd ? 'R' : 'L';
         diag = dg ? 'U' : 'N';
+        PICK_ONE_THREAD();
         RUN3(((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out), &ldb,
                           1, 1, 1, 1));
         break;
@@ -1751,6 +1767,69 @@ get_recursion_windows(PyObject *mod, PyObject *unused)
 }
 
 static PyObject *
+set_one_thread(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    double newlim[NFAM] = {0};
+    void *newent[NFAM][4] = {{NULL}};
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_one_thread takes two dicts: {family: flops} and {'dtrmm': address, ...}");
+        return NULL;
+    }
+    while (PyDict_Next(args[0], &pos, &key, &value)) {
+        int f = family_index(key);
+        double v;
+        if (f < 0) return NULL;
+        v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred()) return NULL;
+        newlim[f] = v;
+    }
+    pos = 0;
+    while (PyDict_Next(args[1], &pos, &key, &value)) {
+        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int f = -1, p;
+        void *addr;
+        if (s != NULL && (p = prefix_index(s[0])) >= 0)
+            for (int i = 0; i < NFAM; i++)
+                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
+        if (f < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "set_one_thread: unknown Level-3 routine %R", key);
+            return NULL;
+        }
+        addr = PyLong_AsVoidPtr(value);
+        if (addr == NULL && PyErr_Occurred()) return NULL;
+        newent[f][p] = addr;
+    }
+    memcpy(one_limits, newlim, sizeof one_limits);
+    memcpy(entry1, newent, sizeof entry1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+get_one_thread(PyObject *mod, PyObject *unused)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (int i = 0; i < NFAM; i++) {
+        PyObject *v;
+        int any = 0;
+        for (int p = 0; p < 4; p++) any |= entry1[i][p] != NULL;
+        if (!(one_limits[i] > 0) || !any) continue;
+        v = PyFloat_FromDouble(one_limits[i]);
+        if (v == NULL || PyDict_SetItemString(d, FAMILY[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *
 set_level3_library(PyObject *mod, PyObject *arg)
 {
     PyObject *key, *value;
@@ -1827,6 +1906,10 @@ static PyMethodDef methods[] = {
      "set_recursion_windows({'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None}): trmm/trsm calls of these\n"
      "shapes (the recursion may take them) take the Python path."},
     {"get_recursion_windows", get_recursion_windows, METH_NOARGS, "The recursion windows in force."},
+    {"set_one_thread", (PyCFunction)(void (*)(void))set_one_thread, METH_FASTCALL,
+     "set_one_thread({family: flops}, {'dtrmm': address, ...}): calls below these flops run on these entry\n"
+     "points (tileblas' one-thread OpenBLAS instance); replaces the previous setting."},
+    {"get_one_thread", get_one_thread, METH_NOARGS, "The one-thread limits in force: {family: flops}."},
     {"set_level3_library", set_level3_library, METH_O,
      "set_level3_library({'dgemm': address, ...}): the Fortran entry points the small-call path calls."},
     {"decline", set_decline, METH_O,

@@ -90,6 +90,7 @@ def paths_info() -> dict[str, Any]:
                            if getattr(tuning, f) != getattr(shipped, f)}
     d["native_threads"] = _threadpool.effective_threads(_threadpool.cpu_count())
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
+    d["fastpath_one_thread"] = (dict(_dispatch.ONE_THREAD_FLOPS) if d["native_threads"] > 1 else {})
     d["fastpath_recursion"] = {k: (None if w is None else [int(x) if x < 1e300 else None for x in w])
                                for k, w in _dispatch.fastpath_windows().items()}
     try:
@@ -170,6 +171,8 @@ def _print_paths(p: dict[str, Any]) -> None:
     lim = ", ".join(f"{k} {'all' if v is None else f'{v:.3g}'}" for k, v in p["fastpath_limits"].items())
     print(f"             C fast path {'limits' if p['fastpath'] else 'limits (no fast path module here)'} "
           f"(flops; above: tiles): {lim}")
+    one = ", ".join(f"{k} below {v:.3g} flops" for k, v in p.get("fastpath_one_thread", {}).items())
+    print(f"             on one thread (tileblas' one-thread instance): {one or 'none'}")
     win = ", ".join(f"{k} >= {w[0]}, {w[1]}-{w[2]}" for k, w in p.get("fastpath_recursion", {}).items() if w)
     print(f"             left to the Python path (recursion shapes: order, right-hand sides): {win or 'none'}")
     changed = p.get("tuning_changed") or {}
