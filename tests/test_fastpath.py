@@ -226,7 +226,7 @@ def test_the_front_binds_keywords_and_defaults_in_c():
         calls.append((args, kw))
         return "python"
 
-    front = fp.Level3("gemm", "d", fallback, _PARAMS["gemm"], (0.0, None, 0, 0, 0))
+    front = fp.Level3("gemm", "d").front(fallback, _PARAMS["gemm"], (0.0, None, 0, 0, 0))
     rng = np.random.default_rng(2)
     a, b = _rand(rng, (6, 5), np.float64), _rand(rng, (5, 4), np.float64, "C")
     scale = np.max(np.abs(a)) * np.max(np.abs(b)) * 5
@@ -268,13 +268,13 @@ def test_the_front_binds_keywords_and_defaults_in_c():
 
 def test_the_front_is_refused_bad_parameters():
     with pytest.raises(TypeError, match="fallback must be callable"):
-        fp.Level3("gemm", "d", 3, _PARAMS["gemm"], ())
+        fp.Level3("gemm", "d").front(3, _PARAMS["gemm"], ())
     with pytest.raises(ValueError, match="8 parameter names"):
-        fp.Level3("gemm", "d", print, ("alpha", "a"), ())
+        fp.Level3("gemm", "d").front(print, ("alpha", "a"), ())
     with pytest.raises(ValueError, match="defaults"):
-        fp.Level3("gemm", "d", print, _PARAMS["gemm"], tuple(range(9)))
+        fp.Level3("gemm", "d").front(print, _PARAMS["gemm"], tuple(range(9)))
     with pytest.raises(TypeError, match="must be str"):
-        fp.Level3("syrk", "d", print, (1, 2, 3, 4, 5, 6, 7), ())
+        fp.Level3("syrk", "d").front(print, (1, 2, 3, 4, 5, 6, 7), ())
     # a bare path (no fallback) binds nothing: keywords or missing arguments are NotImplemented
     a = np.ones((2, 2))
     assert fp.Level3("gemm", "d")(1.0, a, a, beta=0.0) is NotImplemented

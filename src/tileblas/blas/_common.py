@@ -254,8 +254,9 @@ def _not_handled(*args: Any) -> Any:
 
 
 def front(small: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The routine as users get it: the small-call path ``small`` (from :func:`small_path`) in front of
-    its Python implementation ``fn`` (named and documented).  Called as ``fn`` is -- positionally or by
+    """The routine as users get it: the small-call path ``small`` (a bare ``Level12`` from
+    :func:`small_path`, or a ``Level3``, of :mod:`tileblas.blas._fastpath`) in front of its Python
+    implementation ``fn`` (named and documented).  Called as ``fn`` is -- positionally or by
     keyword -- it binds the arguments in C and computes a common call at once; every other call, and
     every binding it does not do, goes to ``fn`` as made, which converts, checks and raises.
     ``__name__``, ``__doc__``, ``__wrapped__`` (so ``inspect.signature``) are ``fn``'s; pickled by name.

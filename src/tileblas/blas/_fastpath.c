@@ -106,12 +106,22 @@ typedef struct {
 
 #define MAX_PARAMS 16
 
-typedef struct {
+/* What every routine object (Level3, Level12) starts with: its vectorcall (routine_vectorcall), its
+ * front, its parameter count and its small-call path, given all the arguments in order (the result,
+ * or NotImplemented having written nothing, or NULL with an exception). */
+typedef struct Routine Routine;
+struct Routine {
     PyObject_HEAD
-    int fam;
-    int prec;                          /* index into PREFIXES */
     vectorcallfunc vectorcall;
     Front front;
+    Py_ssize_t nparams;
+    PyObject *(*small)(Routine *, PyObject *const *);
+};
+
+typedef struct {
+    Routine r;
+    int fam;
+    int prec;                          /* index into PREFIXES */
 } Level3Object;
 
 /* ------------------------------------------------------------------------------------- conversion */
@@ -436,6 +446,55 @@ front_clear(Front *f)
     Py_CLEAR(f->dict);
 }
 
+/* The call of every routine object: bind, run the small-call path, else hand the call to the fallback. */
+static PyObject *
+routine_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Routine *self = (Routine *)callable;
+    PyObject *slot[MAX_PARAMS];
+    PyObject *const *bound = bind_args(&self->front, self->nparams, args, PyVectorcall_NARGS(nargsf), kwnames,
+                                       slot);
+    if (bound != NULL) {
+        PyObject *r = self->small(self, bound);
+        if (r != Py_NotImplemented) return r;  /* the result, or an error */
+        Py_DECREF(r);
+    }
+    return fall_back(&self->front, args, nargsf, kwnames);
+}
+
+/* A new routine object's common part: its path and its front (-1 with an exception; the caller then
+ * drops the object). */
+static int
+routine_init(Routine *self, PyObject *(*small)(Routine *, PyObject *const *), Py_ssize_t nparams,
+             PyObject *fallback, PyObject *names, PyObject *defaults, const char *what)
+{
+    self->vectorcall = routine_vectorcall;
+    self->small = small;
+    self->nparams = nparams;
+    return front_init(&self->front, fallback, names, defaults, nparams, what);
+}
+
+static int
+routine_traverse(Routine *self, visitproc visit, void *arg)
+{
+    return front_traverse(&self->front, visit, arg);
+}
+
+static int
+routine_clear(Routine *self)
+{
+    front_clear(&self->front);
+    return 0;
+}
+
+static void
+routine_dealloc(Routine *self)
+{
+    PyObject_GC_UnTrack(self);
+    front_clear(&self->front);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
 /* ------------------------------------------------------------------------------------ the routines */
 
 #define NOT_HANDLED goto python
@@ -450,8 +509,9 @@ front_clear(Front *f)
 /* The small-call path given all the routine's arguments in order: the result, or NotImplemented having
  * written nothing, or NULL with an exception. */
 static PyObject *
-level3_small(Level3Object *self, PyObject *const *args)
+level3_small(Routine *routine, PyObject *const *args)
 {
+    Level3Object *self = (Level3Object *)routine;
     int fam = self->fam, prec = self->prec, cplx = prec >= 2;
     void *fn = entry[fam][prec];
     PyArrayObject *a = NULL, *b = NULL, *out = NULL, *acopy = NULL, *bcopy = NULL;
@@ -680,20 +740,6 @@ level3_nparams(int fam)
     return (fam == SYRK || fam == HERK) ? 7 : 8;
 }
 
-static PyObject *
-level3_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    Level3Object *self = (Level3Object *)callable;
-    PyObject *slot[MAX_PARAMS];
-    PyObject *const *bound = bind_args(&self->front, level3_nparams(self->fam), args, PyVectorcall_NARGS(nargsf),
-                                       kwnames, slot);
-    if (bound != NULL) {
-        PyObject *r = level3_small(self, bound);
-        if (r != Py_NotImplemented) return r;  /* the result, or an error */
-        Py_DECREF(r);
-    }
-    return fall_back(&self->front, args, nargsf, kwnames);
-}
 
 /* ------------------------------------------------------------------------------------ the type */
 
@@ -702,11 +748,9 @@ level3_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     const char *fam, *prefix;
     Level3Object *self;
-    PyObject *fallback = NULL, *names = NULL, *defaults = NULL;
     int f = -1, p = -1;
-    char what[32];
-    static char *kwlist[] = {"family", "prefix", "fallback", "names", "defaults", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ss|OOO", kwlist, &fam, &prefix, &fallback, &names, &defaults))
+    static char *kwlist[] = {"family", "prefix", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ss", kwlist, &fam, &prefix))
         return NULL;
     for (int i = 0; i < NFAM; i++)
         if (strcmp(fam, FAMILY[i]) == 0) f = i;
@@ -723,34 +767,11 @@ level3_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (self == NULL) return NULL;
     self->fam = f;
     self->prec = p;
-    self->vectorcall = level3_vectorcall;
-    PyOS_snprintf(what, sizeof what, "Level3 %s%s", prefix, fam);
-    if (front_init(&self->front, fallback, names, defaults, level3_nparams(f), what) < 0) {
+    if (routine_init(&self->r, level3_small, level3_nparams(f), NULL, NULL, NULL, "Level3") < 0) {
         Py_DECREF(self);
         return NULL;
     }
     return (PyObject *)self;
-}
-
-static int
-level3_traverse(Level3Object *self, visitproc visit, void *arg)
-{
-    return front_traverse(&self->front, visit, arg);
-}
-
-static int
-level3_clear(Level3Object *self)
-{
-    front_clear(&self->front);
-    return 0;
-}
-
-static void
-level3_dealloc(Level3Object *self)
-{
-    PyObject_GC_UnTrack(self);
-    front_clear(&self->front);
-    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* "<tileblas.blas routine dgemm>" (the name update_wrapper copied from the fallback) */
@@ -771,7 +792,37 @@ front_reduce(PyObject *self, PyObject *unused)
     return PyObject_GetAttrString(self, "__qualname__");
 }
 
+/* routine.front(fallback, names, defaults): the same path (a copy of this object's own fields) with a
+ * front, as tileblas.blas hands the routine out (a new object). */
+static PyObject *
+routine_front(Routine *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Routine *r;
+    char what[80];
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "front(fallback, names, defaults) takes 3 arguments");
+        return NULL;
+    }
+    if (args[0] == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "front: fallback must be callable, got None");
+        return NULL;
+    }
+    r = (Routine *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+    if (r == NULL) return NULL;
+    /* the type's own fields after the common part: plain data (flags, indices, an entry point) */
+    memcpy((char *)r + sizeof(Routine), (char *)self + sizeof(Routine), Py_TYPE(self)->tp_basicsize - sizeof(Routine));
+    PyOS_snprintf(what, sizeof what, "%s.front", Py_TYPE(self)->tp_name);
+    if (routine_init(r, self->small, self->nparams, args[0], args[1], args[2], what) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
 static PyMethodDef front_methods[] = {
+    {"front", (PyCFunction)(void (*)(void))routine_front, METH_FASTCALL,
+     "front(fallback, names, defaults): this path in front of the Python implementation fallback (its\n"
+     "parameter names and defaults), as tileblas.blas hands the routine out (a new object)."},
     {"__reduce__", front_reduce, METH_NOARGS, "Pickled by reference: the module attribute __qualname__."},
     {NULL, NULL, 0, NULL},
 };
@@ -784,7 +835,7 @@ static PyGetSetDef front_getset[] = {
 static PyObject *
 level3_repr(Level3Object *self)
 {
-    if (self->front.fallback != NULL) return front_repr((PyObject *)self);
+    if (self->r.front.fallback != NULL) return front_repr((PyObject *)self);
     return PyUnicode_FromFormat("<tileblas small-call path of %c%s>", PREFIXES[self->prec], FAMILY[self->fam]);
 }
 
@@ -793,20 +844,19 @@ static PyTypeObject Level3Type = {
     .tp_name = "tileblas.blas._fastpath.Level3",
     .tp_basicsize = sizeof(Level3Object),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Level3(family, prefix, fallback=None, names=(), defaults=()): one Level-3 routine.\n\n"
-              "Without fallback, the bare small-call path: called with all the routine's arguments\n"
-              "positionally, it returns the result or NotImplemented (Python path).  With fallback (the\n"
-              "Python implementation, its parameter names and defaults), the routine itself: called as users\n"
-              "call it, it runs the small-call path or hands the call, as made, to fallback.",
+    .tp_doc = "Level3(family, prefix): the small-call path of one Level-3 routine; called with all the\n"
+              "routine's arguments positionally, it returns the result or NotImplemented (Python path).\n"
+              "path.front(fallback, names, defaults) is the routine itself: called as users call it, it runs\n"
+              "the small-call path or hands the call, as made, to fallback (the Python implementation).",
     .tp_new = level3_new,
-    .tp_dealloc = (destructor)level3_dealloc,
-    .tp_traverse = (traverseproc)level3_traverse,
-    .tp_clear = (inquiry)level3_clear,
-    .tp_dictoffset = offsetof(Level3Object, front) + offsetof(Front, dict),
+    .tp_dealloc = (destructor)routine_dealloc,
+    .tp_traverse = (traverseproc)routine_traverse,
+    .tp_clear = (inquiry)routine_clear,
+    .tp_dictoffset = offsetof(Routine, front) + offsetof(Front, dict),
     .tp_methods = front_methods,
     .tp_getset = front_getset,
     .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Level3Object, vectorcall),
+    .tp_vectorcall_offset = offsetof(Routine, vectorcall),
     .tp_repr = (reprfunc)level3_repr,
 };
 
@@ -835,12 +885,10 @@ static const Py_ssize_t NARGS[NKIND] = {8, 5, 7, 7, 7, 7, 7, 4, 4, 4, 11, 11, 11
 #define GIL_ELEMENTS 4096
 
 typedef struct {
-    PyObject_HEAD
+    Routine r;
     int kind;
     int prec;
     void *fn;
-    vectorcallfunc vectorcall;
-    Front front;
 } Level12Object;
 
 /* Exactly the Python int ``v``. */
@@ -1007,8 +1055,9 @@ zero_matrix(int prec, npy_intp m, npy_intp n)
 
 /* The small-call path given all the routine's arguments in order (as level3_small). */
 static PyObject *
-level12_small(Level12Object *self, PyObject *const *args)
+level12_small(Routine *routine, PyObject *const *args)
 {
+    Level12Object *self = (Level12Object *)routine;
     int kind = self->kind, prec = self->prec, one = 1, k;
     void *fn = self->fn;
     PyArrayObject *x, *y;
@@ -1479,21 +1528,6 @@ level12_small(Level12Object *self, PyObject *const *args)
 }
 
 static PyObject *
-level12_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    Level12Object *self = (Level12Object *)callable;
-    PyObject *slot[MAX_PARAMS];
-    PyObject *const *bound = bind_args(&self->front, NARGS[self->kind], args, PyVectorcall_NARGS(nargsf), kwnames,
-                                       slot);
-    if (bound != NULL) {
-        PyObject *r = level12_small(self, bound);
-        if (r != Py_NotImplemented) return r;
-        Py_DECREF(r);
-    }
-    return fall_back(&self->front, args, nargsf, kwnames);
-}
-
-static PyObject *
 level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     const char *kind, *prefix;
@@ -1527,71 +1561,18 @@ level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->kind = f;
     self->prec = p;
     self->fn = fn;
-    self->vectorcall = level12_vectorcall;
+    if (routine_init(&self->r, level12_small, NARGS[f], NULL, NULL, NULL, "Level12") < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
-/* small.front(fallback, names, defaults): the same path with a front (a new object). */
-static PyObject *
-level12_front(Level12Object *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    Level12Object *r;
-    char what[32];
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "front(fallback, names, defaults) takes 3 arguments");
-        return NULL;
-    }
-    if (args[0] == Py_None) {
-        PyErr_SetString(PyExc_TypeError, "front: fallback must be callable, got None");
-        return NULL;
-    }
-    r = (Level12Object *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
-    if (r == NULL) return NULL;
-    r->kind = self->kind;
-    r->prec = self->prec;
-    r->fn = self->fn;
-    r->vectorcall = level12_vectorcall;
-    PyOS_snprintf(what, sizeof what, "Level12 %s (%c)", KIND[self->kind], PREFIXES[self->prec]);
-    if (front_init(&r->front, args[0], args[1], args[2], NARGS[self->kind], what) < 0) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    return (PyObject *)r;
-}
-
-static int
-level12_traverse(Level12Object *self, visitproc visit, void *arg)
-{
-    return front_traverse(&self->front, visit, arg);
-}
-
-static int
-level12_clear(Level12Object *self)
-{
-    front_clear(&self->front);
-    return 0;
-}
-
-static void
-level12_dealloc(Level12Object *self)
-{
-    PyObject_GC_UnTrack(self);
-    front_clear(&self->front);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyMethodDef level12_methods[] = {
-    {"front", (PyCFunction)(void (*)(void))level12_front, METH_FASTCALL,
-     "front(fallback, names, defaults): this path in front of the Python implementation fallback (its\n"
-     "parameter names and defaults), as tileblas.blas hands the routine out."},
-    {"__reduce__", front_reduce, METH_NOARGS, "Pickled by reference: the module attribute __qualname__."},
-    {NULL, NULL, 0, NULL},
-};
 
 static PyObject *
 level12_repr(Level12Object *self)
 {
-    if (self->front.fallback != NULL) return front_repr((PyObject *)self);
+    if (self->r.front.fallback != NULL) return front_repr((PyObject *)self);
     return PyUnicode_FromFormat("<tileblas small-call path of %s (%c)>", KIND[self->kind], PREFIXES[self->prec]);
 }
 
@@ -1604,14 +1585,14 @@ static PyTypeObject Level12Type = {
               "all the routine's arguments positionally, it returns the result or NotImplemented.\n"
               "small.front(fallback, names, defaults) puts it in front of the Python implementation.",
     .tp_new = level12_new,
-    .tp_dealloc = (destructor)level12_dealloc,
-    .tp_traverse = (traverseproc)level12_traverse,
-    .tp_clear = (inquiry)level12_clear,
-    .tp_dictoffset = offsetof(Level12Object, front) + offsetof(Front, dict),
-    .tp_methods = level12_methods,
+    .tp_dealloc = (destructor)routine_dealloc,
+    .tp_traverse = (traverseproc)routine_traverse,
+    .tp_clear = (inquiry)routine_clear,
+    .tp_dictoffset = offsetof(Routine, front) + offsetof(Front, dict),
+    .tp_methods = front_methods,
     .tp_getset = front_getset,
     .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Level12Object, vectorcall),
+    .tp_vectorcall_offset = offsetof(Routine, vectorcall),
     .tp_repr = (reprfunc)level12_repr,
 };
 

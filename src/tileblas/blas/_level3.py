@@ -38,13 +38,13 @@ What it must not touch
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import numpy as np
 
 from tileblas._dtypes import DTYPE_OF
 from tileblas.blas import _dispatch
+from tileblas.blas._common import front
 
 try:  # the small-call path (compiled); without it every call takes the Python path below
     from tileblas.blas._fastpath import Level3 as _Level3
@@ -223,17 +223,12 @@ def _unalias(work: np.ndarray, *ops: np.ndarray) -> list[np.ndarray]:
 
 
 def _front(kind: str, prefix: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Routine ``prefix + kind`` as users get it: the C small-call path (:mod:`tileblas.blas._fastpath`)
-    in front of its Python implementation ``fn``.  Called as ``fn`` is (positionally or by keyword), it
-    binds the arguments in C and computes a common small call at once; every other call -- and every
-    binding error -- goes to ``fn`` as it was made, which checks, converts and runs it on the runtime.
-    ``__name__``, ``__doc__``, ``__wrapped__`` (and so ``inspect.signature``) are ``fn``'s; pickled by
-    name.  Without the compiled module, ``fn`` itself."""
+    """Routine ``prefix + kind`` as users get it: its C small-call path (:mod:`tileblas.blas._fastpath`)
+    in front of its Python implementation ``fn`` (:func:`tileblas.blas._common.front`).  Without the
+    compiled module, ``fn`` itself."""
     if _Level3 is None:  # pragma: no cover - a build without the C module
         return fn
-    code = fn.__code__
-    front = _Level3(kind, prefix, fn, code.co_varnames[: code.co_argcount], fn.__defaults__ or ())
-    return functools.update_wrapper(front, fn)
+    return front(_Level3(kind, prefix), fn)
 
 
 def _make_gemm(prefix: str) -> Callable[..., np.ndarray]:
