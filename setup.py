@@ -1,5 +1,6 @@
-"""Build step for the compiled modules: tileblas.kernels._native (the generic GIL-free BLAS caller) and
-tileblas.blas._fastpath (the small-call path of the Level-3 drop-in routines)."""
+"""Build step for the compiled modules: tileblas.kernels._native (the generic GIL-free BLAS caller),
+tileblas.kernels._pool (the threads of OpenBLAS's parallel calls) and tileblas.blas._fastpath (the
+small-call path of the drop-in routines)."""
 import numpy
 from setuptools import Extension, setup
 
@@ -10,6 +11,12 @@ setup(
             sources=["src/tileblas/kernels/_native.c"],
             include_dirs=[numpy.get_include()],
             extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "tileblas.kernels._pool",
+            sources=["src/tileblas/kernels/_pool.c"],
+            extra_compile_args=["-O2"],
+            extra_link_args=["-pthread"],
         ),
         Extension(
             "tileblas.blas._fastpath",

@@ -53,6 +53,7 @@ def info() -> dict[str, Any]:
             "path": lib.path,
             "threads_per_tile_worker": lib.num_threads(),
             "ilp64": _ilp64_info(),
+            "pool": _openblas.pool_info(),
         },
         "devices": [d.describe() for d in host_devices()],
         "threads": threads_info(),
@@ -135,6 +136,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     i64 = b["ilp64"]
     print("64-bit ints  " + (f"scipy-openblas64 {i64['version']}: {i64['note']}" if i64["available"]
                              else f"no: {i64['note']}; sizes up to {i64['int_limit']}"))
+    _print_pool(b["pool"])
     print("devices      " + ", ".join(f"{d['name']} ({d['kind']})" for d in data["devices"]))
     t = data["threads"]
     lim = "none" if t["limit"] is None else f"{t['limit']} thread(s)"
@@ -144,6 +146,18 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print("GPU          " + (", ".join(g["devices"]) if g["available"] else f"none ({g['note']})"))
     _print_paths(data["paths"])
     return 0
+
+
+def _print_pool(p: dict[str, Any]) -> None:
+    if not p["enabled"]:
+        print(f"BLAS threads {p['note']}")
+        return
+    c, st = p["settings"], p["stats"]
+    print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers spin "
+          f"{c['spin_ns'] / 1e6:g} ms, {c['polite_spin_ns'] / 1e3:g} us for {c['hold_ns'] / 1e9:g} s after one "
+          "is preempted (another thread wanted its core)")
+    print(f"             so far: {st['calls']} parallel call(s), {st['workers']} worker(s), {st['contended']} "
+          f"preemption(s), {st['sleeps']} sleep(s); polite now: {'yes' if st['polite'] else 'no'}")
 
 
 def _print_paths(p: dict[str, Any]) -> None:

@@ -9,6 +9,12 @@ What this module owns
       ``RTLD_LOCAL``: each copy has its own state and its own thread pool.  Single-threaded tile workers
       share the ``threads=1`` instance, which computes in the calling thread and is safe to call from many
       threads at once.
+    * The threads of parallel calls.  Each multi-threaded instance (and its ILP64 twin) hands the jobs of
+      its parallel calls to :mod:`tileblas.kernels._pool`, whose idle workers spin like OpenBLAS's own but
+      go to sleep as soon as another thread wants their core (NumPy's or SciPy's OpenBLAS, the user's
+      threads): OpenBLAS's own workers would spin 0.1 s after every call, and a program that alternates
+      tileblas with NumPy or SciPy calls would then run about ten times slower.  ``TILEBLAS_POOL=0`` keeps
+      OpenBLAS's own threads.
     * 64-bit sizes (ILP64).  Where the ``scipy-openblas64`` wheel is installed (``tileblas[ilp64]``), each
       instance has an ILP64 twin with the same thread count (symbols ``scipy_<name>64_``), loaded on first
       need.  Calls keep the 32-bit library; one whose integer argument (a size, a leading dimension, an
@@ -41,12 +47,13 @@ from typing import Any
 import numpy as np
 
 from tileblas._dtypes import BLAS_INT64_MAX, BLAS_INT_MAX, PREFIX_OF, REAL_CODE, SCALAR_CODE
-from tileblas.kernels import _native
+from tileblas.kernels import _native, _pool
 
 __all__ = [
     "split_k_axpy",
     "BlasLibrary",
     "get_library",
+    "pool_info",
     "library_path",
     "has_ilp64",
     "set_ilp64",
@@ -138,6 +145,8 @@ class BlasLibrary:
         self._addr: dict[str, int] = {}
         self._lock = threading.Lock()
         self._twin: BlasLibrary | None = None
+        #: this instance's slot in tileblas' thread pool (None: OpenBLAS's own threads, or one thread)
+        self.pool_slot: int | None = _attach_pool(self) if threads > 1 else None
         self._set_threads(int(threads))
 
     def _symbol(self, name: str) -> Any:
@@ -216,6 +225,39 @@ class BlasLibrary:
     def __repr__(self) -> str:
         kind = ", ilp64=True" if self.ilp64 else ""
         return f"BlasLibrary(threads={self.threads}{kind}, path={self.path!r})"
+
+
+_POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in ("0", "false", "no", "off")}
+
+
+def _attach_pool(lib: BlasLibrary) -> int | None:
+    """Make ``lib`` run the jobs of its parallel calls on :mod:`tileblas.kernels._pool`; its slot there, or
+    None where the pool is off (``TILEBLAS_POOL=0``), not built for this platform, or the OpenBLAS predates
+    the threads callback (0.3.27)."""
+    if not (_POOL["enabled"] and _pool.supported):
+        return None
+    try:
+        setter = lib._symbol("openblas_set_threads_callback_function")
+    except AttributeError:
+        return None
+    return _pool.attach(lib._ctypes.cast(setter, lib._ctypes.c_void_p).value, lib.threads)
+
+
+def pool_info() -> dict[str, Any]:
+    """How the parallel calls of tileblas' instances get their threads: whether tileblas' pool runs them,
+    its settings (nanoseconds) and counters (:mod:`tileblas.kernels._pool`)."""
+    with _LIBS_LOCK:
+        libs = list(_LIBS.values())
+    libs += [lib._twin for lib in libs if lib._twin is not None]
+    attached = sum(1 for lib in libs if lib.pool_slot is not None)
+    if not _pool.supported:
+        why = "not built on this platform: OpenBLAS's own threads"
+    elif not _POOL["enabled"]:
+        why = "turned off (TILEBLAS_POOL=0): OpenBLAS's own threads"
+    else:
+        why = ""
+    return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
+            "settings": _pool.configure(), "stats": _pool.stats()}
 
 
 _LIBS: dict[int, BlasLibrary] = {}

@@ -1,0 +1,497 @@
+/*
+ * tileblas.kernels._pool -- the threads that run OpenBLAS's parallel work for tileblas' instances.
+ *
+ * Why: an OpenBLAS thread pool keeps its idle workers spinning for about 0.1 s after every call (2**28
+ * cycles; on x86-64 the spin is a run of NOPs that never yields).  NumPy, SciPy and tileblas each load
+ * their own OpenBLAS, so a program that alternates their calls has two pools spinning at once: on a
+ * machine with as many cores as threads, each call then waits for scheduler time slices held by the other
+ * pool's spinning workers, and both run about ten times slower.  OpenBLAS fixes its spin time when it is
+ * loaded; it cannot be changed afterwards.
+ *
+ * What: OpenBLAS (0.3.27 and later) hands the jobs of a parallel call to a callback where one is set
+ * (openblas_set_threads_callback_function).  tileblas sets one for each of its multi-threaded instances,
+ * and runs the jobs on the workers of this module: the calling thread runs job 0, one worker per other
+ * job runs the rest, all at once (OpenBLAS's Level-3 jobs wait for one another, so they must run
+ * concurrently).  A worker with no job spins, then sleeps on a condition variable:
+ *   - it spins up to spin_ns (0.1 s, as OpenBLAS does) so that back-to-back calls start at once;
+ *   - while spinning it reads the clock; a gap longer than preempt_ns between two readings means the
+ *     scheduler took its core for another thread: another thread of the machine wanted that core (another
+ *     library's BLAS pool, the user's threads, another process).  The worker then sleeps at once, and
+ *     for hold_ns every worker spins only polite_spin_ns (25 us: enough for the next call of a tight
+ *     loop, short of the next foreign call).
+ * So a loop of tileblas calls keeps its workers hot, and a loop that mixes tileblas with NumPy or SciPy
+ * leaves their pools the cores while they run.
+ *
+ * Each instance has its own slot: a lock (one parallel call at a time per instance: OpenBLAS indexes its
+ * per-thread buffers by job number, so two calls' jobs of one number must not overlap; OpenBLAS's own
+ * pool serializes them the same way) and its own workers (threads - 1, made when the slot is attached,
+ * more on demand).  After fork() the child has none of the workers; they are made again on its first
+ * parallel call.
+ *
+ * Python API
+ *   supported                      whether this build has the pool (POSIX threads)
+ *   attach(setter, threads) -> int  set the callback through the library's setter (its address); makes
+ *                                   threads - 1 workers; returns the slot number
+ *   configure(spin_ns=, polite_spin_ns=, hold_ns=, preempt_ns=) -> dict   set (each optional) and return
+ *                                   the settings
+ *   stats() -> dict                 counters: calls, jobs, sleeps, wakes, contended, workers, slots, polite
+ *   polite(on)                      start a polite period now (as if a worker had been preempted; counted
+ *                                   in contended), or end the one in force
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(_WIN32) || defined(__STDC_NO_ATOMICS__)
+#define POOL_SUPPORTED 0
+#else
+#define POOL_SUPPORTED 1
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+#endif
+
+#if POOL_SUPPORTED
+
+typedef void (*dojob_fn)(int thread_num, void *jobdata, int dojob_data);
+typedef void (*threads_cb)(int sync, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int dojob_data);
+typedef void (*set_cb_fn)(threads_cb callback);
+
+#define MAX_SLOTS 32
+#define MAX_JOBS 1024
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+enum { CMD_NONE = 0, CMD_JOB = 1 };
+
+typedef struct Worker {
+    _Atomic int cmd;    /* CMD_JOB once a job is posted; the worker puts CMD_NONE back before done */
+    _Atomic int done;   /* 1 once the posted job has run */
+    _Atomic int asleep; /* 1 while waiting on wake */
+    dojob_fn fn;
+    void *data;
+    int index;
+    int arg;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+} Worker;
+
+typedef struct Slot {
+    pthread_mutex_t lock; /* one parallel call at a time on this instance */
+    int used;
+    int nworkers;
+    Worker *workers[MAX_JOBS];
+} Slot;
+
+static Slot slots[MAX_SLOTS];
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int nslots = 0;
+
+/* settings, in nanoseconds */
+static _Atomic long long spin_ns = 100000000LL;   /* 0.1 s: OpenBLAS's own 2**28 cycles */
+static _Atomic long long polite_spin_ns = 25000LL; /* while polite */
+static _Atomic long long hold_ns = 1000000000LL;  /* how long a contention keeps the workers polite */
+static _Atomic long long preempt_ns = 100000LL;   /* a clock gap this long while spinning = preempted */
+
+/* state and counters */
+static _Atomic long long polite_until = 0;
+static _Atomic long long n_calls = 0, n_jobs = 0, n_sleeps = 0, n_wakes = 0, n_contended = 0, n_workers = 0;
+
+static inline long long
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline long long
+spin_limit(long long t)
+{
+    return t < atomic_load_explicit(&polite_until, memory_order_relaxed)
+               ? atomic_load_explicit(&polite_spin_ns, memory_order_relaxed)
+               : atomic_load_explicit(&spin_ns, memory_order_relaxed);
+}
+
+static void
+note_contention(long long t)
+{
+    atomic_store_explicit(&polite_until, t + atomic_load_explicit(&hold_ns, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_contended, 1, memory_order_relaxed);
+}
+
+/* Spin until a job is posted, the spin limit passes, or the worker finds it was preempted.
+ * Returns 1 when a job is there. */
+static int
+spin_for_job(Worker *w)
+{
+    long long start = now_ns(), last = start;
+    for (;;) {
+        for (int k = 0; k < 32; k++) {
+            if (atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE)
+                return 1;
+            CPU_RELAX();
+        }
+        long long t = now_ns();
+        if (t - last > atomic_load_explicit(&preempt_ns, memory_order_relaxed)) {
+            note_contention(t);
+            return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
+        }
+        last = t;
+        if (t - start >= spin_limit(t))
+            return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
+    }
+}
+
+static void *
+worker_main(void *arg)
+{
+    Worker *w = (Worker *)arg;
+    int first = 1; /* a new worker sleeps until its first job: there is no call to keep it hot for */
+    for (;;) {
+        if (first || !spin_for_job(w)) {
+            first = 0;
+            pthread_mutex_lock(&w->lock);
+            atomic_store(&w->asleep, 1); /* seq_cst: pairs with the poster's store of cmd, then load of asleep */
+            atomic_fetch_add_explicit(&n_sleeps, 1, memory_order_relaxed);
+            while (atomic_load(&w->cmd) == CMD_NONE)
+                pthread_cond_wait(&w->wake, &w->lock);
+            atomic_store(&w->asleep, 0);
+            pthread_mutex_unlock(&w->lock);
+        }
+        w->fn(w->index, w->data, w->arg);
+        atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
+        atomic_store_explicit(&w->done, 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static Worker *
+worker_new(void)
+{
+    Worker *w = (Worker *)calloc(1, sizeof(Worker));
+    if (w == NULL)
+        return NULL;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    atomic_store(&w->done, 1);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        pthread_cond_destroy(&w->wake);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&n_workers, 1, memory_order_relaxed);
+    return w;
+}
+
+/* Make sure the slot has n workers (called with the slot's lock held).  0 or -1. */
+static int
+ensure_workers(Slot *s, int n)
+{
+    while (s->nworkers < n) {
+        Worker *w = worker_new();
+        if (w == NULL)
+            return -1;
+        s->workers[s->nworkers++] = w;
+    }
+    return 0;
+}
+
+static inline void
+post(Worker *w, dojob_fn fn, int index, void *data, int arg)
+{
+    w->fn = fn;
+    w->index = index;
+    w->data = data;
+    w->arg = arg;
+    atomic_store_explicit(&w->done, 0, memory_order_relaxed);
+    atomic_store(&w->cmd, CMD_JOB); /* seq_cst */
+    if (atomic_load(&w->asleep)) {
+        pthread_mutex_lock(&w->lock);
+        pthread_cond_signal(&w->wake);
+        pthread_mutex_unlock(&w->lock);
+        atomic_fetch_add_explicit(&n_wakes, 1, memory_order_relaxed);
+    }
+}
+
+static inline void
+wait_done(Worker *w)
+{
+    unsigned spins = 0;
+    long long start = 0;
+    while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
+        CPU_RELAX();
+        if (++spins == 1024) {
+            spins = 0;
+            long long t = now_ns();
+            if (start == 0)
+                start = t;
+            else if (t - start > 1000000LL)
+                sched_yield(); /* a long wait: let a descheduled worker have this core */
+        }
+    }
+}
+
+static void
+run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int arg)
+{
+    if (numjobs <= 1) {
+        if (numjobs == 1)
+            dojob(0, jobdata, arg);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (numjobs > MAX_JOBS || ensure_workers(s, numjobs - 1) != 0) {
+        /* The jobs must run at once (Level-3 jobs wait for one another): running them one after the
+         * other could hang, so stop with a message instead. */
+        fprintf(stderr, "tileblas: cannot start %d threads for an OpenBLAS call; set TILEBLAS_POOL=0 or "
+                        "fewer threads\n", numjobs - 1);
+        abort();
+    }
+    atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_jobs, numjobs, memory_order_relaxed);
+    char *base = (char *)jobdata;
+    for (int i = 1; i < numjobs; i++)
+        post(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
+    dojob(0, jobdata, arg);
+    for (int i = 1; i < numjobs; i++)
+        wait_done(s->workers[i - 1]);
+    pthread_mutex_unlock(&s->lock);
+}
+
+#define TRAMPOLINE(k)                                                                                  \
+    static void tramp_##k(int sync, dojob_fn d, int n, size_t e, void *j, int a)                       \
+    {                                                                                                  \
+        (void)sync;                                                                                    \
+        run_jobs(&slots[k], d, n, e, j, a);                                                            \
+    }
+TRAMPOLINE(0) TRAMPOLINE(1) TRAMPOLINE(2) TRAMPOLINE(3) TRAMPOLINE(4) TRAMPOLINE(5) TRAMPOLINE(6)
+TRAMPOLINE(7) TRAMPOLINE(8) TRAMPOLINE(9) TRAMPOLINE(10) TRAMPOLINE(11) TRAMPOLINE(12) TRAMPOLINE(13)
+TRAMPOLINE(14) TRAMPOLINE(15) TRAMPOLINE(16) TRAMPOLINE(17) TRAMPOLINE(18) TRAMPOLINE(19) TRAMPOLINE(20)
+TRAMPOLINE(21) TRAMPOLINE(22) TRAMPOLINE(23) TRAMPOLINE(24) TRAMPOLINE(25) TRAMPOLINE(26) TRAMPOLINE(27)
+TRAMPOLINE(28) TRAMPOLINE(29) TRAMPOLINE(30) TRAMPOLINE(31)
+
+static const threads_cb trampolines[MAX_SLOTS] = {
+    tramp_0,  tramp_1,  tramp_2,  tramp_3,  tramp_4,  tramp_5,  tramp_6,  tramp_7,
+    tramp_8,  tramp_9,  tramp_10, tramp_11, tramp_12, tramp_13, tramp_14, tramp_15,
+    tramp_16, tramp_17, tramp_18, tramp_19, tramp_20, tramp_21, tramp_22, tramp_23,
+    tramp_24, tramp_25, tramp_26, tramp_27, tramp_28, tramp_29, tramp_30, tramp_31,
+};
+
+/* In a child after fork() the workers do not exist: forget them (their memory is left), make the
+ * locks usable again; the first parallel call makes new workers. */
+static void
+after_fork_child(void)
+{
+    int n = atomic_load(&nslots);
+    for (int k = 0; k < n; k++) {
+        pthread_mutex_init(&slots[k].lock, NULL);
+        slots[k].nworkers = 0;
+    }
+    pthread_mutex_init(&attach_lock, NULL);
+    atomic_store(&n_workers, 0);
+}
+
+#endif /* POOL_SUPPORTED */
+
+/* ------------------------------------------------------------------------------------------------- */
+
+static PyObject *
+pool_attach(PyObject *self, PyObject *args)
+{
+    unsigned long long setter;
+    int threads;
+    if (!PyArg_ParseTuple(args, "Ki:attach", &setter, &threads))
+        return NULL;
+#if POOL_SUPPORTED
+    if (setter == 0) {
+        PyErr_SetString(PyExc_ValueError, "attach: setter is 0, not the address of "
+                                          "openblas_set_threads_callback_function");
+        return NULL;
+    }
+    if (threads < 1 || threads > MAX_JOBS) {
+        PyErr_Format(PyExc_ValueError, "attach: threads is %d, not between 1 and %d", threads, MAX_JOBS);
+        return NULL;
+    }
+    int k, failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&attach_lock);
+    k = atomic_load(&nslots);
+    if (k < MAX_SLOTS) {
+        Slot *s = &slots[k];
+        pthread_mutex_init(&s->lock, NULL);
+        s->nworkers = 0;
+        s->used = 1;
+        if (ensure_workers(s, threads - 1) != 0)
+            failed = 1;
+        else {
+            ((set_cb_fn)(uintptr_t)setter)(trampolines[k]);
+            atomic_store(&nslots, k + 1);
+        }
+    }
+    pthread_mutex_unlock(&attach_lock);
+    Py_END_ALLOW_THREADS
+    if (k >= MAX_SLOTS) {
+        PyErr_Format(PyExc_RuntimeError, "attach: all %d pool slots are in use", MAX_SLOTS);
+        return NULL;
+    }
+    if (failed) {
+        PyErr_Format(PyExc_RuntimeError, "attach: could not start %d worker threads", threads - 1);
+        return NULL;
+    }
+    return PyLong_FromLong(k);
+#else
+    (void)setter;
+    (void)threads;
+    PyErr_SetString(PyExc_RuntimeError, "attach: this build of tileblas has no thread pool");
+    return NULL;
+#endif
+}
+
+#if POOL_SUPPORTED
+static int
+set_setting(PyObject *value, const char *name, _Atomic long long *target)
+{
+    if (value == NULL || value == Py_None)
+        return 0;
+    long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "configure: %s is %lld; it must be >= 0 (nanoseconds)", name, v);
+        return -1;
+    }
+    atomic_store(target, v);
+    return 0;
+}
+#endif
+
+static PyObject *
+settings_dict(void)
+{
+#if POOL_SUPPORTED
+    return Py_BuildValue("{s:L,s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns),
+                         "polite_spin_ns", (long long)atomic_load(&polite_spin_ns), "hold_ns",
+                         (long long)atomic_load(&hold_ns), "preempt_ns", (long long)atomic_load(&preempt_ns));
+#else
+    return PyDict_New();
+#endif
+}
+
+static PyObject *
+pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"spin_ns", "polite_spin_ns", "hold_ns", "preempt_ns", NULL};
+    PyObject *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:configure", kwlist, &a, &b, &c, &d))
+        return NULL;
+#if POOL_SUPPORTED
+    /* check all before setting any, so a bad value leaves the settings as they were */
+    PyObject *vals[4] = {a, b, c, d};
+    for (int i = 0; i < 4; i++) {
+        if (vals[i] == NULL || vals[i] == Py_None)
+            continue;
+        if (!PyLong_Check(vals[i])) {
+            PyErr_Format(PyExc_TypeError, "configure: %s must be an int (nanoseconds); got %R", kwlist[i],
+                         vals[i]);
+            return NULL;
+        }
+        long long v = PyLong_AsLongLong(vals[i]);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (v < 0) {
+            PyErr_Format(PyExc_ValueError, "configure: %s is %lld; it must be >= 0 (nanoseconds)",
+                         kwlist[i], v);
+            return NULL;
+        }
+    }
+    if (set_setting(a, "spin_ns", &spin_ns) || set_setting(b, "polite_spin_ns", &polite_spin_ns) ||
+        set_setting(c, "hold_ns", &hold_ns) || set_setting(d, "preempt_ns", &preempt_ns))
+        return NULL;
+#endif
+    return settings_dict();
+}
+
+static PyObject *
+pool_stats(PyObject *self, PyObject *unused)
+{
+#if POOL_SUPPORTED
+    long long t = now_ns();
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:O}", "calls", (long long)atomic_load(&n_calls), "jobs",
+                         (long long)atomic_load(&n_jobs), "sleeps", (long long)atomic_load(&n_sleeps), "wakes",
+                         (long long)atomic_load(&n_wakes), "contended", (long long)atomic_load(&n_contended),
+                         "workers", (long long)atomic_load(&n_workers), "slots", (int)atomic_load(&nslots),
+                         "polite", t < atomic_load(&polite_until) ? Py_True : Py_False);
+#else
+    return PyDict_New();
+#endif
+}
+
+static PyObject *
+pool_polite(PyObject *self, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+#if POOL_SUPPORTED
+    if (on)
+        note_contention(now_ns());
+    else
+        atomic_store(&polite_until, 0);
+#endif
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"attach", pool_attach, METH_VARARGS,
+     "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
+     "openblas_set_threads_callback_function is at address setter on this pool"},
+    {"configure", (PyCFunction)(void (*)(void))pool_configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(*, spin_ns=None, polite_spin_ns=None, hold_ns=None, preempt_ns=None) -> settings"},
+    {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
+    {"polite", pool_polite, METH_O, "polite(on): start a polite period now (as after a preemption), or end it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_pool", "The threads that run OpenBLAS's parallel jobs for tileblas' instances.",
+    -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__pool(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+#if POOL_SUPPORTED
+    static int registered = 0;
+    if (!registered) {
+        pthread_atfork(NULL, NULL, after_fork_child);
+        registered = 1;
+    }
+#endif
+    if (PyModule_AddIntConstant(m, "supported", POOL_SUPPORTED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,284 @@
+"""tileblas' thread pool for OpenBLAS's parallel calls (tileblas.kernels._pool): the calls it runs are right,
+concurrent callers and a forked child work, a worker that another thread preempts goes polite (sleeps
+after a short spin), the settings are checked by name, and TILEBLAS_POOL=0 gives OpenBLAS's own threads."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from tileblas.kernels import _openblas, _pool
+
+pytestmark = pytest.mark.skipif(not (_pool.supported and _openblas._POOL["enabled"]),
+                                reason="tileblas' pool is off (TILEBLAS_POOL=0) or not built here")
+
+EPS = {np.float32: np.finfo(np.float32).eps, np.float64: np.finfo(np.float64).eps,
+       np.complex64: np.finfo(np.float32).eps, np.complex128: np.finfo(np.float64).eps}
+
+
+@pytest.fixture(scope="module")
+def lib():
+    lib = _openblas.get_library(2)
+    if lib.pool_slot is None:
+        pytest.skip("this OpenBLAS has no threads callback (before 0.3.27)")
+    return lib
+
+
+@pytest.fixture
+def settings():
+    """Restores the pool's settings after a test that changes them."""
+    saved = _pool.configure()
+    _pool.polite(False)
+    yield saved
+    _pool.configure(**saved)
+    _pool.polite(False)
+
+
+def _rand(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        x = x + 1j * rng.standard_normal(shape)
+    return np.asfortranarray(x.astype(dtype))
+
+
+def _check(got, ref, bound, what):
+    err = np.abs(got.astype(np.complex128) - ref).max()
+    assert err <= bound, f"{what}: error {err:.3g} above the bound {bound:.3g}"
+
+
+def _wait_for(pred, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
+
+
+def test_the_multithreaded_instances_run_their_parallel_calls_on_the_pool(lib):
+    assert lib.pool_slot is not None
+    assert _openblas.get_library(1).pool_slot is None  # one thread: no parallel calls
+    rng = np.random.default_rng(1)
+    n = 300
+    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
+    c = np.zeros((n, n), order="F")
+    before = _pool.stats()
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+    after = _pool.stats()
+    assert after["calls"] >= before["calls"] + 1
+    assert after["jobs"] >= before["jobs"] + 2
+    assert after["workers"] >= 1
+    _check(c, a.astype(np.float64) @ b, 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max(), "dgemm")
+    info = _openblas.pool_info()
+    assert info["enabled"] and info["instances"] >= 1 and info["stats"]["calls"] >= after["calls"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_every_level3_kernel_is_right_on_the_pool(lib, dtype):
+    rng = np.random.default_rng(2)
+    n, m = 257, 190  # odd sizes: uneven splits among the jobs
+    eps = EPS[dtype]
+    a, b = _rand(rng, (n, n), dtype), _rand(rng, (n, m), dtype)
+    a128, b128 = a.astype(np.complex128), b.astype(np.complex128)
+    before = _pool.stats()["calls"]
+    # gemm
+    c = np.zeros((n, m), dtype, order="F")
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+    _check(c, a128 @ b128, 4 * n * eps * (np.abs(a128) @ np.abs(b128)).max(), "gemm")
+    # symm (and hemm in complex): A's upper triangle
+    for name, fn, full in [("symm", _openblas.symm, np.triu(a128) + np.triu(a128, 1).T)] + (
+            [("hemm", _openblas.hemm, np.triu(a128, 1) + np.triu(a128, 1).conj().T
+              + np.diag(np.diag(a128).real))] if np.issubdtype(dtype, np.complexfloating) else []):
+        c = np.zeros((n, m), dtype, order="F")
+        fn(1.0, a, b, 0.0, c, side="L", uplo="U", lib=lib)
+        _check(c, full @ b128, 4 * n * eps * (np.abs(full) @ np.abs(b128)).max(), name)
+    # syrk / syr2k (upper triangle of C)
+    c = np.zeros((n, n), dtype, order="F")
+    _openblas.syrk(1.0, b, 0.0, c, uplo="U", trans="N", lib=lib)
+    ref = b128 @ b128.T
+    _check(np.triu(c), np.triu(ref), 4 * m * eps * (np.abs(b128) @ np.abs(b128).T).max(), "syrk")
+    c = np.zeros((n, n), dtype, order="F")
+    b2 = _rand(rng, (n, m), dtype)
+    _openblas.syr2k(1.0, b, b2, 0.0, c, uplo="U", trans="N", lib=lib)
+    b2c = b2.astype(np.complex128)
+    ref = b128 @ b2c.T + b2c @ b128.T
+    _check(np.triu(c), np.triu(ref), 8 * m * eps * (np.abs(b128) @ np.abs(b2c).T).max(), "syr2k")
+    # trmm / trsm with a well-conditioned upper triangle
+    t = np.asfortranarray(np.triu(a) + (4 * n * np.eye(n)).astype(dtype))
+    t128 = np.triu(t.astype(np.complex128))
+    x = b.copy(order="F")
+    _openblas.trmm(1.0, t, x, side="L", uplo="U", transa="N", diag="N", lib=lib)
+    _check(x, t128 @ b128, 4 * n * eps * (np.abs(t128) @ np.abs(b128)).max(), "trmm")
+    x = b.copy(order="F")
+    _openblas.trsm(1.0, t, x, side="L", uplo="U", transa="N", diag="N", lib=lib)
+    _check(t128 @ x.astype(np.complex128), b128, 8 * n * eps * (np.abs(t128) @ np.abs(x)).max(), "trsm")
+    assert _pool.stats()["calls"] > before  # the pool ran (some of) them
+
+
+def test_concurrent_callers_on_one_instance_get_right_results(lib):
+    rng = np.random.default_rng(3)
+    n = 200
+    pairs = [(_rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)) for _ in range(4)]
+    errors: list[str] = []
+
+    def work(k):
+        a, b = pairs[k]
+        ref = a @ b
+        bound = 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max()
+        for _ in range(25):
+            c = np.zeros((n, n), order="F")
+            _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+            err = np.abs(c - ref).max()
+            if err > bound:
+                errors.append(f"caller {k}: error {err:.3g} above {bound:.3g}")
+                return
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a caller hung"
+    assert not errors, errors
+
+
+def test_a_polite_worker_sleeps_after_a_short_spin(lib, settings):
+    rng = np.random.default_rng(4)
+    n = 300
+    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
+    c = np.zeros((n, n), order="F")
+    _pool.configure(spin_ns=10_000_000_000, polite_spin_ns=20_000, hold_ns=60_000_000_000)
+    _pool.polite(True)  # as if a worker had been preempted: polite for the next minute
+    assert _pool.stats()["polite"]
+    before = _pool.stats()["sleeps"]
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+    # the worker spins 20 us, not the 10 s of spin_ns, then sleeps
+    assert _wait_for(lambda: _pool.stats()["sleeps"] > before, timeout=2.0)
+
+
+def test_an_unpolite_worker_stays_awake_unless_preempted(lib, settings):
+    rng = np.random.default_rng(5)
+    n = 300
+    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
+    c = np.zeros((n, n), order="F")
+    _pool.configure(spin_ns=10_000_000_000, hold_ns=0)  # polite periods end at once
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+    time.sleep(0.05)
+    s0 = _pool.stats()
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+    time.sleep(0.2)
+    s1 = _pool.stats()
+    assert s1["calls"] > s0["calls"]
+    # asleep only where the scheduler took its core away (a noisy machine can do that to a spinner)
+    assert s1["sleeps"] == s0["sleeps"] or s1["contended"] > s0["contended"]
+
+
+def test_a_worker_preempted_by_busy_processes_turns_polite(lib, settings):
+    rng = np.random.default_rng(6)
+    n = 300
+    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
+    c = np.zeros((n, n), order="F")
+    _pool.configure(spin_ns=30_000_000_000, hold_ns=60_000_000_000)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    before = _pool.stats()["contended"]
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)  # the worker now spins (for up to 30 s)
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        # one busy process per core and the spinning worker: the scheduler must share a core
+        assert _wait_for(lambda: _pool.stats()["contended"] > before, timeout=20.0), _pool.stats()
+    finally:
+        for p in burners:
+            p.kill()
+        for p in burners:
+            p.wait()
+    assert _pool.stats()["polite"]
+
+
+def test_configure_checks_every_setting_by_name(settings):
+    with pytest.raises(ValueError, match=r"spin_ns is -1"):
+        _pool.configure(spin_ns=-1)
+    with pytest.raises(TypeError, match=r"hold_ns must be an int .*'soon'"):
+        _pool.configure(hold_ns="soon")
+    with pytest.raises(ValueError, match=r"preempt_ns is -5"):
+        _pool.configure(spin_ns=7, preempt_ns=-5)
+    assert _pool.configure() == settings  # a refused call changes nothing, not even its good values
+    with pytest.raises(TypeError):
+        _pool.configure(1)  # keywords only
+    with pytest.raises(ValueError, match=r"setter is 0"):
+        _pool.attach(0, 2)
+    with pytest.raises(ValueError, match=r"threads is 0"):
+        _pool.attach(1, 0)
+
+
+def test_one_thread_calls_never_reach_the_workers(lib):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(7)
+    n = 300
+    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
+    c = np.zeros((n, n), order="F")
+    with threadpoolctl.threadpool_limits(1):
+        before = _pool.stats()["jobs"]
+        _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+        assert _pool.stats()["jobs"] == before
+    _check(c, a @ b, 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max(), "dgemm on one thread")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_runs_parallel_calls(lib):
+    rng = np.random.default_rng(8)
+    n = 300
+    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
+    c = np.zeros((n, n), order="F")
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)  # workers exist in the parent
+    ref = a @ b
+    bound = 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running: this test's point
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            calls = _pool.stats()["calls"]
+            c2 = np.zeros((n, n), order="F")
+            _openblas.gemm(1.0, a, b, 0.0, c2, lib=lib)
+            code = 0 if (np.abs(c2 - ref).max() <= bound and _pool.stats()["calls"] > calls) else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on a parallel call")
+        time.sleep(0.02)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_turned_off_the_instances_keep_openblas_threads():
+    code = (
+        "import numpy as np\n"
+        "from tileblas.kernels import _openblas, _pool\n"
+        "lib = _openblas.get_library(2)\n"
+        "a = np.asfortranarray(np.random.rand(300, 300)); c = np.zeros((300, 300), order='F')\n"
+        "_openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
+        "info = _openblas.pool_info()\n"
+        "assert lib.pool_slot is None and not info['enabled'] and 'TILEBLAS_POOL=0' in info['note'], info\n"
+        "assert _pool.stats()['calls'] == 0\n"
+        "assert np.abs(c - a @ a).max() <= 4 * 300 * 2.3e-16 * (np.abs(a) @ np.abs(a)).max()\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, TILEBLAS_POOL="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
