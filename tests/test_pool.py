@@ -152,7 +152,8 @@ def test_a_polite_worker_sleeps_after_a_short_spin(lib, settings):
     n = 300
     a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
     c = np.zeros((n, n), order="F")
-    _pool.configure(spin_ns=10_000_000_000, polite_spin_ns=20_000, hold_ns=60_000_000_000)
+    _pool.configure(spin_ns=10_000_000_000, polite_spin_ns=20_000, hold_ns=60_000_000_000,
+                    max_hold_ns=60_000_000_000)
     _pool.polite(True)  # as if a worker had been preempted: polite for the next minute
     assert _pool.stats()["polite"]
     before = _pool.stats()["sleeps"]
@@ -175,31 +176,52 @@ def test_an_unpolite_worker_stays_awake_unless_preempted(lib, settings):
     s1 = _pool.stats()
     assert s1["calls"] > s0["calls"]
     # asleep only where the scheduler took its core away (a noisy machine can do that to a spinner)
-    assert s1["sleeps"] == s0["sleeps"] or s1["contended"] > s0["contended"]
+    assert s1["sleeps"] == s0["sleeps"] or s1["preempted"] > s0["preempted"]
 
 
-def test_a_worker_preempted_by_busy_processes_turns_polite(lib, settings):
+def test_workers_preempted_by_busy_processes_turn_polite(lib, settings):
     rng = np.random.default_rng(6)
     n = 300
     a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
     c = np.zeros((n, n), order="F")
-    _pool.configure(spin_ns=30_000_000_000, hold_ns=60_000_000_000)
+    _pool.configure(spin_ns=30_000_000_000, hold_ns=60_000_000_000, max_hold_ns=60_000_000_000,
+                    confirm_ns=10_000_000_000)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
-    before = _pool.stats()["contended"]
-    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)  # the worker now spins (for up to 30 s)
+    before = _pool.stats()
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
     try:
-        # one busy process per core and the spinning worker: the scheduler must share a core
-        assert _wait_for(lambda: _pool.stats()["contended"] > before, timeout=20.0), _pool.stats()
+        # one busy process per core and a worker spinning after each call: the scheduler must share a
+        # core; a preempted worker sleeps, and the second preemption starts a polite period
+        end = time.monotonic() + 30
+        while time.monotonic() < end and _pool.stats()["contended"] == before["contended"]:
+            _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+            time.sleep(0.05)
     finally:
         for p in burners:
             p.kill()
         for p in burners:
             p.wait()
-    assert _pool.stats()["polite"]
+    after = _pool.stats()
+    assert after["preempted"] >= before["preempted"] + 2, after
+    assert after["contended"] > before["contended"], after
+    assert after["polite"] and after["hold_ns"] >= 60_000_000_000
+
+
+def test_contention_that_comes_back_doubles_the_polite_period(settings):
+    _pool.configure(hold_ns=1_000_000_000, max_hold_ns=3_000_000_000)
+    _pool.polite(True)
+    assert _pool.stats()["hold_ns"] == 1_000_000_000
+    _pool.polite(True)  # within the period: contention goes on
+    assert _pool.stats()["hold_ns"] == 2_000_000_000
+    _pool.polite(True)
+    assert _pool.stats()["hold_ns"] == 3_000_000_000  # capped at max_hold_ns
+    _pool.polite(False)
+    assert not _pool.stats()["polite"]
+    _pool.polite(True)  # a new start after the end: the first period again
+    assert _pool.stats()["hold_ns"] == 1_000_000_000
 
 
 def test_configure_checks_every_setting_by_name(settings):

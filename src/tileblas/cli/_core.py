@@ -153,11 +153,13 @@ def _print_pool(p: dict[str, Any]) -> None:
         print(f"BLAS threads {p['note']}")
         return
     c, st = p["settings"], p["stats"]
-    print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers spin "
-          f"{c['spin_ns'] / 1e6:g} ms, {c['polite_spin_ns'] / 1e3:g} us for {c['hold_ns'] / 1e9:g} s after one "
-          "is preempted (another thread wanted its core)")
-    print(f"             so far: {st['calls']} parallel call(s), {st['workers']} worker(s), {st['contended']} "
-          f"preemption(s), {st['sleeps']} sleep(s); polite now: {'yes' if st['polite'] else 'no'}")
+    print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers "
+          f"spin {c['spin_ns'] / 1e6:g} ms; a worker preempted while spinning sleeps, and two preemptions within "
+          f"{c['confirm_ns'] / 1e9:g} s (another thread wants the cores) make all spin {c['polite_spin_ns'] / 1e3:g} us "
+          f"for {c['hold_ns'] / 1e9:g}-{c['max_hold_ns'] / 1e9:g} s")
+    print(f"             so far: {st['calls']} parallel call(s), {st['workers']} worker(s), {st['preempted']} "
+          f"preemption(s), {st['contended']} polite period(s), {st['sleeps']} sleep(s); polite now: "
+          f"{'yes' if st['polite'] else 'no'}")
 
 
 def _print_paths(p: dict[str, Any]) -> None:

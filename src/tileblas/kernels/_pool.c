@@ -14,11 +14,15 @@
  * job runs the rest, all at once (OpenBLAS's Level-3 jobs wait for one another, so they must run
  * concurrently).  A worker with no job spins, then sleeps on a condition variable:
  *   - it spins up to spin_ns (0.1 s, as OpenBLAS does) so that back-to-back calls start at once;
- *   - while spinning it reads the clock; a gap longer than preempt_ns between two readings means the
- *     scheduler took its core for another thread: another thread of the machine wanted that core (another
- *     library's BLAS pool, the user's threads, another process).  The worker then sleeps at once, and
- *     for hold_ns every worker spins only polite_spin_ns (25 us: enough for the next call of a tight
- *     loop, short of the next foreign call).
+ *   - while spinning it watches for threads it keeps from running (another library's BLAS pool, the
+ *     user's threads, another process): a clock gap longer than preempt_ns between two readings means the
+ *     scheduler took its core; and every check_ns (Linux) it reads how many threads are runnable on the
+ *     machine (/proc/loadavg): more than there are CPUs at two readings in a row means some thread waits
+ *     for one.  Either way the worker sleeps at once.  Two such preemptions within confirm_ns mean
+ *     the contention goes on (one alone may be the machine's noise): every worker then spins only
+ *     polite_spin_ns (25 us: enough for the next call of a tight loop, short of the next foreign call)
+ *     for a polite period of hold_ns (0.25 s), doubled, up to max_hold_ns (4 s), each time contention
+ *     comes back within hold_ns of the end of the last period.
  * So a loop of tileblas calls keeps its workers hot, and a loop that mixes tileblas with NumPy or SciPy
  * leaves their pools the cores while they run.
  *
@@ -32,11 +36,14 @@
  *   supported                      whether this build has the pool (POSIX threads)
  *   attach(setter, threads) -> int  set the callback through the library's setter (its address); makes
  *                                   threads - 1 workers; returns the slot number
- *   configure(spin_ns=, polite_spin_ns=, hold_ns=, preempt_ns=) -> dict   set (each optional) and return
- *                                   the settings
- *   stats() -> dict                 counters: calls, jobs, sleeps, wakes, contended, workers, slots, polite
- *   polite(on)                      start a polite period now (as if a worker had been preempted; counted
- *                                   in contended), or end the one in force
+ *   configure(spin_ns=, polite_spin_ns=, hold_ns=, max_hold_ns=, preempt_ns=, confirm_ns=, check_ns=)
+ *                                   set (each optional, all checked before any is set); returns the
+ *                                   settings
+ *   stats() -> dict                 counters: calls, jobs, sleeps, wakes, preempted, contended (polite
+ *                                   periods begun), workers, slots; polite (now), hold_ns (current),
+ *                                   runnable_check (whether spinners read /proc/loadavg)
+ *   polite(on)                      start a polite period now (as contention does; counted in contended),
+ *                                   or end the one in force and forget past preemptions
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -49,10 +56,12 @@
 #define POOL_SUPPORTED 0
 #else
 #define POOL_SUPPORTED 1
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 #endif
 
 #if POOL_SUPPORTED
@@ -99,14 +108,21 @@ static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int nslots = 0;
 
 /* settings, in nanoseconds */
-static _Atomic long long spin_ns = 100000000LL;   /* 0.1 s: OpenBLAS's own 2**28 cycles */
-static _Atomic long long polite_spin_ns = 25000LL; /* while polite */
-static _Atomic long long hold_ns = 1000000000LL;  /* how long a contention keeps the workers polite */
-static _Atomic long long preempt_ns = 100000LL;   /* a clock gap this long while spinning = preempted */
+static _Atomic long long spin_ns = 100000000LL;      /* 0.1 s: OpenBLAS's own 2**28 cycles */
+static _Atomic long long polite_spin_ns = 25000LL;   /* while polite */
+static _Atomic long long hold_ns = 250000000LL;      /* first polite period */
+static _Atomic long long max_hold_ns = 4000000000LL; /* longest polite period */
+static _Atomic long long preempt_ns = 100000LL;      /* a clock gap this long while spinning = preempted */
+static _Atomic long long confirm_ns = 200000000LL;   /* two preemptions this close = contention */
+static _Atomic long long check_ns = 100000LL;        /* how often a spinner reads the runnable threads (0: never) */
+
+static int loadavg_fd = -1; /* /proc/loadavg, where there is one */
+static long cpus_online = 1;
 
 /* state and counters */
-static _Atomic long long polite_until = 0;
-static _Atomic long long n_calls = 0, n_jobs = 0, n_sleeps = 0, n_wakes = 0, n_contended = 0, n_workers = 0;
+static _Atomic long long polite_until = 0, last_preempt = -1000000000000LL, cur_hold = 0;
+static _Atomic long long n_calls = 0, n_jobs = 0, n_sleeps = 0, n_wakes = 0, n_preempted = 0, n_contended = 0,
+                         n_workers = 0;
 
 static inline long long
 now_ns(void)
@@ -124,20 +140,65 @@ spin_limit(long long t)
                : atomic_load_explicit(&spin_ns, memory_order_relaxed);
 }
 
+/* Start a polite period at t: hold_ns, or twice the last one (up to max_hold_ns) where contention
+ * comes back within hold_ns of the end of the last period. */
 static void
 note_contention(long long t)
 {
-    atomic_store_explicit(&polite_until, t + atomic_load_explicit(&hold_ns, memory_order_relaxed),
-                          memory_order_relaxed);
+    long long base = atomic_load_explicit(&hold_ns, memory_order_relaxed);
+    long long top = atomic_load_explicit(&max_hold_ns, memory_order_relaxed);
+    long long until = atomic_load_explicit(&polite_until, memory_order_relaxed);
+    long long hold = atomic_load_explicit(&cur_hold, memory_order_relaxed);
+    hold = (until > 0 && t < until + base && hold > 0) ? 2 * hold : base;
+    if (hold > top)
+        hold = top < base ? base : top;
+    atomic_store_explicit(&cur_hold, hold, memory_order_relaxed);
+    atomic_store_explicit(&polite_until, t + hold, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_contended, 1, memory_order_relaxed);
 }
 
-/* Spin until a job is posted, the spin limit passes, or the worker finds it was preempted.
- * Returns 1 when a job is there. */
+/* A worker found at t that it had been preempted while spinning. */
+static void
+note_preempted(long long t)
+{
+    atomic_fetch_add_explicit(&n_preempted, 1, memory_order_relaxed);
+    long long prev = atomic_exchange_explicit(&last_preempt, t, memory_order_relaxed);
+    if (t - prev <= atomic_load_explicit(&confirm_ns, memory_order_relaxed))
+        note_contention(t);
+}
+
+/* Whether more threads are runnable on the machine than it has CPUs (the fourth field of /proc/loadavg,
+ * "runnable/total", counts this spinner too). */
+static int
+oversubscribed(void)
+{
+    char buf[160];
+    if (loadavg_fd < 0)
+        return 0;
+    ssize_t k = pread(loadavg_fd, buf, sizeof buf - 1, 0);
+    if (k <= 0)
+        return 0;
+    buf[k] = '\0';
+    char *p = buf;
+    for (int field = 0; field < 3; field++) {
+        while (*p && *p != ' ')
+            p++;
+        while (*p == ' ')
+            p++;
+    }
+    long running = strtol(p, NULL, 10);
+    return running > cpus_online;
+}
+
+/* Spin until a job is posted, the spin limit passes, or the worker finds it keeps another thread from
+ * running.  Returns 1 when a job is there. */
 static int
 spin_for_job(Worker *w)
 {
     long long start = now_ns(), last = start;
+    long long every = atomic_load_explicit(&check_ns, memory_order_relaxed);
+    long long next_check = every > 0 ? start + every : -1;
+    int seen = 0;
     for (;;) {
         for (int k = 0; k < 32; k++) {
             if (atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE)
@@ -146,10 +207,20 @@ spin_for_job(Worker *w)
         }
         long long t = now_ns();
         if (t - last > atomic_load_explicit(&preempt_ns, memory_order_relaxed)) {
-            note_contention(t);
+            note_preempted(t);
             return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
         }
         last = t;
+        if (next_check >= 0 && t >= next_check) {
+            /* two readings in a row, check_ns apart: a thread that waits that long, not one passing by */
+            if (!oversubscribed())
+                seen = 0;
+            else if (++seen >= 2) {
+                note_preempted(t);
+                return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
+            }
+            next_check = t + every;
+        }
         if (t - start >= spin_limit(t))
             return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
     }
@@ -388,9 +459,11 @@ static PyObject *
 settings_dict(void)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns),
                          "polite_spin_ns", (long long)atomic_load(&polite_spin_ns), "hold_ns",
-                         (long long)atomic_load(&hold_ns), "preempt_ns", (long long)atomic_load(&preempt_ns));
+                         (long long)atomic_load(&hold_ns), "max_hold_ns", (long long)atomic_load(&max_hold_ns),
+                         "preempt_ns", (long long)atomic_load(&preempt_ns), "confirm_ns",
+                         (long long)atomic_load(&confirm_ns), "check_ns", (long long)atomic_load(&check_ns));
 #else
     return PyDict_New();
 #endif
@@ -399,14 +472,15 @@ settings_dict(void)
 static PyObject *
 pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"spin_ns", "polite_spin_ns", "hold_ns", "preempt_ns", NULL};
-    PyObject *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:configure", kwlist, &a, &b, &c, &d))
+    static char *kwlist[] = {"spin_ns", "polite_spin_ns", "hold_ns", "max_hold_ns", "preempt_ns", "confirm_ns",
+                             "check_ns", NULL};
+    PyObject *vals[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOO:configure", kwlist, &vals[0], &vals[1], &vals[2],
+                                     &vals[3], &vals[4], &vals[5], &vals[6]))
         return NULL;
 #if POOL_SUPPORTED
     /* check all before setting any, so a bad value leaves the settings as they were */
-    PyObject *vals[4] = {a, b, c, d};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 7; i++) {
         if (vals[i] == NULL || vals[i] == Py_None)
             continue;
         if (!PyLong_Check(vals[i])) {
@@ -423,9 +497,11 @@ pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    if (set_setting(a, "spin_ns", &spin_ns) || set_setting(b, "polite_spin_ns", &polite_spin_ns) ||
-        set_setting(c, "hold_ns", &hold_ns) || set_setting(d, "preempt_ns", &preempt_ns))
-        return NULL;
+    _Atomic long long *targets[7] = {&spin_ns,    &polite_spin_ns, &hold_ns, &max_hold_ns,
+                                     &preempt_ns, &confirm_ns,     &check_ns};
+    for (int i = 0; i < 7; i++)
+        if (set_setting(vals[i], kwlist[i], targets[i]))
+            return NULL;
 #endif
     return settings_dict();
 }
@@ -435,11 +511,13 @@ pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
     long long t = now_ns();
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:O}", "calls", (long long)atomic_load(&n_calls), "jobs",
-                         (long long)atomic_load(&n_jobs), "sleeps", (long long)atomic_load(&n_sleeps), "wakes",
-                         (long long)atomic_load(&n_wakes), "contended", (long long)atomic_load(&n_contended),
-                         "workers", (long long)atomic_load(&n_workers), "slots", (int)atomic_load(&nslots),
-                         "polite", t < atomic_load(&polite_until) ? Py_True : Py_False);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:O,s:L,s:O}", "calls", (long long)atomic_load(&n_calls),
+                         "jobs", (long long)atomic_load(&n_jobs), "sleeps", (long long)atomic_load(&n_sleeps),
+                         "wakes", (long long)atomic_load(&n_wakes), "preempted", (long long)atomic_load(&n_preempted),
+                         "contended", (long long)atomic_load(&n_contended), "workers",
+                         (long long)atomic_load(&n_workers), "slots", (int)atomic_load(&nslots), "polite",
+                         t < atomic_load(&polite_until) ? Py_True : Py_False, "hold_ns",
+                         (long long)atomic_load(&cur_hold), "runnable_check", loadavg_fd >= 0 ? Py_True : Py_False);
 #else
     return PyDict_New();
 #endif
@@ -454,8 +532,11 @@ pool_polite(PyObject *self, PyObject *arg)
 #if POOL_SUPPORTED
     if (on)
         note_contention(now_ns());
-    else
+    else {
         atomic_store(&polite_until, 0);
+        atomic_store(&cur_hold, 0);
+        atomic_store(&last_preempt, -1000000000000LL);
+    }
 #endif
     Py_RETURN_NONE;
 }
@@ -465,9 +546,10 @@ static PyMethodDef methods[] = {
      "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
      "openblas_set_threads_callback_function is at address setter on this pool"},
     {"configure", (PyCFunction)(void (*)(void))pool_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, spin_ns=None, polite_spin_ns=None, hold_ns=None, preempt_ns=None) -> settings"},
+     "configure(*, spin_ns=None, polite_spin_ns=None, hold_ns=None, max_hold_ns=None, preempt_ns=None, "
+     "confirm_ns=None, check_ns=None) -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
-    {"polite", pool_polite, METH_O, "polite(on): start a polite period now (as after a preemption), or end it"},
+    {"polite", pool_polite, METH_O, "polite(on): start a polite period now (as after a preemption), or end it and forget past preemptions"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -486,6 +568,11 @@ PyInit__pool(void)
     static int registered = 0;
     if (!registered) {
         pthread_atfork(NULL, NULL, after_fork_child);
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus_online = n > 0 ? n : 1;
+#ifdef __linux__
+        loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+#endif
         registered = 1;
     }
 #endif
