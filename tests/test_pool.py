@@ -196,8 +196,12 @@ def test_workers_preempted_by_busy_processes_turn_polite(lib, settings):
         # one busy process per core and a worker spinning after each call: the scheduler must share a
         # core; a preempted worker sleeps, and the second preemption starts a polite period
         end = time.monotonic() + 30
+        ref = a @ b
+        bound = 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max()
         while time.monotonic() < end and _pool.stats()["contended"] == before["contended"]:
-            _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+            c[:] = 0
+            _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)  # the caller may block for its worker here
+            _check(c, ref, bound, "dgemm on an oversubscribed machine")
             time.sleep(0.05)
     finally:
         for p in burners:

@@ -87,12 +87,14 @@ typedef struct Worker {
     _Atomic int cmd;    /* CMD_JOB once a job is posted; the worker puts CMD_NONE back before done */
     _Atomic int done;   /* 1 once the posted job has run */
     _Atomic int asleep; /* 1 while waiting on wake */
+    _Atomic int waiter; /* 1 while the caller waits on finished for this worker's job */
     dojob_fn fn;
     void *data;
     int index;
     int arg;
     pthread_mutex_t lock;
     pthread_cond_t wake;
+    pthread_cond_t finished;
     pthread_t thread;
 } Worker;
 
@@ -122,7 +124,7 @@ static long cpus_online = 1;
 /* state and counters */
 static _Atomic long long polite_until = 0, last_preempt = -1000000000000LL, cur_hold = 0;
 static _Atomic long long n_calls = 0, n_jobs = 0, n_sleeps = 0, n_wakes = 0, n_preempted = 0, n_contended = 0,
-                         n_workers = 0;
+                         n_workers = 0, n_blocked = 0;
 
 static inline long long
 now_ns(void)
@@ -244,7 +246,12 @@ worker_main(void *arg)
         }
         w->fn(w->index, w->data, w->arg);
         atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
-        atomic_store_explicit(&w->done, 1, memory_order_release);
+        atomic_store(&w->done, 1); /* seq_cst: pairs with the caller's store of waiter, then load of done */
+        if (atomic_load(&w->waiter)) {
+            pthread_mutex_lock(&w->lock);
+            pthread_cond_signal(&w->finished);
+            pthread_mutex_unlock(&w->lock);
+        }
     }
     return NULL;
 }
@@ -257,6 +264,7 @@ worker_new(void)
         return NULL;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
+    pthread_cond_init(&w->finished, NULL);
     atomic_store(&w->done, 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -264,6 +272,7 @@ worker_new(void)
     int rc = pthread_create(&w->thread, &attr, worker_main, w);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
+        pthread_cond_destroy(&w->finished);
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
         free(w);
@@ -303,21 +312,40 @@ post(Worker *w, dojob_fn fn, int index, void *data, int arg)
     }
 }
 
-static inline void
+/* Wait for a worker's job.  Spin; but once the machine has more runnable threads than CPUs, the worker
+ * may be among those waiting for one: block, so that this thread's core can run it. */
+static void
 wait_done(Worker *w)
 {
     unsigned spins = 0;
-    long long start = 0;
+    long long start = 0, next_check = 0;
+    long long every = atomic_load_explicit(&check_ns, memory_order_relaxed);
     while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
         CPU_RELAX();
-        if (++spins == 1024) {
-            spins = 0;
-            long long t = now_ns();
-            if (start == 0)
-                start = t;
-            else if (t - start > 1000000LL)
-                sched_yield(); /* a long wait: let a descheduled worker have this core */
+        if (++spins < 256)
+            continue;
+        spins = 0;
+        long long t = now_ns();
+        if (start == 0) {
+            start = t;
+            next_check = t + every / 4;
+            continue;
         }
+        if (every > 0 && t >= next_check) {
+            if (oversubscribed()) {
+                pthread_mutex_lock(&w->lock);
+                atomic_store(&w->waiter, 1); /* seq_cst */
+                while (!atomic_load(&w->done))
+                    pthread_cond_wait(&w->finished, &w->lock);
+                atomic_store(&w->waiter, 0);
+                pthread_mutex_unlock(&w->lock);
+                atomic_fetch_add_explicit(&n_blocked, 1, memory_order_relaxed);
+                return;
+            }
+            next_check = t + every / 2;
+        }
+        if (t - start > 1000000LL)
+            sched_yield(); /* a long wait where nothing says why: let a descheduled worker have this core */
     }
 }
 
@@ -511,13 +539,14 @@ pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
     long long t = now_ns();
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:O,s:L,s:O}", "calls", (long long)atomic_load(&n_calls),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:O,s:L,s:O,s:L}", "calls", (long long)atomic_load(&n_calls),
                          "jobs", (long long)atomic_load(&n_jobs), "sleeps", (long long)atomic_load(&n_sleeps),
                          "wakes", (long long)atomic_load(&n_wakes), "preempted", (long long)atomic_load(&n_preempted),
                          "contended", (long long)atomic_load(&n_contended), "workers",
                          (long long)atomic_load(&n_workers), "slots", (int)atomic_load(&nslots), "polite",
                          t < atomic_load(&polite_until) ? Py_True : Py_False, "hold_ns",
-                         (long long)atomic_load(&cur_hold), "runnable_check", loadavg_fd >= 0 ? Py_True : Py_False);
+                         (long long)atomic_load(&cur_hold), "runnable_check", loadavg_fd >= 0 ? Py_True : Py_False, "blocked",
+                         (long long)atomic_load(&n_blocked));
 #else
     return PyDict_New();
 #endif
