@@ -60,7 +60,7 @@ def _wait_for(pred, timeout=5.0):
     return pred()
 
 
-def test_the_multithreaded_instances_run_their_parallel_calls_on_the_pool(lib):
+def test_the_multithreaded_instances_run_their_parallel_calls_on_the_pool(lib, settings):
     assert lib.pool_slot is not None
     assert _openblas.get_library(1).pool_slot is None  # one thread: no parallel calls
     rng = np.random.default_rng(1)
@@ -79,7 +79,7 @@ def test_the_multithreaded_instances_run_their_parallel_calls_on_the_pool(lib):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
-def test_every_level3_kernel_is_right_on_the_pool(lib, dtype):
+def test_every_level3_kernel_is_right_on_the_pool(lib, settings, dtype):
     rng = np.random.default_rng(2)
     n, m = 257, 190  # odd sizes: uneven splits among the jobs
     eps = EPS[dtype]
@@ -120,7 +120,7 @@ def test_every_level3_kernel_is_right_on_the_pool(lib, dtype):
     assert _pool.stats()["calls"] > before  # the pool ran (some of) them
 
 
-def test_concurrent_callers_on_one_instance_get_right_results(lib):
+def test_concurrent_callers_on_one_instance_get_right_results(lib, settings):
     rng = np.random.default_rng(3)
     n = 200
     pairs = [(_rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)) for _ in range(4)]
@@ -156,10 +156,16 @@ def test_a_polite_worker_sleeps_after_a_short_spin(lib, settings):
                     max_hold_ns=60_000_000_000)
     _pool.polite(True)  # as if a worker had been preempted: polite for the next minute
     assert _pool.stats()["polite"]
-    before = _pool.stats()["sleeps"]
-    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+    for _ in range(50):
+        before = _pool.stats()
+        _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+        if _pool.stats()["calls"] > before["calls"]:
+            break
+        time.sleep(0.05)  # the machine was crowded: the call ran alone; again
+    else:
+        pytest.fail(f"no call reached the pool: {_pool.stats()}")
     # the worker spins 20 us, not the 10 s of spin_ns, then sleeps
-    assert _wait_for(lambda: _pool.stats()["sleeps"] > before, timeout=2.0)
+    assert _wait_for(lambda: _pool.stats()["sleeps"] > before["sleeps"], timeout=2.0)
 
 
 def test_an_unpolite_worker_stays_awake_unless_preempted(lib, settings):
@@ -244,7 +250,7 @@ def test_configure_checks_every_setting_by_name(settings):
         _pool.attach(1, 0)
 
 
-def test_one_thread_calls_never_reach_the_workers(lib):
+def test_one_thread_calls_never_reach_the_workers(lib, settings):
     threadpoolctl = pytest.importorskip("threadpoolctl")
     rng = np.random.default_rng(7)
     n = 300
@@ -258,7 +264,7 @@ def test_one_thread_calls_never_reach_the_workers(lib):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
-def test_a_forked_child_runs_parallel_calls(lib):
+def test_a_forked_child_runs_parallel_calls(lib, settings):
     rng = np.random.default_rng(8)
     n = 300
     a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
@@ -308,3 +314,73 @@ def test_turned_off_the_instances_keep_openblas_threads():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def _burn(cores):
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+
+
+def _stop(burners):
+    for p in burners:
+        p.kill()
+    for p in burners:
+        p.wait()
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+@pytest.mark.skipif(not _pool.stats().get("runnable_check"), reason="needs /proc/loadavg")
+def test_crowded_only_in_a_polite_period_with_the_other_cpus_taken(settings):
+    _pool.polite(False)
+    burners = _burn(_cores())
+    try:
+        assert _wait_for(lambda: _pool.stats()["runnable_check"] and _pool.crowded() is False, timeout=1.0)
+        _pool.configure(hold_ns=60_000_000_000, max_hold_ns=60_000_000_000)
+        _pool.polite(True)
+        assert _wait_for(_pool.crowded, timeout=20.0)  # the busy processes hold the other CPUs
+    finally:
+        _stop(burners)
+    _pool.polite(False)
+    assert _pool.crowded() is False  # no contention: never asks for /proc/loadavg
+
+
+@pytest.mark.skipif(not _pool.stats().get("runnable_check"), reason="needs /proc/loadavg")
+def test_a_call_made_on_a_crowded_machine_runs_on_the_calling_thread(settings):
+    from tileblas import blas as tb
+
+    rng = np.random.default_rng(9)
+    n = 300
+    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
+    ref = a @ b
+    bound = 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max()
+    if _cores() < 2:
+        pytest.skip("one CPU: tileblas.blas calls run on one thread anyway")
+    tb.dgemm(1.0, a, b)
+    _pool.configure(hold_ns=60_000_000_000, max_hold_ns=60_000_000_000)
+    burners = _burn(_cores())
+    try:
+        _pool.polite(True)
+        assert _wait_for(_pool.crowded, timeout=20.0)
+        for _ in range(20):  # crowded() reads the machine at each call: most calls find it crowded
+            before = _pool.stats()
+            c = tb.dgemm(1.0, a, b)
+            after = _pool.stats()
+            _check(c, ref, bound, "dgemm on a crowded machine")
+            if after["crowded"] > before["crowded"]:
+                # not on the pool (the C path or the runtime's kernel): the one-thread instance
+                assert after["calls"] == before["calls"]
+                break
+        else:
+            pytest.fail(f"no call found the machine crowded: {_pool.stats()}")
+    finally:
+        _stop(burners)
+    _pool.polite(False)
+    before = _pool.stats()
+    c = tb.dgemm(1.0, a, b)
+    _check(c, ref, bound, "dgemm")
+    assert _pool.stats()["calls"] > before["calls"]  # back on the pool

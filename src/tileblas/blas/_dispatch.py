@@ -141,8 +141,10 @@ def _sync_fastpath(rt: Any) -> None:
     _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps})
     if threads > 1:
         one = _openblas.get_library(1)
-        _fastpath.set_one_thread(ONE_THREAD_FLOPS, {p + f: one.fortran(p + f) for f in ONE_THREAD_FLOPS
-                                                    for p in LEVEL3_FAMILIES[f]})
+        # every family's one-thread entry points: below ONE_THREAD_FLOPS, and where the thread pool finds
+        # the machine crowded (tileblas.kernels._pool.crowded)
+        _fastpath.set_one_thread(ONE_THREAD_FLOPS, {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items()
+                                                    for p in ps})
     else:
         _fastpath.set_one_thread({}, {})
     _FAST[0] = rt

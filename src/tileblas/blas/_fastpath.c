@@ -28,7 +28,11 @@
  *   set_level3_library({name: address})  Fortran entry points ('dgemm' -> address of dgemm_)
  *   set_one_thread({family: flops}, {name: address})
  *                                        calls below these flops run on these entry points (the
- *                                        one-thread instance: OpenBLAS threads even tiny trmm calls)
+ *                                        one-thread instance: OpenBLAS threads even tiny trmm calls);
+ *                                        so does any call of at least CROWDED_FLOPS while tileblas'
+ *                                        thread pool finds the machine crowded (tileblas.kernels._pool:
+ *                                        other threads hold the other CPUs, the pool's workers would
+ *                                        wait for one), asked through the pool's capsule
  *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
  *                                        calls; contextvar: the current-runtime variable (a value in it
  *                                        means a `with Runtime(...)` block is active: Python path)
@@ -500,10 +504,15 @@ routine_dealloc(Routine *self)
 #define NOT_HANDLED goto python
 #define FAIL goto error
 #define RUN3(stmt) RUN_IF(flops > GIL_FLOPS, stmt)
-/* a call below the family's one-thread limit: the one-thread instance's entry point */
-#define PICK_ONE_THREAD()                                                  \
-    do {                                                                   \
-        if (flops < one_limits[fam] && entry1[fam][prec] != NULL) fn = entry1[fam][prec]; \
+/* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
+ * instance's entry point */
+#define CROWDED_FLOPS 1e6
+static int (*pool_crowded)(void) = NULL; /* tileblas.kernels._pool's crowded(), where it is built */
+#define PICK_ONE_THREAD()                                                                           \
+    do {                                                                                            \
+        if (entry1[fam][prec] != NULL &&                                                            \
+            (flops < one_limits[fam] || (flops >= CROWDED_FLOPS && pool_crowded != NULL && pool_crowded()))) \
+            fn = entry1[fam][prec];                                                                 \
     } while (0)
 
 /* The small-call path given all the routine's arguments in order: the result, or NotImplemented having
@@ -1926,6 +1935,13 @@ PyInit__fastpath(void)
         Py_DECREF(&Level12Type);
         Py_DECREF(m);
         return NULL;
+    }
+    {
+        int (*const *api)(void) = (int (*const *)(void))PyCapsule_Import("tileblas.kernels._pool._api", 0);
+        if (api != NULL)
+            pool_crowded = api[0];
+        else
+            PyErr_Clear(); /* no pool here: calls keep their instance */
     }
     return m;
 }

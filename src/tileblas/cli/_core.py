@@ -157,9 +157,11 @@ def _print_pool(p: dict[str, Any]) -> None:
           f"spin {c['spin_ns'] / 1e6:g} ms; a worker preempted while spinning sleeps, and two preemptions within "
           f"{c['confirm_ns'] / 1e9:g} s (another thread wants the cores) make all spin {c['polite_spin_ns'] / 1e3:g} us "
           f"for {c['hold_ns'] / 1e9:g}-{c['max_hold_ns'] / 1e9:g} s")
+    print("             meanwhile a call finding the other CPUs taken (another library's spinning threads) "
+          "runs on the calling thread alone")
     print(f"             so far: {st['calls']} parallel call(s), {st['workers']} worker(s), {st['preempted']} "
-          f"preemption(s), {st['contended']} polite period(s), {st['sleeps']} sleep(s); polite now: "
-          f"{'yes' if st['polite'] else 'no'}")
+          f"preemption(s), {st['contended']} polite period(s), {st['sleeps']} sleep(s), {st['crowded']} call(s) "
+          f"alone; polite now: {'yes' if st['polite'] else 'no'}")
 
 
 def _print_paths(p: dict[str, Any]) -> None:

@@ -243,6 +243,17 @@ def _attach_pool(lib: BlasLibrary) -> int | None:
     return _pool.attach(lib._ctypes.cast(setter, lib._ctypes.c_void_p).value, lib.threads)
 
 
+def _uncrowded(lib: BlasLibrary | None) -> BlasLibrary:
+    """The instance a Level-3 kernel call runs on: ``lib`` (default: one thread), but the one-thread
+    instance where ``lib``'s pool would find the machine crowded (:func:`tileblas.kernels._pool.crowded`:
+    contention goes on and other threads hold the other CPUs, so its workers would wait for a core)."""
+    if lib is None:
+        return get_library(1)
+    if lib.pool_slot is not None and _pool.crowded():
+        return get_library(1)
+    return lib
+
+
 def pool_info() -> dict[str, Any]:
     """How the parallel calls of tileblas' instances get their threads: whether tileblas' pool runs them,
     its settings (nanoseconds) and counters (:mod:`tileblas.kernels._pool`)."""
@@ -450,7 +461,7 @@ def gemm(alpha, a, b, beta, c, transa="N", transb="N", lib: BlasLibrary | None =
     if _output_needs_transpose(c):
         # c^T = op(b)^T op(a)^T; with a' = a.T the operator letters are unchanged.
         return gemm(alpha, b.T, a.T, beta, c.T, transb, transa, lib)
-    lib = lib or get_library(1)
+    lib = _uncrowded(lib)
     m, n = c.shape
     k = a.shape[0] if _OPS[transa][0] else a.shape[1]
     if m == 0 or n == 0:
@@ -479,7 +490,7 @@ def _symm_like(name, side, uplo, alpha, a, b, beta, c, lib, hermitian):
         # conj(a) = a^T (Hermitian), which is exactly what c^T needs.
         return _symm_like(name, "R" if side == "L" else "L", _flip(uplo), alpha, a.T, b.T, beta, c.T,
                           lib, hermitian)
-    lib = lib or get_library(1)
+    lib = _uncrowded(lib)
     m, n = c.shape
     if m == 0 or n == 0:
         return None
@@ -526,7 +537,7 @@ def _rank_k(name, uplo, trans, alpha, a, b, beta, c, lib, hermitian):
         alpha2 = alpha if b is None else np.conj(alpha)
         return _rank_k(name, _flip(uplo), t2, alpha2, a.T, None if b is None else b.T, beta, c.T, lib,
                        hermitian)
-    lib = lib or get_library(1)
+    lib = _uncrowded(lib)
     n = c.shape[0]
     if n == 0:
         return None
@@ -602,7 +613,7 @@ def _triangular(name, side, uplo, transa, diag, alpha, a, b, lib):
     if _output_needs_transpose(b):
         # b^T := alpha b^T op(a)^T: side flips, a.T is triangular in the other half, letters unchanged.
         return _triangular(name, "R" if side == "L" else "L", _flip(uplo), transa, diag, alpha, a.T, b.T, lib)
-    lib = lib or get_library(1)
+    lib = _uncrowded(lib)
     m, n = b.shape
     if m == 0 or n == 0:
         return None

@@ -24,7 +24,10 @@
  *     for a polite period of hold_ns (0.25 s), doubled, up to max_hold_ns (4 s), each time contention
  *     comes back within hold_ns of the end of the last period.
  * So a loop of tileblas calls keeps its workers hot, and a loop that mixes tileblas with NumPy or SciPy
- * leaves their pools the cores while they run.
+ * leaves their pools the cores while they run.  The other way round, their pools' spinning threads hold
+ * cores for 0.1 s after each of their calls, and a tileblas call made then would have its workers wait
+ * for a core behind them (for whole scheduler slices: tens of times the call): crowded() tells the
+ * callers (tileblas.blas's C path) to run such a call on the calling thread alone.
  *
  * Each instance has its own slot: a lock (one parallel call at a time per instance: OpenBLAS indexes its
  * per-thread buffers by job number, so two calls' jobs of one number must not overlap; OpenBLAS's own
@@ -40,8 +43,15 @@
  *                                   set (each optional, all checked before any is set); returns the
  *                                   settings
  *   stats() -> dict                 counters: calls, jobs, sleeps, wakes, preempted, contended (polite
- *                                   periods begun), workers, slots; polite (now), hold_ns (current),
- *                                   runnable_check (whether spinners read /proc/loadavg)
+ *                                   periods begun), crowded (calls told to run alone), workers, slots;
+ *                                   polite (now), hold_ns (current), runnable_check (whether spinners
+ *                                   read /proc/loadavg)
+ *   crowded() -> bool               whether a parallel call now should run on the calling thread alone:
+ *                                   during a polite period, the threads runnable besides the caller and
+ *                                   the pool's spinning workers fill every other CPU (one /proc/loadavg
+ *                                   reading; outside polite periods one clock reading).  The C fast path
+ *                                   of tileblas.blas asks it through the capsule _api before each
+ *                                   parallel-sized call and then uses the one-thread instance.
  *   polite(on)                      start a polite period now (as contention does; counted in contended),
  *                                   or end the one in force and forget past preemptions
  */
@@ -87,14 +97,12 @@ typedef struct Worker {
     _Atomic int cmd;    /* CMD_JOB once a job is posted; the worker puts CMD_NONE back before done */
     _Atomic int done;   /* 1 once the posted job has run */
     _Atomic int asleep; /* 1 while waiting on wake */
-    _Atomic int waiter; /* 1 while the caller waits on finished for this worker's job */
     dojob_fn fn;
     void *data;
     int index;
     int arg;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    pthread_cond_t finished;
     pthread_t thread;
 } Worker;
 
@@ -124,7 +132,8 @@ static long cpus_online = 1;
 /* state and counters */
 static _Atomic long long polite_until = 0, last_preempt = -1000000000000LL, cur_hold = 0;
 static _Atomic long long n_calls = 0, n_jobs = 0, n_sleeps = 0, n_wakes = 0, n_preempted = 0, n_contended = 0,
-                         n_workers = 0, n_blocked = 0;
+                         n_workers = 0, n_crowded = 0;
+static _Atomic int n_spinning = 0; /* workers spinning now */
 
 static inline long long
 now_ns(void)
@@ -169,17 +178,16 @@ note_preempted(long long t)
         note_contention(t);
 }
 
-/* Whether more threads are runnable on the machine than it has CPUs (the fourth field of /proc/loadavg,
- * "runnable/total", counts this spinner too). */
-static int
-oversubscribed(void)
+/* Threads runnable on the machine now (the fourth field of /proc/loadavg, "runnable/total"), or -1. */
+static long
+runnable_now(void)
 {
     char buf[160];
     if (loadavg_fd < 0)
-        return 0;
+        return -1;
     ssize_t k = pread(loadavg_fd, buf, sizeof buf - 1, 0);
     if (k <= 0)
-        return 0;
+        return -1;
     buf[k] = '\0';
     char *p = buf;
     for (int field = 0; field < 3; field++) {
@@ -188,14 +196,49 @@ oversubscribed(void)
         while (*p == ' ')
             p++;
     }
-    long running = strtol(p, NULL, 10);
-    return running > cpus_online;
+    return strtol(p, NULL, 10);
+}
+
+/* Whether more threads are runnable than the machine has CPUs (the count includes the reader). */
+static int
+oversubscribed(void)
+{
+    return runnable_now() > cpus_online;
+}
+
+/* Whether a parallel call started now would find the other CPUs taken: while contention goes on (a polite
+ * period), the threads runnable besides the caller and this pool's spinning workers fill every other CPU
+ * (another library's spinning BLAS threads, say).  Its workers would wait for a core, so the call is
+ * better run on the calling thread alone.  Costs one clock reading outside polite periods. */
+static int
+crowded(void)
+{
+    if (now_ns() >= atomic_load_explicit(&polite_until, memory_order_relaxed))
+        return 0;
+    long r = runnable_now();
+    if (r < 0)
+        return 0;
+    int busy = r - atomic_load_explicit(&n_spinning, memory_order_relaxed) >= cpus_online;
+    if (busy)
+        atomic_fetch_add_explicit(&n_crowded, 1, memory_order_relaxed);
+    return busy;
 }
 
 /* Spin until a job is posted, the spin limit passes, or the worker finds it keeps another thread from
  * running.  Returns 1 when a job is there. */
+static int spin_loop(Worker *w);
+
 static int
 spin_for_job(Worker *w)
+{
+    atomic_fetch_add_explicit(&n_spinning, 1, memory_order_relaxed);
+    int got = spin_loop(w);
+    atomic_fetch_sub_explicit(&n_spinning, 1, memory_order_relaxed);
+    return got;
+}
+
+static int
+spin_loop(Worker *w)
 {
     long long start = now_ns(), last = start;
     long long every = atomic_load_explicit(&check_ns, memory_order_relaxed);
@@ -246,12 +289,7 @@ worker_main(void *arg)
         }
         w->fn(w->index, w->data, w->arg);
         atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
-        atomic_store(&w->done, 1); /* seq_cst: pairs with the caller's store of waiter, then load of done */
-        if (atomic_load(&w->waiter)) {
-            pthread_mutex_lock(&w->lock);
-            pthread_cond_signal(&w->finished);
-            pthread_mutex_unlock(&w->lock);
-        }
+        atomic_store_explicit(&w->done, 1, memory_order_release);
     }
     return NULL;
 }
@@ -264,7 +302,6 @@ worker_new(void)
         return NULL;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
-    pthread_cond_init(&w->finished, NULL);
     atomic_store(&w->done, 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -272,7 +309,6 @@ worker_new(void)
     int rc = pthread_create(&w->thread, &attr, worker_main, w);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        pthread_cond_destroy(&w->finished);
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
         free(w);
@@ -312,40 +348,23 @@ post(Worker *w, dojob_fn fn, int index, void *data, int arg)
     }
 }
 
-/* Wait for a worker's job.  Spin; but once the machine has more runnable threads than CPUs, the worker
- * may be among those waiting for one: block, so that this thread's core can run it. */
-static void
+/* Wait for a worker's job: spin; after a long wait, yield now and then (a descheduled worker may be
+ * queued on this core). */
+static inline void
 wait_done(Worker *w)
 {
     unsigned spins = 0;
-    long long start = 0, next_check = 0;
-    long long every = atomic_load_explicit(&check_ns, memory_order_relaxed);
+    long long start = 0;
     while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
         CPU_RELAX();
-        if (++spins < 256)
-            continue;
-        spins = 0;
-        long long t = now_ns();
-        if (start == 0) {
-            start = t;
-            next_check = t + every / 4;
-            continue;
+        if (++spins == 1024) {
+            spins = 0;
+            long long t = now_ns();
+            if (start == 0)
+                start = t;
+            else if (t - start > 1000000LL)
+                sched_yield();
         }
-        if (every > 0 && t >= next_check) {
-            if (oversubscribed()) {
-                pthread_mutex_lock(&w->lock);
-                atomic_store(&w->waiter, 1); /* seq_cst */
-                while (!atomic_load(&w->done))
-                    pthread_cond_wait(&w->finished, &w->lock);
-                atomic_store(&w->waiter, 0);
-                pthread_mutex_unlock(&w->lock);
-                atomic_fetch_add_explicit(&n_blocked, 1, memory_order_relaxed);
-                return;
-            }
-            next_check = t + every / 2;
-        }
-        if (t - start > 1000000LL)
-            sched_yield(); /* a long wait where nothing says why: let a descheduled worker have this core */
     }
 }
 
@@ -407,6 +426,7 @@ after_fork_child(void)
     }
     pthread_mutex_init(&attach_lock, NULL);
     atomic_store(&n_workers, 0);
+    atomic_store(&n_spinning, 0);
 }
 
 #endif /* POOL_SUPPORTED */
@@ -545,8 +565,8 @@ pool_stats(PyObject *self, PyObject *unused)
                          "contended", (long long)atomic_load(&n_contended), "workers",
                          (long long)atomic_load(&n_workers), "slots", (int)atomic_load(&nslots), "polite",
                          t < atomic_load(&polite_until) ? Py_True : Py_False, "hold_ns",
-                         (long long)atomic_load(&cur_hold), "runnable_check", loadavg_fd >= 0 ? Py_True : Py_False, "blocked",
-                         (long long)atomic_load(&n_blocked));
+                         (long long)atomic_load(&cur_hold), "runnable_check", loadavg_fd >= 0 ? Py_True : Py_False, "crowded",
+                         (long long)atomic_load(&n_crowded));
 #else
     return PyDict_New();
 #endif
@@ -570,6 +590,22 @@ pool_polite(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+pool_crowded(PyObject *self, PyObject *unused)
+{
+#if POOL_SUPPORTED
+    if (crowded())
+        Py_RETURN_TRUE;
+#endif
+    Py_RETURN_FALSE;
+}
+
+#if POOL_SUPPORTED
+/* The C API other modules of tileblas import (tileblas.blas._fastpath): a capsule holding a pointer to
+ * this function table. */
+static int (*const pool_api[1])(void) = {crowded};
+#endif
+
 static PyMethodDef methods[] = {
     {"attach", pool_attach, METH_VARARGS,
      "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
@@ -578,6 +614,9 @@ static PyMethodDef methods[] = {
      "configure(*, spin_ns=None, polite_spin_ns=None, hold_ns=None, max_hold_ns=None, preempt_ns=None, "
      "confirm_ns=None, check_ns=None) -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
+    {"crowded", pool_crowded, METH_NOARGS,
+     "crowded() -> bool: whether a parallel call now should run on the calling thread alone (contention goes "
+     "on and other threads fill the other CPUs)"},
     {"polite", pool_polite, METH_O, "polite(on): start a polite period now (as after a preemption), or end it and forget past preemptions"},
     {NULL, NULL, 0, NULL},
 };
@@ -609,5 +648,13 @@ PyInit__pool(void)
         Py_DECREF(m);
         return NULL;
     }
+#if POOL_SUPPORTED
+    PyObject *cap = PyCapsule_New((void *)pool_api, "tileblas.kernels._pool._api", NULL);
+    if (cap == NULL || PyModule_AddObject(m, "_api", cap) < 0) {
+        Py_XDECREF(cap);
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
     return m;
 }
