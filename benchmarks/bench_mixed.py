@@ -144,7 +144,9 @@ def _plot(points: list[dict], path: str, partners: list[str]) -> None:
         for j in range(len(partners)):
             if np.isfinite(grid[i, j]):
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=8)
-    ax.set_xticks(range(len(partners)), [f"{k}\n{PARTNERS[k]}" for k in partners], fontsize=7)
+    import textwrap
+
+    ax.set_xticks(range(len(partners)), [k + "\n" + textwrap.fill(PARTNERS[k], 20) for k in partners], fontsize=7)
     ax.set_yticks(range(len(rows)), [f"{r} n={n}" for r, n in rows], fontsize=8)
     ax.set_title("loop time, scipy.linalg.blas / tileblas.blas (> 1: tileblas faster)", fontsize=10)
     cb = fig.colorbar(im, ax=ax)
