@@ -19,7 +19,7 @@ pool stays polite for a second after another pool took its core).
 Usage::
 
     python benchmarks/bench_mixed.py [--quick] [--routines dgemm,dtrsm,dsyrk] [--sizes 64,128,256,512,1024]
-        [--partners none,python,sleep,numpy,lapack] [--rounds 3] [--json PATH] [--png PATH]
+        [--partners none,python,sleep,numpy,lapack,scipyblas] [--rounds 3] [--json PATH] [--png PATH]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ PARTNERS = {
     "sleep": "time.sleep(0.001)",
     "numpy": "NumPy a @ b (NumPy's OpenBLAS)",
     "lapack": "scipy.linalg.lu_factor(a) (SciPy's OpenBLAS)",
+    "scipyblas": "scipy.linalg.blas.dgemm(1, a, b) (SciPy's OpenBLAS)",
 }
 
 
@@ -64,6 +65,12 @@ def _partner(name: str, a: np.ndarray, b: np.ndarray) -> Callable[[], Any] | Non
         import scipy.linalg
 
         return lambda: scipy.linalg.lu_factor(a, check_finite=False)
+    if name == "scipyblas":
+        import scipy.linalg.blas as sb
+
+        fn = getattr(sb, {np.dtype(np.float32): "sgemm", np.dtype(np.float64): "dgemm",
+                          np.dtype(np.complex64): "cgemm", np.dtype(np.complex128): "zgemm"}[a.dtype])
+        return lambda: fn(1.0, a, b)
     raise ValueError(f"partner must be one of {', '.join(PARTNERS)}; got {name!r}")
 
 

@@ -29,7 +29,7 @@
  *   set_one_thread({family: flops}, {name: address})
  *                                        calls below these flops run on these entry points (the
  *                                        one-thread instance: OpenBLAS threads even tiny trmm calls);
- *                                        so does any call of at least CROWDED_FLOPS while tileblas'
+ *                                        so does a call of CROWDED_LO to CROWDED_HI flops while tileblas'
  *                                        thread pool finds the machine crowded (tileblas.kernels._pool:
  *                                        other threads hold the other CPUs, the pool's workers would
  *                                        wait for one), asked through the pool's capsule
@@ -506,12 +506,16 @@ routine_dealloc(Routine *self)
 #define RUN3(stmt) RUN_IF(flops > GIL_FLOPS, stmt)
 /* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
  * instance's entry point */
-#define CROWDED_FLOPS 1e6
+/* the flops (complex 4x) of calls that may run alone on a crowded machine: tileblas.kernels._openblas
+ * CROWDED_FLOPS says why these */
+#define CROWDED_LO 1e6
+#define CROWDED_HI 1e8
 static int (*pool_crowded)(void) = NULL; /* tileblas.kernels._pool's crowded(), where it is built */
 #define PICK_ONE_THREAD()                                                                           \
     do {                                                                                            \
         if (entry1[fam][prec] != NULL &&                                                            \
-            (flops < one_limits[fam] || (flops >= CROWDED_FLOPS && pool_crowded != NULL && pool_crowded()))) \
+            (flops < one_limits[fam] ||                                                             \
+             (flops >= CROWDED_LO && flops < CROWDED_HI && pool_crowded != NULL && pool_crowded())))   \
             fn = entry1[fam][prec];                                                                 \
     } while (0)
 

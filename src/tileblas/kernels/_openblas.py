@@ -243,14 +243,24 @@ def _attach_pool(lib: BlasLibrary) -> int | None:
     return _pool.attach(lib._ctypes.cast(setter, lib._ctypes.c_void_p).value, lib.threads)
 
 
-def _uncrowded(lib: BlasLibrary | None) -> BlasLibrary:
-    """The instance a Level-3 kernel call runs on: ``lib`` (default: one thread), but the one-thread
-    instance where ``lib``'s pool would find the machine crowded (:func:`tileblas.kernels._pool.crowded`:
-    contention goes on and other threads hold the other CPUs, so its workers would wait for a core)."""
+#: Level-3 calls with flops in [lo, hi) (complex counted 4x) run on the one-thread instance while the
+#: thread pool finds the machine crowded (:func:`tileblas.kernels._pool.crowded`).  Below: OpenBLAS runs
+#: them on one thread anyway.  Above: a call outlasts the 0.1 s another library's threads spin, and alone
+#: it would take twice as long all through (measured on 2 cores, between SciPy lu_factor calls: syrk
+#: n = 256 alone 0.68 ms against 2.0-3.5 ms on two threads; n = 512 4.5 against 4.0 ms).  The same
+#: limits hold in tileblas.blas's C path (CROWDED_FLOPS in _fastpath.c).
+CROWDED_FLOPS = (1e6, 1e8)
+
+
+def _uncrowded(lib: BlasLibrary | None, flops: float, prefix: str) -> BlasLibrary:
+    """The instance a Level-3 kernel call of ``flops`` runs on: ``lib`` (default: one thread), but the
+    one-thread instance where ``lib``'s pool would find the machine crowded (see :data:`CROWDED_FLOPS`)."""
     if lib is None:
         return get_library(1)
-    if lib.pool_slot is not None and _pool.crowded():
-        return get_library(1)
+    if lib.pool_slot is not None:
+        f = flops * (4.0 if prefix in "cz" else 1.0)
+        if CROWDED_FLOPS[0] <= f < CROWDED_FLOPS[1] and _pool.crowded():
+            return get_library(1)
     return lib
 
 
@@ -461,9 +471,9 @@ def gemm(alpha, a, b, beta, c, transa="N", transb="N", lib: BlasLibrary | None =
     if _output_needs_transpose(c):
         # c^T = op(b)^T op(a)^T; with a' = a.T the operator letters are unchanged.
         return gemm(alpha, b.T, a.T, beta, c.T, transb, transa, lib)
-    lib = _uncrowded(lib)
     m, n = c.shape
     k = a.shape[0] if _OPS[transa][0] else a.shape[1]
+    lib = _uncrowded(lib, 2.0 * m * n * k, prefix)
     if m == 0 or n == 0:
         return None
     if k == 0:
@@ -490,8 +500,8 @@ def _symm_like(name, side, uplo, alpha, a, b, beta, c, lib, hermitian):
         # conj(a) = a^T (Hermitian), which is exactly what c^T needs.
         return _symm_like(name, "R" if side == "L" else "L", _flip(uplo), alpha, a.T, b.T, beta, c.T,
                           lib, hermitian)
-    lib = _uncrowded(lib)
     m, n = c.shape
+    lib = _uncrowded(lib, 2.0 * m * n * (m if side == "L" else n), prefix)
     if m == 0 or n == 0:
         return None
     cc, ldc, copied = _writable_colmajor_output(c)
@@ -537,11 +547,11 @@ def _rank_k(name, uplo, trans, alpha, a, b, beta, c, lib, hermitian):
         alpha2 = alpha if b is None else np.conj(alpha)
         return _rank_k(name, _flip(uplo), t2, alpha2, a.T, None if b is None else b.T, beta, c.T, lib,
                        hermitian)
-    lib = _uncrowded(lib)
     n = c.shape[0]
     if n == 0:
         return None
     k = a.shape[0] if trans != "N" else a.shape[1]
+    lib = _uncrowded(lib, (1.0 if b is None else 2.0) * n * n * k, prefix)
     cc, ldc, copied = _writable_colmajor_output(c)
 
     def operand(x):
@@ -613,8 +623,8 @@ def _triangular(name, side, uplo, transa, diag, alpha, a, b, lib):
     if _output_needs_transpose(b):
         # b^T := alpha b^T op(a)^T: side flips, a.T is triangular in the other half, letters unchanged.
         return _triangular(name, "R" if side == "L" else "L", _flip(uplo), transa, diag, alpha, a.T, b.T, lib)
-    lib = _uncrowded(lib)
     m, n = b.shape
+    lib = _uncrowded(lib, 1.0 * m * n * (m if side == "L" else n), prefix)
     if m == 0 or n == 0:
         return None
     bb, ldb, copied = _writable_colmajor_output(b)
