@@ -31,9 +31,11 @@ def lib():
 
 @pytest.fixture
 def settings():
-    """Restores the pool's settings after a test that changes them."""
+    """Restores the pool's settings after a test that changes them.  Meanwhile no polite period starts by
+    itself (confirm_ns=0), so a busy machine cannot send a test's calls to the one-thread instance."""
     saved = _pool.configure()
     _pool.polite(False)
+    _pool.configure(confirm_ns=0)
     yield saved
     _pool.configure(**saved)
     _pool.polite(False)
@@ -149,7 +151,7 @@ def test_concurrent_callers_on_one_instance_get_right_results(lib, settings):
 
 def test_a_polite_worker_sleeps_after_a_short_spin(lib, settings):
     rng = np.random.default_rng(4)
-    n = 300
+    n = 400  # 1.3e8 flops: above CROWDED_FLOPS, so a crowded machine still sends it to the pool
     a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
     c = np.zeros((n, n), order="F")
     _pool.configure(spin_ns=10_000_000_000, polite_spin_ns=20_000, hold_ns=60_000_000_000,
@@ -235,6 +237,7 @@ def test_contention_that_comes_back_doubles_the_polite_period(settings):
 
 
 def test_configure_checks_every_setting_by_name(settings):
+    settings = _pool.configure()
     with pytest.raises(ValueError, match=r"spin_ns is -1"):
         _pool.configure(spin_ns=-1)
     with pytest.raises(TypeError, match=r"hold_ns must be an int .*'soon'"):
@@ -384,3 +387,31 @@ def test_a_call_made_on_a_crowded_machine_runs_on_the_calling_thread(settings):
     c = tb.dgemm(1.0, a, b)
     _check(c, ref, bound, "dgemm")
     assert _pool.stats()["calls"] > before["calls"]  # back on the pool
+
+
+def test_an_instance_the_pool_cannot_take_keeps_openblas_threads():
+    code = (
+        "import ctypes, numpy as np\n"
+        "from tileblas.kernels import _openblas, _pool\n"
+        "seen = []\n"
+        "setter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda cb: seen.append(cb))\n"
+        "addr = ctypes.cast(setter, ctypes.c_void_p).value\n"
+        "slots = [_pool.attach(addr, 1) for _ in range(32)]\n"
+        "assert slots == list(range(32)) and len(seen) == 32, (slots, len(seen))\n"
+        "try:\n"
+        "    _pool.attach(addr, 1)\n"
+        "except RuntimeError as e:\n"
+        "    assert 'all 32 pool slots' in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('a 33rd slot')\n"
+        "lib = _openblas.get_library(2)\n"
+        "assert lib.pool_slot is None\n"
+        "a = np.asfortranarray(np.random.rand(300, 300)); c = np.zeros((300, 300), order='F')\n"
+        "_openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
+        "assert np.abs(c - a @ a).max() <= 4 * 300 * 2.3e-16 * (np.abs(a) @ np.abs(a)).max()\n"
+        "assert _pool.stats()['calls'] == 0\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

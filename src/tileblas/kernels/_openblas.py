@@ -232,15 +232,19 @@ _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in 
 
 def _attach_pool(lib: BlasLibrary) -> int | None:
     """Make ``lib`` run the jobs of its parallel calls on :mod:`tileblas.kernels._pool`; its slot there, or
-    None where the pool is off (``TILEBLAS_POOL=0``), not built for this platform, or the OpenBLAS predates
-    the threads callback (0.3.27)."""
+    None where the pool is off (``TILEBLAS_POOL=0``), not built for this platform, the OpenBLAS predates
+    the threads callback (0.3.27), or the pool cannot take it (its 32 slots are taken, or threads cannot
+    be started)."""
     if not (_POOL["enabled"] and _pool.supported):
         return None
     try:
         setter = lib._symbol("openblas_set_threads_callback_function")
     except AttributeError:
         return None
-    return _pool.attach(lib._ctypes.cast(setter, lib._ctypes.c_void_p).value, lib.threads)
+    try:
+        return _pool.attach(lib._ctypes.cast(setter, lib._ctypes.c_void_p).value, lib.threads)
+    except RuntimeError:  # all slots taken, or no threads to be had: this instance keeps OpenBLAS's threads
+        return None
 
 
 #: Level-3 calls with flops in [lo, hi) (complex counted 4x) run on the one-thread instance while the
