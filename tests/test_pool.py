@@ -415,3 +415,44 @@ def test_an_instance_the_pool_cannot_take_keeps_openblas_threads():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("prefix", "sdcz")
+def test_symm_and_hemm_run_split_on_the_pool_with_scipys_results(prefix, settings):
+    import scipy.linalg.blas as sb
+
+    from tileblas import blas as tb
+    from tileblas.blas import _dispatch, _fastpath
+
+    tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))  # the C path is set up for the default runtime
+    split = _fastpath.get_split()
+    if not split:
+        pytest.skip("no split here (one thread, or the C path is off)")
+    lo, hi = _dispatch.SPLIT_FLOPS
+    dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
+    eps = EPS[dtype]
+    rng = np.random.default_rng(10)
+    names = ["symm"] + (["hemm"] if prefix in "cz" else [])
+    for name in names:
+        assert split[prefix + name] == (lo, hi)
+        f, g = getattr(tb, prefix + name), getattr(sb, prefix + name)
+        # 70: split (2 parts of 35); 12 columns: parts too thin, one call; 8: below the flops
+        for s_, other in ((70, 70), (70, 12), (96, 50), (8, 8)):
+            for side in (0, 1):
+                for lower in (0, 1):
+                    for order in "FC":
+                        a = _rand(rng, (s_, s_), dtype)
+                        shape = (s_, other) if side == 0 else (other, s_)
+                        b = np.asarray(_rand(rng, shape, dtype), order=order)
+                        a = np.asarray(a, order=order)
+                        before = _fastpath.split_calls()
+                        got = f(1.0, a, b, side=side, lower=lower)
+                        ran = _fastpath.split_calls() - before
+                        ref = g(1.0, a, b, side=side, lower=lower)
+                        bound = 4 * s_ * eps * (np.abs(a).max() * np.abs(b).max() * s_)
+                        _check(got, ref.astype(np.complex128), bound, f"{prefix}{name} {s_}x{other} {side} {lower} {order}")
+                        assert got.dtype == ref.dtype and got.shape == ref.shape
+                        parts = other // max(16, s_ // 8)
+                        flops = 2.0 * s_ * s_ * other * (4 if prefix in "cz" else 1)
+                        assert ran == (1 if parts >= 2 and lo <= flops < hi else 0), (
+                            name, s_, other, side, lower, order, ran)

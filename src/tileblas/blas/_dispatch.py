@@ -37,6 +37,15 @@ _APPLIED = [False]
 #: trsm and the other families gain nothing (OpenBLAS keeps small calls on one thread itself).
 ONE_THREAD_FLOPS = {"trmm": 2.7e5}
 
+#: symm/hemm calls of the C path with flops in [lo, hi) (complex counted 4x) on several threads run as
+#: independent parts (columns for side L, rows for side R, each at least an eighth of the order) on the
+#: one-thread instance, at once on tileblas' thread pool (``_fastpath.set_split``): OpenBLAS 0.3.34's own
+#: threading of symm/hemm gains less from a second thread than two halves do.  Measured on 2 cores
+#: against SciPy (interleaved, best of 7): zhemm/zsymm n = 64-256 0.93-0.98x with OpenBLAS's threading,
+#: 1.05-1.73x split; dsymm/ssymm n = 64-256 1.0-1.3x -> 1.1-2.1x; square n = 512 about equal either way;
+#: with 64 right-hand sides at n = 512 (parts of 32 columns) split lost 0.78-0.94x, hence the eighth.
+SPLIT_FLOPS = (2.5e5, 3e8)
+
 
 def fastpath_limits() -> dict[str, float]:
     """Per routine, the flops below which the policy in force does not tile (finite;
@@ -145,8 +154,15 @@ def _sync_fastpath(rt: Any) -> None:
         # the machine crowded (tileblas.kernels._pool.crowded)
         _fastpath.set_one_thread(ONE_THREAD_FLOPS, {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items()
                                                     for p in ps})
+        if lib.pool_slot is not None and hasattr(_fastpath, "set_split"):
+            get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
+            _fastpath.set_split(lib.pool_slot, get, {p + f: SPLIT_FLOPS for f in ("symm", "hemm")
+                                                     for p in LEVEL3_FAMILIES[f]})
+        else:
+            _fastpath.set_split(-1, 0, {})
     else:
         _fastpath.set_one_thread({}, {})
+        _fastpath.set_split(-1, 0, {})
     _FAST[0] = rt
     _fastpath.set_state(True, _runtime._CURRENT)
 

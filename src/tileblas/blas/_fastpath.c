@@ -510,7 +510,40 @@ routine_dealloc(Routine *self)
  * CROWDED_FLOPS says why these */
 #define CROWDED_LO 1e6
 #define CROWDED_HI 1e8
-static int (*pool_crowded)(void) = NULL; /* tileblas.kernels._pool's crowded(), where it is built */
+/* tileblas.kernels._pool's C API (the same struct as PoolAPI there), where it is built */
+typedef void (*pool_dojob_t)(int, void *, int);
+typedef struct {
+    int (*crowded)(void);
+    int (*run)(int slot, pool_dojob_t dojob, int numjobs, size_t elsize, void *jobdata, int arg);
+} PoolAPI;
+static const PoolAPI *pool_api = NULL;
+static int (*pool_crowded)(void) = NULL;
+
+/* symm/hemm split by columns (side L) or rows (side R) into jobs on the one-thread instance, run at once
+ * on the pool's workers: for the routines and flops set by set_split (OpenBLAS's own threading of these
+ * scales worse on two threads than two independent halves do) */
+#define MAX_SPLIT 64
+static int split_slot = -1;
+static unsigned long long split_calls = 0; /* calls run split (counted under the GIL) */
+static int (*split_threads)(void) = NULL; /* openblas_get_num_threads of the instance of that slot */
+static double split_lo[9][4], split_hi[9][4];
+typedef struct {
+    void *fn;
+    char side, uplo;
+    int m, n, lda, ldb, ldc;
+    scalar_t alpha, beta;
+    char *a, *b, *c;
+} SymmJob;
+
+static void
+symm_job(int i, void *p, int unused)
+{
+    SymmJob *j = (SymmJob *)p;
+    (void)i;
+    (void)unused;
+    ((symm_t)j->fn)(&j->side, &j->uplo, &j->m, &j->n, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta, j->c,
+                    &j->ldc, 1, 1);
+}
 #define PICK_ONE_THREAD()                                                                           \
     do {                                                                                            \
         if (entry1[fam][prec] != NULL &&                                                            \
@@ -621,6 +654,55 @@ level3_small(Routine *routine, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        if (split_slot >= 0 && flops >= split_lo[fam][prec] && flops < split_hi[fam][prec] &&
+            entry1[fam][prec] != NULL && split_threads != NULL) {
+            /* independent parts of C: columns for side L, rows for side R; each part at least an eighth
+             * of the order (every part packs all of A: thinner parts spend more on that than they gain) */
+            int jobs = split_threads(), len = sd ? m : n, least = s / 8 > 16 ? s / 8 : 16;
+            if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
+            if (jobs > len / least) jobs = len / least;
+            if (jobs >= 2 && !(pool_crowded != NULL && pool_crowded())) {
+                SymmJob job[MAX_SPLIT];
+                size_t es = (size_t)PyArray_ITEMSIZE(out);
+                int done = 0;
+                for (int i = 0; i < jobs; i++) {
+                    int part = len / jobs + (i < len % jobs);
+                    SymmJob *j = &job[i];
+                    j->fn = entry1[fam][prec];
+                    j->side = side;
+                    j->uplo = uplo;
+                    j->alpha = alpha;
+                    j->beta = beta;
+                    j->a = PyArray_DATA(a);
+                    j->lda = lda;
+                    j->ldb = ldb;
+                    j->ldc = ldc;
+                    if (sd) { /* side R: rows done .. done + part of B and C */
+                        j->m = part;
+                        j->n = n;
+                        j->b = (char *)PyArray_DATA(b) + (size_t)done * es;
+                        j->c = (char *)PyArray_DATA(out) + (size_t)done * es;
+                    }
+                    else { /* side L: columns */
+                        j->m = m;
+                        j->n = part;
+                        j->b = (char *)PyArray_DATA(b) + (size_t)done * ldb * es;
+                        j->c = (char *)PyArray_DATA(out) + (size_t)done * ldc * es;
+                    }
+                    done += part;
+                }
+                {
+                    int rc;
+                    Py_BEGIN_ALLOW_THREADS
+                    rc = pool_api->run(split_slot, symm_job, jobs, sizeof(SymmJob), job, 0);
+                    Py_END_ALLOW_THREADS
+                    if (rc == 0) {
+                        split_calls++;
+                        break;
+                    }
+                }
+            }
+        }
         PICK_ONE_THREAD();
         RUN3(((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                           PyArray_DATA(out), &ldc, 1, 1));
@@ -1803,6 +1885,85 @@ set_one_thread(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
+set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    double lo[NFAM][4], hi[NFAM][4];
+    int slot;
+    void *get = NULL;
+    if (nargs != 3 || !PyLong_Check(args[0]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "set_split takes a pool slot (or -1), the address of the instance's "
+                                         "openblas_get_num_threads and {'zhemm': (lo, hi), ...}");
+        return NULL;
+    }
+    slot = (int)PyLong_AsLong(args[0]);
+    if (slot == -1 && PyErr_Occurred()) return NULL;
+    if (slot >= 0) {
+        get = PyLong_AsVoidPtr(args[1]);
+        if (get == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "set_split: the openblas_get_num_threads address is 0");
+            return NULL;
+        }
+        if (pool_api == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "set_split: no thread pool in this build");
+            return NULL;
+        }
+    }
+    for (int f = 0; f < NFAM; f++)
+        for (int p = 0; p < 4; p++) lo[f][p] = hi[f][p] = 0.0;
+    while (PyDict_Next(args[2], &pos, &key, &value)) {
+        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int f = -1, p = -1;
+        double l, h;
+        if (s != NULL && (p = prefix_index(s[0])) >= 0)
+            for (int i = 0; i < NFAM; i++)
+                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
+        if (f != SYMM && f != HEMM) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "set_split: %R is not a symm or hemm routine", key);
+            return NULL;
+        }
+        if (!PyArg_ParseTuple(value, "dd;set_split: each routine takes (lo, hi) flops", &l, &h)) return NULL;
+        lo[f][p] = l;
+        hi[f][p] = h;
+    }
+    memcpy(split_lo, lo, sizeof lo);
+    memcpy(split_hi, hi, sizeof hi);
+    split_threads = (int (*)(void))get;
+    split_slot = slot;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+get_split_calls(PyObject *mod, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(split_calls);
+}
+
+static PyObject *
+get_split(PyObject *mod, PyObject *unused)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL || split_slot < 0) return d;
+    for (int f = 0; f < NFAM; f++)
+        for (int p = 0; p < 4; p++) {
+            PyObject *v;
+            if (!(split_hi[f][p] > split_lo[f][p])) continue;
+            v = Py_BuildValue("(dd)", split_lo[f][p], split_hi[f][p]);
+            if (v == NULL) { Py_DECREF(d); return NULL; }
+            {
+                char name[16];
+                snprintf(name, sizeof name, "%c%s", PREFIXES[p], FAMILY[f]);
+                if (PyDict_SetItemString(d, name, v) < 0) { Py_DECREF(v); Py_DECREF(d); return NULL; }
+            }
+            Py_DECREF(v);
+        }
+    return d;
+}
+
+static PyObject *
 get_one_thread(PyObject *mod, PyObject *unused)
 {
     PyObject *d = PyDict_New();
@@ -1900,6 +2061,12 @@ static PyMethodDef methods[] = {
      "set_recursion_windows({'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None}): trmm/trsm calls of these\n"
      "shapes (the recursion may take them) take the Python path."},
     {"get_recursion_windows", get_recursion_windows, METH_NOARGS, "The recursion windows in force."},
+    {"set_split", (PyCFunction)(void (*)(void))set_split, METH_FASTCALL,
+     "set_split(slot, get_num_threads_address, {'zhemm': (lo, hi), ...}): symm/hemm calls with flops in\n"
+     "[lo, hi) run as independent parts on the one-thread instance, at once on the pool slot's workers;\n"
+     "slot -1 turns it off"},
+    {"get_split", get_split, METH_NOARGS, "The split limits in force: {'zhemm': (lo, hi), ...}."},
+    {"split_calls", get_split_calls, METH_NOARGS, "How many calls ran split so far."},
     {"set_one_thread", (PyCFunction)(void (*)(void))set_one_thread, METH_FASTCALL,
      "set_one_thread({family: flops}, {'dtrmm': address, ...}): calls below these flops run on these entry\n"
      "points (tileblas' one-thread OpenBLAS instance); replaces the previous setting."},
@@ -1941,9 +2108,9 @@ PyInit__fastpath(void)
         return NULL;
     }
     {
-        int (*const *api)(void) = (int (*const *)(void))PyCapsule_Import("tileblas.kernels._pool._api", 0);
-        if (api != NULL)
-            pool_crowded = api[0];
+        pool_api = (const PoolAPI *)PyCapsule_Import("tileblas.kernels._pool._api", 0);
+        if (pool_api != NULL)
+            pool_crowded = pool_api->crowded;
         else
             PyErr_Clear(); /* no pool here: calls keep their instance */
     }

@@ -52,6 +52,8 @@
  *                                   reading; outside polite periods one clock reading).  The C fast path
  *                                   of tileblas.blas asks it through the capsule _api before each
  *                                   parallel-sized call and then uses the one-thread instance.
+ *   _api                            capsule of the C API (struct PoolAPI): crowded(), and run(slot, ...)
+ *                                   that runs tileblas' own jobs on a slot's workers
  *   polite(on)                      start a polite period now (as contention does; counted in contended),
  *                                   or end the one in force and forget past preemptions
  */
@@ -601,9 +603,25 @@ pool_crowded(PyObject *self, PyObject *unused)
 }
 
 #if POOL_SUPPORTED
-/* The C API other modules of tileblas import (tileblas.blas._fastpath): a capsule holding a pointer to
- * this function table. */
-static int (*const pool_api[1])(void) = {crowded};
+/* Run numjobs jobs at once on the workers of slot `slot` (the caller runs job 0), as for the OpenBLAS
+ * instance of that slot, and under its lock: tileblas' own parallel work (jobs that call the one-thread
+ * instance).  -1 where there is no such slot. */
+static int
+pool_run(int slot, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int arg)
+{
+    if (slot < 0 || slot >= atomic_load(&nslots))
+        return -1;
+    run_jobs(&slots[slot], dojob, numjobs, elsize, jobdata, arg);
+    return 0;
+}
+
+/* The C API other modules of tileblas import (tileblas.blas._fastpath), in a capsule named
+ * "tileblas.kernels._pool._api"; its users declare the same struct. */
+typedef struct PoolAPI {
+    int (*crowded)(void);
+    int (*run)(int slot, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int arg);
+} PoolAPI;
+static const PoolAPI pool_api = {crowded, pool_run};
 #endif
 
 static PyMethodDef methods[] = {
@@ -649,7 +667,7 @@ PyInit__pool(void)
         return NULL;
     }
 #if POOL_SUPPORTED
-    PyObject *cap = PyCapsule_New((void *)pool_api, "tileblas.kernels._pool._api", NULL);
+    PyObject *cap = PyCapsule_New((void *)&pool_api, "tileblas.kernels._pool._api", NULL);
     if (cap == NULL || PyModule_AddObject(m, "_api", cap) < 0) {
         Py_XDECREF(cap);
         Py_DECREF(m);
