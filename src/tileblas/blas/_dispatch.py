@@ -43,7 +43,9 @@ ONE_THREAD_FLOPS = {"trmm": 2.7e5}
 #: threading of symm/hemm gains less from a second thread than two halves do.  Measured on 2 cores
 #: against SciPy (interleaved, best of 7): zhemm/zsymm n = 64-256 0.93-0.98x with OpenBLAS's threading,
 #: 1.05-1.73x split; dsymm/ssymm n = 64-256 1.0-1.3x -> 1.1-2.1x; square n = 512 about equal either way;
-#: with 64 right-hand sides at n = 512 (parts of 32 columns) split lost 0.78-0.94x, hence the eighth.
+#: with 64 right-hand sides at n = 512 (parts of 32 columns) split lost 0.78-0.94x, hence the eighth;
+#: calls whose operands the C path copies to Fortran order (C-ordered inputs) are not split (C-ordered
+#: chemm/zhemm n = 64-128: 0.91-1.02x split against 0.99-1.24x not).
 SPLIT_FLOPS = (2.5e5, 3e8)
 
 
