@@ -457,3 +457,42 @@ def test_symm_and_hemm_run_split_on_the_pool_with_scipys_results(prefix, setting
                         copied = order == "C"  # b is copied to Fortran order then: no split
                         assert ran == (1 if parts >= 2 and lo <= flops < hi and not copied else 0), (
                             name, s_, other, side, lower, order, ran)
+
+
+@pytest.mark.parametrize("prefix", "sdcz")
+def test_gemm_runs_split_on_the_pool_with_scipys_results(prefix, settings):
+    import scipy.linalg.blas as sb
+
+    from tileblas import blas as tb
+    from tileblas.blas import _dispatch, _fastpath
+
+    tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))
+    split = _fastpath.get_split()
+    if not split:
+        pytest.skip("no split here (one thread, or the C path is off)")
+    lo, hi = _dispatch.SPLIT_FLOPS
+    assert split[prefix + "gemm"] == (lo, hi)
+    dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
+    eps = EPS[dtype]
+    rng = np.random.default_rng(11)
+    f, g = getattr(tb, prefix + "gemm"), getattr(sb, prefix + "gemm")
+    transes = (0, 1, 2) if prefix in "cz" else (0, 1)
+    # (m, k, n): split in 2 (n = 70 >= 2 x 16), too few columns (12), too few flops (8)
+    for m, k, n in ((70, 50, 70), (200, 40, 60), (70, 70, 12), (8, 8, 8)):
+        for ta in transes:
+            for tb_ in transes:
+                for order in "FC":
+                    a = np.asarray(_rand(rng, (k, m) if ta else (m, k), dtype), order=order)
+                    b = np.asarray(_rand(rng, (n, k) if tb_ else (k, n), dtype), order=order)
+                    before = _fastpath.split_calls()
+                    got = f(1.0, a, b, trans_a=ta, trans_b=tb_)
+                    ran = _fastpath.split_calls() - before
+                    ref = g(1.0, a, b, trans_a=ta, trans_b=tb_)
+                    bound = 4 * k * eps * np.abs(a).max() * np.abs(b).max() * k
+                    _check(got, ref.astype(np.complex128), bound, f"{prefix}gemm {m}x{k}x{n} {ta}{tb_} {order}")
+                    assert got.dtype == ref.dtype and got.shape == ref.shape
+                    copied = order == "C" and 2 in (ta, tb_)  # a conjugate without transpose: copied
+                    flops = 2.0 * m * n * k * (4 if prefix in "cz" else 1)
+                    parts = n // max(16, m // 8)
+                    assert ran == (1 if parts >= 2 and lo <= flops < hi and not copied else 0), (
+                        m, k, n, ta, tb_, order, ran)

@@ -37,12 +37,13 @@ _APPLIED = [False]
 #: trsm and the other families gain nothing (OpenBLAS keeps small calls on one thread itself).
 ONE_THREAD_FLOPS = {"trmm": 2.7e5}
 
-#: symm/hemm calls of the C path with flops in [lo, hi) (complex counted 4x) on several threads run as
-#: independent parts (columns for side L, rows for side R, each at least an eighth of the order) on the
-#: one-thread instance, at once on tileblas' thread pool (``_fastpath.set_split``): OpenBLAS 0.3.34's own
-#: threading of symm/hemm gains less from a second thread than two halves do.  Measured on 2 cores
-#: against SciPy (interleaved, best of 7): zhemm/zsymm n = 64-256 0.93-0.98x with OpenBLAS's threading,
-#: 1.05-1.73x split; dsymm/ssymm n = 64-256 1.0-1.3x -> 1.1-2.1x; square n = 512 about equal either way;
+#: gemm/symm/hemm calls of the C path with flops in [lo, hi) (complex counted 4x) on several threads run
+#: as independent parts (columns of C; rows for symm/hemm side R; each at least an eighth of the order,
+#: of m for gemm) on the one-thread instance, at once on tileblas' thread pool (``_fastpath.set_split``):
+#: OpenBLAS 0.3.34's own threading gains less from a second thread than two halves do.  Measured on 2
+#: cores against SciPy (interleaved, best of 7): zhemm/zsymm n = 64-256 0.93-0.98x with OpenBLAS's
+#: threading, 1.05-1.73x split; dsymm/ssymm n = 64-256 1.0-1.3x -> 1.1-2.1x; square gemm n = 64-512
+#: 0.96-1.29x -> 1.03-1.95x (zgemm 128 0.96x -> 1.28x); square symm n = 512 about equal either way;
 #: with 64 right-hand sides at n = 512 (parts of 32 columns) split lost 0.78-0.94x, hence the eighth;
 #: calls whose operands the C path copies to Fortran order (C-ordered inputs) are not split (C-ordered
 #: chemm/zhemm n = 64-128: 0.91-1.02x split against 0.99-1.24x not).
@@ -158,7 +159,7 @@ def _sync_fastpath(rt: Any) -> None:
                                                     for p in ps})
         if lib.pool_slot is not None and hasattr(_fastpath, "set_split"):
             get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
-            _fastpath.set_split(lib.pool_slot, get, {p + f: SPLIT_FLOPS for f in ("symm", "hemm")
+            _fastpath.set_split(lib.pool_slot, get, {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm")
                                                      for p in LEVEL3_FAMILIES[f]})
         else:
             _fastpath.set_split(-1, 0, {})

@@ -535,6 +535,24 @@ typedef struct {
     char *a, *b, *c;
 } SymmJob;
 
+typedef struct {
+    void *fn;
+    char tra, trb;
+    int m, n, k, lda, ldb, ldc;
+    scalar_t alpha, beta;
+    char *a, *b, *c;
+} GemmJob;
+
+static void
+gemm_job(int i, void *p, int unused)
+{
+    GemmJob *j = (GemmJob *)p;
+    (void)i;
+    (void)unused;
+    ((gemm_t)j->fn)(&j->tra, &j->trb, &j->m, &j->n, &j->k, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta,
+                    j->c, &j->ldc, 1, 1);
+}
+
 static void
 symm_job(int i, void *p, int unused)
 {
@@ -616,6 +634,45 @@ level3_small(Routine *routine, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        if (split_slot >= 0 && flops >= split_lo[fam][prec] && flops < split_hi[fam][prec] &&
+            entry1[fam][prec] != NULL && split_threads != NULL && acopy == NULL && bcopy == NULL) {
+            /* independent column parts of C (and of op(b)), each at least an eighth of m */
+            int jobs = split_threads(), least = m / 8 > 16 ? m / 8 : 16;
+            if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
+            if (jobs > n / least) jobs = n / least;
+            if (jobs >= 2 && !(pool_crowded != NULL && pool_crowded())) {
+                GemmJob job[MAX_SPLIT];
+                size_t es = (size_t)PyArray_ITEMSIZE(out);
+                int done = 0, rc;
+                for (int i = 0; i < jobs; i++) {
+                    int part = n / jobs + (i < n % jobs);
+                    GemmJob *j = &job[i];
+                    j->fn = entry1[fam][prec];
+                    j->tra = tra;
+                    j->trb = trb;
+                    j->m = m;
+                    j->n = part;
+                    j->k = k;
+                    j->alpha = alpha;
+                    j->beta = beta;
+                    j->a = PyArray_DATA(a);
+                    j->lda = lda;
+                    j->ldb = ldb;
+                    j->ldc = ldc;
+                    /* columns of op(b): columns of b ('N') or rows of b ('T', 'C') */
+                    j->b = (char *)PyArray_DATA(b) + (trb == 'N' ? (size_t)done * ldb : (size_t)done) * es;
+                    j->c = (char *)PyArray_DATA(out) + (size_t)done * ldc * es;
+                    done += part;
+                }
+                Py_BEGIN_ALLOW_THREADS
+                rc = pool_api->run(split_slot, gemm_job, jobs, sizeof(GemmJob), job, 0);
+                Py_END_ALLOW_THREADS
+                if (rc == 0) {
+                    split_calls++;
+                    break;
+                }
+            }
+        }
         PICK_ONE_THREAD();
         RUN3(((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                           PyArray_DATA(out), &ldc, 1, 1));
@@ -1922,9 +1979,9 @@ set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         if (s != NULL && (p = prefix_index(s[0])) >= 0)
             for (int i = 0; i < NFAM; i++)
                 if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
-        if (f != SYMM && f != HEMM) {
+        if (f != GEMM && f != SYMM && f != HEMM) {
             PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "set_split: %R is not a symm or hemm routine", key);
+            PyErr_Format(PyExc_ValueError, "set_split: %R is not a gemm, symm or hemm routine", key);
             return NULL;
         }
         if (!PyArg_ParseTuple(value, "dd;set_split: each routine takes (lo, hi) flops", &l, &h)) return NULL;

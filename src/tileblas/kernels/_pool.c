@@ -278,6 +278,9 @@ worker_main(void *arg)
 {
     Worker *w = (Worker *)arg;
     int first = 1; /* a new worker sleeps until its first job: there is no call to keep it hot for */
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), "tileblas-pool"); /* as top, gdb and py-spy show it */
+#endif
     for (;;) {
         if (first || !spin_for_job(w)) {
             first = 0;
