@@ -157,6 +157,7 @@ def _sync_fastpath(rt: Any) -> None:
         # the machine crowded (tileblas.kernels._pool.crowded)
         _fastpath.set_one_thread(ONE_THREAD_FLOPS, {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items()
                                                     for p in ps})
+        _fastpath.set_crowded(*_openblas.CROWDED_FLOPS)
         if lib.pool_slot is not None and hasattr(_fastpath, "set_split"):
             get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
             _fastpath.set_split(lib.pool_slot, get, {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm")

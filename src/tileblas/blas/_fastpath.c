@@ -29,7 +29,7 @@
  *   set_one_thread({family: flops}, {name: address})
  *                                        calls below these flops run on these entry points (the
  *                                        one-thread instance: OpenBLAS threads even tiny trmm calls);
- *                                        so does a call of CROWDED_LO to CROWDED_HI flops while tileblas'
+ *                                        so does a call of set_crowded's lo to hi flops while tileblas'
  *                                        thread pool finds the machine crowded (tileblas.kernels._pool:
  *                                        other threads hold the other CPUs, the pool's workers would
  *                                        wait for one), asked through the pool's capsule
@@ -504,12 +504,9 @@ routine_dealloc(Routine *self)
 #define NOT_HANDLED goto python
 #define FAIL goto error
 #define RUN3(stmt) RUN_IF(flops > GIL_FLOPS, stmt)
-/* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
- * instance's entry point */
-/* the flops (complex 4x) of calls that may run alone on a crowded machine: tileblas.kernels._openblas
- * CROWDED_FLOPS says why these */
-#define CROWDED_LO 1e6
-#define CROWDED_HI 1e8
+/* the flops (complex 4x) of calls that may run alone on a crowded machine: set from
+ * tileblas.kernels._openblas.CROWDED_FLOPS (set_crowded), which says why these; none until then */
+static double crowded_lo = 0.0, crowded_hi = 0.0;
 /* tileblas.kernels._pool's C API (the same struct as PoolAPI there), where it is built */
 typedef void (*pool_dojob_t)(int, void *, int);
 typedef struct {
@@ -519,7 +516,7 @@ typedef struct {
 static const PoolAPI *pool_api = NULL;
 static int (*pool_crowded)(void) = NULL;
 
-/* symm/hemm split by columns (side L) or rows (side R) into jobs on the one-thread instance, run at once
+/* gemm/symm/hemm split into independent parts of C, each one call on the one-thread instance, run at once
  * on the pool's workers: for the routines and flops set by set_split (OpenBLAS's own threading of these
  * scales worse on two threads than two independent halves do) */
 #define MAX_SPLIT 64
@@ -527,46 +524,72 @@ static int split_slot = -1;
 static unsigned long long split_calls = 0; /* calls run split (counted under the GIL) */
 static int (*split_threads)(void) = NULL; /* openblas_get_num_threads of the instance of that slot */
 static double split_lo[9][4], split_hi[9][4];
-typedef struct {
-    void *fn;
-    char side, uplo;
-    int m, n, lda, ldb, ldc;
-    scalar_t alpha, beta;
-    char *a, *b, *c;
-} SymmJob;
 
+/* one part: a gemm (f1, f2 = transa, transb) or a symm/hemm (f1, f2 = side, uplo; k unused) */
 typedef struct {
     void *fn;
-    char tra, trb;
+    int gemm;
+    char f1, f2;
     int m, n, k, lda, ldb, ldc;
     scalar_t alpha, beta;
     char *a, *b, *c;
-} GemmJob;
+} SplitJob;
 
 static void
-gemm_job(int i, void *p, int unused)
+split_job(int i, void *p, int unused)
 {
-    GemmJob *j = (GemmJob *)p;
+    SplitJob *j = (SplitJob *)p;
     (void)i;
     (void)unused;
-    ((gemm_t)j->fn)(&j->tra, &j->trb, &j->m, &j->n, &j->k, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta,
-                    j->c, &j->ldc, 1, 1);
+    if (j->gemm)
+        ((gemm_t)j->fn)(&j->f1, &j->f2, &j->m, &j->n, &j->k, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta,
+                        j->c, &j->ldc, 1, 1);
+    else
+        ((symm_t)j->fn)(&j->f1, &j->f2, &j->m, &j->n, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta, j->c,
+                        &j->ldc, 1, 1);
 }
 
-static void
-symm_job(int i, void *p, int unused)
+/* Run the call `whole` split where set_split asks for it: parts along its `len` rows (rows) or columns,
+ * each at least `least` long, part i's b and c advanced by bstep and cstep bytes per row or column
+ * before it.  1 when done; 0 (nothing written) where the call is not split. */
+static int
+run_split(int fam, int prec, double flops, const SplitJob *whole, int len, int least, int rows, size_t bstep,
+          size_t cstep)
 {
-    SymmJob *j = (SymmJob *)p;
-    (void)i;
-    (void)unused;
-    ((symm_t)j->fn)(&j->side, &j->uplo, &j->m, &j->n, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta, j->c,
-                    &j->ldc, 1, 1);
+    SplitJob job[MAX_SPLIT];
+    int jobs, rc, done = 0;
+    if (split_slot < 0 || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
+        entry1[fam][prec] == NULL || split_threads == NULL)
+        return 0;
+    jobs = split_threads();
+    if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
+    if (jobs > len / least) jobs = len / least;
+    if (jobs < 2 || (pool_crowded != NULL && pool_crowded())) return 0;
+    for (int i = 0; i < jobs; i++) {
+        int part = len / jobs + (i < len % jobs);
+        job[i] = *whole;
+        job[i].fn = entry1[fam][prec];
+        if (rows) job[i].m = part;
+        else job[i].n = part;
+        job[i].b += (size_t)done * bstep;
+        job[i].c += (size_t)done * cstep;
+        done += part;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = pool_api->run(split_slot, split_job, jobs, sizeof(SplitJob), job, 0);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) return 0;
+    split_calls++;
+    return 1;
 }
+
+/* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
+ * instance's entry point */
 #define PICK_ONE_THREAD()                                                                           \
     do {                                                                                            \
         if (entry1[fam][prec] != NULL &&                                                            \
             (flops < one_limits[fam] ||                                                             \
-             (flops >= CROWDED_LO && flops < CROWDED_HI && pool_crowded != NULL && pool_crowded())))   \
+             (flops >= crowded_lo && flops < crowded_hi && pool_crowded != NULL && pool_crowded())))   \
             fn = entry1[fam][prec];                                                                 \
     } while (0)
 
@@ -634,44 +657,15 @@ level3_small(Routine *routine, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
-        if (split_slot >= 0 && flops >= split_lo[fam][prec] && flops < split_hi[fam][prec] &&
-            entry1[fam][prec] != NULL && split_threads != NULL && acopy == NULL && bcopy == NULL) {
-            /* independent column parts of C (and of op(b)), each at least an eighth of m */
-            int jobs = split_threads(), least = m / 8 > 16 ? m / 8 : 16;
-            if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
-            if (jobs > n / least) jobs = n / least;
-            if (jobs >= 2 && !(pool_crowded != NULL && pool_crowded())) {
-                GemmJob job[MAX_SPLIT];
-                size_t es = (size_t)PyArray_ITEMSIZE(out);
-                int done = 0, rc;
-                for (int i = 0; i < jobs; i++) {
-                    int part = n / jobs + (i < n % jobs);
-                    GemmJob *j = &job[i];
-                    j->fn = entry1[fam][prec];
-                    j->tra = tra;
-                    j->trb = trb;
-                    j->m = m;
-                    j->n = part;
-                    j->k = k;
-                    j->alpha = alpha;
-                    j->beta = beta;
-                    j->a = PyArray_DATA(a);
-                    j->lda = lda;
-                    j->ldb = ldb;
-                    j->ldc = ldc;
-                    /* columns of op(b): columns of b ('N') or rows of b ('T', 'C') */
-                    j->b = (char *)PyArray_DATA(b) + (trb == 'N' ? (size_t)done * ldb : (size_t)done) * es;
-                    j->c = (char *)PyArray_DATA(out) + (size_t)done * ldc * es;
-                    done += part;
-                }
-                Py_BEGIN_ALLOW_THREADS
-                rc = pool_api->run(split_slot, gemm_job, jobs, sizeof(GemmJob), job, 0);
-                Py_END_ALLOW_THREADS
-                if (rc == 0) {
-                    split_calls++;
-                    break;
-                }
-            }
+        if (acopy == NULL && bcopy == NULL) {
+            /* independent column parts of C (and of op(b): columns of b for 'N', rows for 'T', 'C'), each at
+             * least an eighth of m */
+            size_t es = (size_t)PyArray_ITEMSIZE(out);
+            SplitJob whole = {NULL, 1, tra, trb, m, n, k, lda, ldb, ldc, alpha, beta,
+                              (char *)PyArray_DATA(a), (char *)PyArray_DATA(b), (char *)PyArray_DATA(out)};
+            if (run_split(fam, prec, flops, &whole, n, m / 8 > 16 ? m / 8 : 16, 0,
+                          (trb == 'N' ? (size_t)ldb : 1) * es, (size_t)ldc * es))
+                break;
         }
         PICK_ONE_THREAD();
         RUN3(((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
@@ -713,54 +707,15 @@ level3_small(Routine *routine, PyObject *const *args)
         ldc = ld(out);
         /* operands copied to Fortran order: measured no gain from splitting (C-ordered chemm/zhemm 0.91-1.02x
          * split against 0.99-1.24x not, at n = 64-128) */
-        if (split_slot >= 0 && flops >= split_lo[fam][prec] && flops < split_hi[fam][prec] &&
-            entry1[fam][prec] != NULL && split_threads != NULL && acopy == NULL && bcopy == NULL) {
+        if (acopy == NULL && bcopy == NULL) {
             /* independent parts of C: columns for side L, rows for side R; each part at least an eighth
              * of the order (every part packs all of A: thinner parts spend more on that than they gain) */
-            int jobs = split_threads(), len = sd ? m : n, least = s / 8 > 16 ? s / 8 : 16;
-            if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
-            if (jobs > len / least) jobs = len / least;
-            if (jobs >= 2 && !(pool_crowded != NULL && pool_crowded())) {
-                SymmJob job[MAX_SPLIT];
-                size_t es = (size_t)PyArray_ITEMSIZE(out);
-                int done = 0;
-                for (int i = 0; i < jobs; i++) {
-                    int part = len / jobs + (i < len % jobs);
-                    SymmJob *j = &job[i];
-                    j->fn = entry1[fam][prec];
-                    j->side = side;
-                    j->uplo = uplo;
-                    j->alpha = alpha;
-                    j->beta = beta;
-                    j->a = PyArray_DATA(a);
-                    j->lda = lda;
-                    j->ldb = ldb;
-                    j->ldc = ldc;
-                    if (sd) { /* side R: rows done .. done + part of B and C */
-                        j->m = part;
-                        j->n = n;
-                        j->b = (char *)PyArray_DATA(b) + (size_t)done * es;
-                        j->c = (char *)PyArray_DATA(out) + (size_t)done * es;
-                    }
-                    else { /* side L: columns */
-                        j->m = m;
-                        j->n = part;
-                        j->b = (char *)PyArray_DATA(b) + (size_t)done * ldb * es;
-                        j->c = (char *)PyArray_DATA(out) + (size_t)done * ldc * es;
-                    }
-                    done += part;
-                }
-                {
-                    int rc;
-                    Py_BEGIN_ALLOW_THREADS
-                    rc = pool_api->run(split_slot, symm_job, jobs, sizeof(SymmJob), job, 0);
-                    Py_END_ALLOW_THREADS
-                    if (rc == 0) {
-                        split_calls++;
-                        break;
-                    }
-                }
-            }
+            size_t es = (size_t)PyArray_ITEMSIZE(out);
+            SplitJob whole = {NULL, 0, side, uplo, m, n, 0, lda, ldb, ldc, alpha, beta,
+                              (char *)PyArray_DATA(a), (char *)PyArray_DATA(b), (char *)PyArray_DATA(out)};
+            if (run_split(fam, prec, flops, &whole, sd ? m : n, s / 8 > 16 ? s / 8 : 16, sd,
+                          sd ? es : (size_t)ldb * es, sd ? es : (size_t)ldc * es))
+                break;
         }
         PICK_ONE_THREAD();
         RUN3(((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
@@ -1996,6 +1951,23 @@ set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
+set_crowded(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    double lo, hi;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_crowded takes two flop counts: lo and hi");
+        return NULL;
+    }
+    lo = PyFloat_AsDouble(args[0]);
+    if (lo == -1.0 && PyErr_Occurred()) return NULL;
+    hi = PyFloat_AsDouble(args[1]);
+    if (hi == -1.0 && PyErr_Occurred()) return NULL;
+    crowded_lo = lo;
+    crowded_hi = hi;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 get_split_calls(PyObject *mod, PyObject *unused)
 {
     return PyLong_FromUnsignedLongLong(split_calls);
@@ -2126,6 +2098,9 @@ static PyMethodDef methods[] = {
      "slot -1 turns it off"},
     {"get_split", get_split, METH_NOARGS, "The split limits in force: {'zhemm': (lo, hi), ...}."},
     {"split_calls", get_split_calls, METH_NOARGS, "How many calls ran split so far."},
+    {"set_crowded", (PyCFunction)(void (*)(void))set_crowded, METH_FASTCALL,
+     "set_crowded(lo, hi): calls of lo to hi flops run on the one-thread instance while the pool finds the\n"
+     "machine crowded (tileblas.kernels._openblas.CROWDED_FLOPS)"},
     {"set_one_thread", (PyCFunction)(void (*)(void))set_one_thread, METH_FASTCALL,
      "set_one_thread({family: flops}, {'dtrmm': address, ...}): calls below these flops run on these entry\n"
      "points (tileblas' one-thread OpenBLAS instance); replaces the previous setting."},

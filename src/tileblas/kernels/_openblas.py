@@ -252,7 +252,7 @@ def _attach_pool(lib: BlasLibrary) -> int | None:
 #: them on one thread anyway.  Above: a call outlasts the 0.1 s another library's threads spin, and alone
 #: it would take twice as long all through (measured on 2 cores, between SciPy lu_factor calls: syrk
 #: n = 256 alone 0.68 ms against 2.0-3.5 ms on two threads; n = 512 4.5 against 4.0 ms).  The same
-#: limits hold in tileblas.blas's C path (CROWDED_FLOPS in _fastpath.c).
+#: limits hold in tileblas.blas's C path (``_fastpath.set_crowded``, from tileblas.blas._dispatch).
 CROWDED_FLOPS = (1e6, 1e8)
 
 
