@@ -44,9 +44,11 @@ ONE_THREAD_FLOPS = {"trmm": 2.7e5}
 #: cores against SciPy (interleaved, best of 7): zhemm/zsymm n = 64-256 0.93-0.98x with OpenBLAS's
 #: threading, 1.05-1.73x split; dsymm/ssymm n = 64-256 1.0-1.3x -> 1.1-2.1x; square gemm n = 64-512
 #: 0.96-1.29x -> 1.03-1.95x (zgemm 128 0.96x -> 1.28x); square symm n = 512 about equal either way;
-#: with 64 right-hand sides at n = 512 (parts of 32 columns) split lost 0.78-0.94x, hence the eighth;
-#: calls whose operands the C path copies to Fortran order (C-ordered inputs) are not split (C-ordered
-#: chemm/zhemm n = 64-128: 0.91-1.02x split against 0.99-1.24x not).
+#: with 64 right-hand sides at n = 512 (parts of 32 columns) split lost 0.78-0.94x, hence the eighth.
+#: C-ordered symm/hemm inputs run split too: a C-ordered a is used as it lies (hemm through conj(a)) and
+#: each part copies its own piece of b to Fortran order; C-ordered n = 64-256 against SciPy: 1.2-3.4x
+#: split, 0.94-2.7x with the copies made first and OpenBLAS's threading.  gemm calls with an operand the
+#: C path copies (conjugated without a transpose) are not split.
 SPLIT_FLOPS = (2.5e5, 3e8)
 
 

@@ -272,10 +272,92 @@ layout(PyArrayObject *a)
     return 0;
 }
 
+/* dst (Fortran order, leading dimension ldd elements) = the rows x cols piece of src whose element (i, j)
+ * lies i * rs + j * cs bytes from src; conjugated where conj (complex precisions).  In 32 x 32 blocks, so
+ * that a transposing copy (a C-ordered source) reads and writes whole cache lines: NumPy's C-to-Fortran
+ * copy takes 5-10x a plain copy's time from order 512 on. */
+#define COPY_BLOCK 32
+#define COPY_PIECE(T, CPLX)                                                                          \
+    do {                                                                                             \
+        for (npy_intp j0 = 0; j0 < cols; j0 += COPY_BLOCK)                                           \
+            for (npy_intp i0 = 0; i0 < rows; i0 += COPY_BLOCK) {                                     \
+                npy_intp i1 = i0 + COPY_BLOCK < rows ? i0 + COPY_BLOCK : rows;                       \
+                npy_intp j1 = j0 + COPY_BLOCK < cols ? j0 + COPY_BLOCK : cols;                       \
+                for (npy_intp i = i0; i < i1; i++)                                                   \
+                    for (npy_intp j = j0; j < j1; j++) {                                             \
+                        const T *x = (const T *)(src + i * rs + j * cs);                             \
+                        T *y = (T *)dst + (CPLX ? 2 : 1) * (i + j * ldd);                            \
+                        y[0] = x[0];                                                                 \
+                        if (CPLX) y[1] = conj ? -x[1] : x[1];                                        \
+                    }                                                                                \
+            }                                                                                        \
+    } while (0)
+
+static void
+copy_piece(char *dst, npy_intp ldd, const char *src, npy_intp rs, npy_intp cs, npy_intp rows, npy_intp cols,
+           int prec, int conj)
+{
+    if (rs < cs) {  /* source columns contiguous: column by column */
+        npy_intp es = prec == 0 ? 4 : prec == 3 ? 16 : 8;
+        if (rs == es && !conj) {
+            for (npy_intp j = 0; j < cols; j++)
+                memcpy(dst + j * ldd * es, src + j * cs, (size_t)(rows * es));
+            return;
+        }
+    }
+    switch (prec) {
+    case 0: COPY_PIECE(float, 0); break;
+    case 1: COPY_PIECE(double, 0); break;
+    case 2: COPY_PIECE(float, 1); break;
+    default: COPY_PIECE(double, 1); break;
+    }
+}
+
+/* Conjugate the rows x cols Fortran-ordered piece at c (leading dimension ldc) of a complex precision. */
+static void
+conj_piece(char *c, npy_intp ldc, npy_intp rows, npy_intp cols, int prec)
+{
+    for (npy_intp j = 0; j < cols; j++) {
+        if (prec == 2) {
+            float *x = (float *)c + 2 * j * ldc;
+            for (npy_intp i = 0; i < rows; i++) x[2 * i + 1] = -x[2 * i + 1];
+        }
+        else {
+            double *x = (double *)c + 2 * j * ldc;
+            for (npy_intp i = 0; i < rows; i++) x[2 * i + 1] = -x[2 * i + 1];
+        }
+    }
+}
+
+/* A new Fortran-ordered array of a's shape and type, uninitialised (a new reference; NULL with an
+ * exception on failure). */
+static PyArrayObject *
+fortran_empty(PyArrayObject *a)
+{
+    return (PyArrayObject *)PyArray_EMPTY(2, PyArray_DIMS(a), PyArray_TYPE(a), 1);
+}
+
+/* A new Fortran-ordered copy of a plain matrix of precision prec, conjugated where conj (a new reference,
+ * NULL with an exception set on failure). */
+static PyArrayObject *
+fortran_copy_as(PyArrayObject *a, int prec, int conj)
+{
+    PyArrayObject *c;
+    if (!conj && layout(a) != 'C') return (PyArrayObject *)PyArray_NewCopy(a, NPY_FORTRANORDER);
+    if ((c = fortran_empty(a)) == NULL) return NULL;
+    copy_piece(PyArray_BYTES(c), PyArray_DIM(c, 0), PyArray_BYTES(a), PyArray_STRIDE(a, 0), PyArray_STRIDE(a, 1),
+               PyArray_DIM(a, 0), PyArray_DIM(a, 1), prec, conj);
+    return c;
+}
+
 /* A new Fortran-ordered copy (a new reference, NULL with an exception set on failure). */
 static PyArrayObject *
 fortran_copy(PyArrayObject *a)
 {
+    int t = PyArray_TYPE(a);
+    for (int prec = 0; prec < 4; prec++)
+        if (t == TYPENUM[prec] && PyArray_NDIM(a) == 2 && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a))
+            return fortran_copy_as(a, prec, 0);
     return (PyArrayObject *)PyArray_NewCopy(a, NPY_FORTRANORDER);
 }
 
@@ -525,14 +607,20 @@ static unsigned long long split_calls = 0; /* calls run split (counted under the
 static int (*split_threads)(void) = NULL; /* openblas_get_num_threads of the instance of that slot */
 static double split_lo[9][4], split_hi[9][4];
 
-/* one part: a gemm (f1, f2 = transa, transb) or a symm/hemm (f1, f2 = side, uplo; k unused) */
+/* One part: a gemm (f1, f2 = transa, transb) or a symm/hemm (f1, f2 = side, uplo; k unused).  A symm/hemm
+ * part may first fill its m x n piece of b (Fortran order) from bsrc (element (i, j) at i * bsr + j * bsc
+ * bytes), conjugated where bconj; and conjugate its piece of c after the call (cconj; before it as well
+ * where cpre): conj(A) conj(B) is conj(A B), the way a C-ordered Hermitian a is used without a copy. */
 typedef struct {
     void *fn;
-    int gemm;
+    int gemm, prec;
     char f1, f2;
     int m, n, k, lda, ldb, ldc;
     scalar_t alpha, beta;
     char *a, *b, *c;
+    const char *bsrc;
+    npy_intp bsr, bsc;
+    int bconj, cconj, cpre;
 } SplitJob;
 
 static void
@@ -541,12 +629,15 @@ split_job(int i, void *p, int unused)
     SplitJob *j = (SplitJob *)p;
     (void)i;
     (void)unused;
+    if (j->bsrc != NULL) copy_piece(j->b, j->ldb, j->bsrc, j->bsr, j->bsc, j->m, j->n, j->prec, j->bconj);
+    if (j->cpre) conj_piece(j->c, j->ldc, j->m, j->n, j->prec);
     if (j->gemm)
         ((gemm_t)j->fn)(&j->f1, &j->f2, &j->m, &j->n, &j->k, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta,
                         j->c, &j->ldc, 1, 1);
     else
         ((symm_t)j->fn)(&j->f1, &j->f2, &j->m, &j->n, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta, j->c,
                         &j->ldc, 1, 1);
+    if (j->cconj) conj_piece(j->c, j->ldc, j->m, j->n, j->prec);
 }
 
 /* Run the call `whole` split where set_split asks for it: parts along its `len` rows (rows) or columns,
@@ -573,6 +664,7 @@ run_split(int fam, int prec, double flops, const SplitJob *whole, int len, int l
         else job[i].n = part;
         job[i].b += (size_t)done * bstep;
         job[i].c += (size_t)done * cstep;
+        if (job[i].bsrc != NULL) job[i].bsrc += done * (rows ? whole->bsr : whole->bsc);
         done += part;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -661,7 +753,7 @@ level3_small(Routine *routine, PyObject *const *args)
             /* independent column parts of C (and of op(b): columns of b for 'N', rows for 'T', 'C'), each at
              * least an eighth of m */
             size_t es = (size_t)PyArray_ITEMSIZE(out);
-            SplitJob whole = {NULL, 1, tra, trb, m, n, k, lda, ldb, ldc, alpha, beta,
+            SplitJob whole = {NULL, 1, prec, tra, trb, m, n, k, lda, ldb, ldc, alpha, beta,
                               (char *)PyArray_DATA(a), (char *)PyArray_DATA(b), (char *)PyArray_DATA(out)};
             if (run_split(fam, prec, flops, &whole, n, m / 8 > 16 ? m / 8 : 16, 0,
                           (trb == 'N' ? (size_t)ldb : 1) * es, (size_t)ldc * es))
@@ -676,8 +768,10 @@ level3_small(Routine *routine, PyObject *const *args)
     case HEMM: {
         /* symm(alpha, a, b, beta, c, side, lower, overwrite_c); a square, b m x n */
         int sd = get_flag(args[5], 1), lo = get_flag(args[6], 1), ow = get_overwrite(args[7]);
+        int conj = 0, split = 0;
         char side, uplo;
         int m, n, s, lda, ldb, ldc;
+        SplitJob whole;
         if (sd < 0 || lo < 0 || ow < 0) NOT_HANDLED;
         if (!get_scalar(args[0], prec, 0, &alpha)) NOT_HANDLED;
         if (!get_beta(args[3], prec, 0, &beta)) NOT_HANDLED;
@@ -690,36 +784,71 @@ level3_small(Routine *routine, PyObject *const *args)
         flops = 2.0 * m * n * s * (cplx ? 4.0 : 1.0);
         if (!(flops < limits[fam])) NOT_HANDLED;
         uplo = lo ? 'L' : 'U';
-        /* a C-ordered symmetric a is its own transpose in Fortran order: the other triangle */
-        if (layout(a) == 'C' && fam == SYMM) { uplo = lo ? 'U' : 'L'; lda = (int)PyArray_DIM(a, 1); }
+        side = sd ? 'R' : 'L';
+        /* A C-ordered a is a's transpose in Fortran order, in the other triangle: a itself for symm, conj(a)
+         * for hemm, which is used through conj(alpha conj(a) conj(b) + conj(beta) conj(c)): b copied
+         * conjugated, c conjugated after the call (and before, where beta is not zero), no copy of a */
+        if (layout(a) == 'C') {
+            uplo = lo ? 'U' : 'L';
+            lda = s;
+            conj = fam == HEMM;
+        }
         else {
             if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
             lda = ld(a);
         }
-        if (layout(b) != 'F') { if ((b = bcopy = fortran_copy(b)) == NULL) FAIL; }
-        ldb = ld(b);
-        side = sd ? 'R' : 'L';
+        if (conj) {
+            if (prec == 2) { alpha.cf[1] = -alpha.cf[1]; beta.cf[1] = -beta.cf[1]; }
+            else { alpha.cd[1] = -alpha.cd[1]; beta.cd[1] = -beta.cd[1]; }
+        }
         {
             PyArrayObject *ins[2] = {a, b};
             out = output(args[4], prec, ow, m, n, !is_zero(&beta, prec), ins, 2);
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
-        /* operands copied to Fortran order: measured no gain from splitting (C-ordered chemm/zhemm 0.91-1.02x
-         * split against 0.99-1.24x not, at n = 64-128) */
-        if (acopy == NULL && bcopy == NULL) {
+        memset(&whole, 0, sizeof whole);
+        whole.prec = prec;
+        whole.f1 = side;
+        whole.f2 = uplo;
+        whole.m = m;
+        whole.n = n;
+        whole.lda = lda;
+        whole.ldb = m;
+        whole.ldc = ldc;
+        whole.alpha = alpha;
+        whole.beta = beta;
+        whole.a = PyArray_BYTES(a);
+        whole.c = PyArray_BYTES(out);
+        whole.cconj = conj;
+        whole.cpre = conj && args[4] != Py_None && !is_zero(&beta, prec);
+        if (layout(b) == 'F' && !conj) {
+            whole.b = PyArray_BYTES(b);
+            whole.ldb = ld(b);
+        }
+        else {
+            /* b copied to Fortran order (conjugated for hemm's conj) by each part, its own piece */
+            if ((bcopy = fortran_empty(b)) == NULL) FAIL;
+            whole.b = PyArray_BYTES(bcopy);
+            whole.bsrc = PyArray_BYTES(b);
+            whole.bsr = PyArray_STRIDE(b, 0);
+            whole.bsc = PyArray_STRIDE(b, 1);
+            whole.bconj = conj;
+        }
+        ldb = whole.ldb;
+        /* an a copied here (neither C- nor Fortran-ordered): not split */
+        if (acopy == NULL) {
             /* independent parts of C: columns for side L, rows for side R; each part at least an eighth
              * of the order (every part packs all of A: thinner parts spend more on that than they gain) */
             size_t es = (size_t)PyArray_ITEMSIZE(out);
-            SplitJob whole = {NULL, 0, side, uplo, m, n, 0, lda, ldb, ldc, alpha, beta,
-                              (char *)PyArray_DATA(a), (char *)PyArray_DATA(b), (char *)PyArray_DATA(out)};
-            if (run_split(fam, prec, flops, &whole, sd ? m : n, s / 8 > 16 ? s / 8 : 16, sd,
-                          sd ? es : (size_t)ldb * es, sd ? es : (size_t)ldc * es))
-                break;
+            split = run_split(fam, prec, flops, &whole, sd ? m : n, s / 8 > 16 ? s / 8 : 16, sd,
+                              sd ? es : (size_t)ldb * es, sd ? es : (size_t)ldc * es);
         }
-        PICK_ONE_THREAD();
-        RUN3(((symm_t)fn)(&side, &uplo, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
-                          PyArray_DATA(out), &ldc, 1, 1));
+        if (!split) {
+            PICK_ONE_THREAD();
+            whole.fn = fn;
+            RUN3(split_job(0, &whole, 0));
+        }
         break;
     }
     case SYRK:
