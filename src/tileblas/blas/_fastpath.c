@@ -329,6 +329,24 @@ conj_piece(char *c, npy_intp ldc, npy_intp rows, npy_intp cols, int prec)
     }
 }
 
+/* Conjugate the strictly lower (lower) or upper triangle of the n x n Fortran-ordered c (leading
+ * dimension ldc) of a complex precision; the diagonal of a Hermitian result is real and stays as it is. */
+static void
+conj_triangle(char *c, npy_intp ldc, npy_intp n, int lower, int prec)
+{
+    for (npy_intp j = 0; j < n; j++) {
+        npy_intp i0 = lower ? j + 1 : 0, i1 = lower ? n : j;
+        if (prec == 2) {
+            float *x = (float *)c + 2 * j * ldc;
+            for (npy_intp i = i0; i < i1; i++) x[2 * i + 1] = -x[2 * i + 1];
+        }
+        else {
+            double *x = (double *)c + 2 * j * ldc;
+            for (npy_intp i = i0; i < i1; i++) x[2 * i + 1] = -x[2 * i + 1];
+        }
+    }
+}
+
 /* A new Fortran-ordered array of a's shape and type, uninitialised (a new reference; NULL with an
  * exception on failure). */
 static PyArrayObject *
@@ -860,7 +878,7 @@ level3_small(Routine *routine, PyObject *const *args)
         int o = two ? 1 : 0;
         int tr = get_flag(args[4 + o], 2), lo = get_flag(args[5 + o], 1), ow = get_overwrite(args[6 + o]);
         char trans, uplo;
-        int n, k, lda, ldb = 1, ldc;
+        int n, k, lda, ldb = 1, ldc, conj = 0;
         if (tr < 0 || lo < 0 || ow < 0) NOT_HANDLED;
         if (cplx && (herm ? tr == 1 : tr == 2)) NOT_HANDLED;  /* BLAS rejects these: Python raises */
         if (!get_scalar(args[0], prec, fam == HERK, &alpha)) NOT_HANDLED;
@@ -876,11 +894,18 @@ level3_small(Routine *routine, PyObject *const *args)
         if (!(flops < limits[fam])) NOT_HANDLED;
         trans = tr == 0 ? 'N' : ((tr == 2 && cplx) ? 'C' : 'T');
         uplo = lo ? 'L' : 'U';
-        /* C-ordered operands (both of them, symmetric routines): the transposed problem, trans flipped */
-        if (!herm && layout(a) == 'C' && (!two || layout(b) == 'C')) {
-            trans = trans == 'N' ? 'T' : 'N';
+        /* C-ordered operands (both of them): the transposed problem, trans flipped; for herk/her2k that
+         * problem is the conjugate of the call's (a C-ordered a is a^T in Fortran order: a^T conj(a) is
+         * conj(a a^H)), so c is conjugated before (where beta is not zero) and after, and her2k's alpha */
+        if (layout(a) == 'C' && (!two || layout(b) == 'C')) {
+            trans = trans == 'N' ? (herm ? 'C' : 'T') : 'N';
             lda = (int)PyArray_DIM(a, 1);
             if (two) ldb = (int)PyArray_DIM(b, 1);
+            conj = herm;
+            if (conj && two) {
+                if (prec == 2) alpha.cf[1] = -alpha.cf[1];
+                else alpha.cd[1] = -alpha.cd[1];
+            }
         }
         else {
             if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
@@ -897,12 +922,14 @@ level3_small(Routine *routine, PyObject *const *args)
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
         PICK_ONE_THREAD();
+        if (conj && !is_zero(&beta, prec)) conj_triangle(PyArray_BYTES(out), ldc, n, lo, prec);
         if (two)
             RUN3(((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                                PyArray_DATA(out), &ldc, 1, 1));
         else
             RUN3(((syrk_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, &beta, PyArray_DATA(out), &ldc,
                               1, 1));
+        if (conj) conj_triangle(PyArray_BYTES(out), ldc, n, lo, prec);
         break;
     }
     case TRMM:
