@@ -471,8 +471,9 @@ def test_gemm_runs_split_on_the_pool_with_scipys_results(prefix, settings):
     split = _fastpath.get_split()
     if not split:
         pytest.skip("no split here (one thread, or the C path is off)")
-    lo, hi = _dispatch.SPLIT_FLOPS
+    lo, hi = _dispatch.split_ranges()[prefix + "gemm"]
     assert split[prefix + "gemm"] == (lo, hi)
+    assert lo == (_dispatch.SPLIT_COMPLEX_GEMM_LO if prefix in "cz" else _dispatch.SPLIT_FLOPS[0])
     dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
     eps = EPS[dtype]
     rng = np.random.default_rng(11)

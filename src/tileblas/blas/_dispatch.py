@@ -50,6 +50,19 @@ ONE_THREAD_FLOPS = {"trmm": 2.7e5}
 #: split, 0.94-2.7x with the copies made first and OpenBLAS's threading.  gemm calls with an operand the
 #: C path copies (conjugated without a transpose) are not split.
 SPLIT_FLOPS = (2.5e5, 3e8)
+#: The lower end of that range for cgemm/zgemm: below it a split complex gemm lost to one call (cgemm
+#: n = 32 and 40, 2.6e5 and 5.1e5 flops: 0.74x and 0.97x SciPy split, 0.96x and 0.98x not; from 48,
+#: 8.8e5 flops, split won: cgemm 1.47x, zgemm 1.27x, against 1.00x and 0.83x not).
+SPLIT_COMPLEX_GEMM_LO = 7e5
+
+
+def split_ranges() -> dict[str, tuple[float, float]]:
+    """Per routine name ('dgemm', 'zhemm', ...), the flops [lo, hi) of the C path's calls run split."""
+    from tileblas.blas._level3 import LEVEL3_FAMILIES
+
+    out = {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm") for p in LEVEL3_FAMILIES[f]}
+    out.update({p + "gemm": (SPLIT_COMPLEX_GEMM_LO, SPLIT_FLOPS[1]) for p in "cz"})
+    return out
 
 
 def fastpath_limits() -> dict[str, float]:
@@ -162,8 +175,7 @@ def _sync_fastpath(rt: Any) -> None:
         _fastpath.set_crowded(*_openblas.CROWDED_FLOPS)
         if lib.pool_slot is not None and hasattr(_fastpath, "set_split"):
             get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
-            _fastpath.set_split(lib.pool_slot, get, {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm")
-                                                     for p in LEVEL3_FAMILIES[f]})
+            _fastpath.set_split(lib.pool_slot, get, split_ranges())
         else:
             _fastpath.set_split(-1, 0, {})
     else:
