@@ -543,3 +543,66 @@ def test_symm_hemm_with_copied_or_conjugated_operands(prefix, settings):
                 else:
                     np.testing.assert_array_equal(c_in, c_keep)  # the caller's c is left as it was
     assert _fastpath.split_calls() > split_before  # the 70 x 40 calls ran split
+
+
+@pytest.mark.parametrize("prefix", "sdcz")
+def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
+    """syrk/herk (shipped) and syr2k/her2k (when set_split asks for them) split into strips of the stored
+    triangle: every trans, triangle, order of a, b and c, beta zero or not, c in place or not, give SciPy's
+    results within the error bound, and the other triangle of c is left as it was."""
+    import itertools
+
+    import scipy.linalg.blas as sb
+
+    from tileblas import blas as tb
+    from tileblas.blas import _dispatch, _fastpath
+
+    tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))  # the C path is set up for the default runtime
+    shipped = _fastpath.get_split()
+    if not shipped:
+        pytest.skip("no split here (one thread, or the C path is off)")
+    for f in ("syrk", "herk"):
+        if prefix + f in _dispatch.split_ranges():
+            assert shipped[prefix + f] == _dispatch.RANK_SPLIT_FLOPS
+    assert prefix + "syr2k" not in shipped
+    lib = _openblas.get_library(2)
+    get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
+    cplx = prefix in "cz"
+    fams = ["syrk", "syr2k"] + (["herk", "her2k"] if cplx else [])
+    wide = dict(shipped, **{prefix + f: (1e3, 1e12) for f in fams})
+    dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
+    eps = EPS[dtype]
+    rng = np.random.default_rng(12)
+    try:
+        _fastpath.set_split(lib.pool_slot, get, wide)
+        for fam in fams:
+            herm, two = fam.startswith("her"), fam.endswith("2k")
+            f, g = getattr(tb, prefix + fam), getattr(sb, prefix + fam)
+            transes = (0, 2) if (cplx and herm) else ((0, 1) if cplx else (0, 1, 2))
+            for n, k, tr, lower, oa in itertools.product((40, 97), (3, 50), transes, (0, 1), "CF"):
+                shape = (n, k) if tr == 0 else (k, n)
+                a = np.asarray(_rand(rng, shape, dtype), order=oa)
+                b = np.asarray(_rand(rng, shape, dtype), order=oa)
+                alpha = 1.5 if (fam == "herk" or not cplx) else 1.5 - 0.5j
+                beta = 0.5 if (herm or not cplx) else 0.5 + 0.25j
+                args = (alpha, a, b) if two else (alpha, a)
+                c = _rand(rng, (n, n), dtype)
+                c = np.asarray(c + c.conj().T, order="C" if lower else "F")
+                bound = 8 * k * eps * (abs(alpha) * k * np.abs(a).max() * np.abs(b if two else a).max() * (2 if two else 1)
+                                       + abs(beta) * np.abs(c).max())
+                what = f"{prefix}{fam} n={n} k={k} trans={tr} lower={lower} a {oa}"
+                before = _fastpath.split_calls()
+                got, ref = f(*args, trans=tr, lower=lower), g(*args, trans=tr, lower=lower)
+                assert _fastpath.split_calls() > before, what
+                _check(got, ref.astype(np.complex128), bound, what)
+                for ow in (0, 1):
+                    c_in, c_keep = c.copy(order="A"), c.copy()
+                    got = f(*args, beta, c_in, trans=tr, lower=lower, overwrite_c=ow)
+                    ref = g(*args, beta, c.copy(order="A"), trans=tr, lower=lower, overwrite_c=ow)
+                    _check(got, ref.astype(np.complex128), bound, f"{what} c given, overwrite_c={ow}")
+                    other = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
+                    np.testing.assert_array_equal(got[other], c_keep[other])  # the other triangle: c's own
+                    if herm:
+                        assert not np.signbit(np.diagonal(got).imag).any()
+    finally:
+        _fastpath.set_split(lib.pool_slot, get, shipped)

@@ -56,12 +56,25 @@ SPLIT_FLOPS = (2.5e5, 3e8)
 SPLIT_COMPLEX_GEMM_LO = 7e5
 
 
+#: syrk/herk calls of the C path with flops in [lo, hi) (n(n+1)k, complex 4x) on several threads run as
+#: strips of the stored triangle, one per thread, each a diagonal block (a rank-k update on the
+#: one-thread instance) and the rectangle beside it (one gemm), strips of equal flops, at once on the
+#: pool.  Measured against SciPy (interleaved, best of 5, Fortran order unless said): dsyrk n = 128-512
+#: 1.0x -> 1.4-3.4x (256 with k = 64: 0.94x -> 3.39x), n = 1024 0.95-0.97x -> 1.01-1.06x; zherk
+#: n = 64-256 1.0x -> 1.3-1.6x, 1024 with k = 64 0.95x -> 1.16x; C-ordered zherk 0.92-1.26x -> 1.09-1.82x,
+#: csyrk 1.11-1.65x -> 1.17-1.99x; dsyrk n = 64 (2.7e5 flops) about equal either way.  The same split of
+#: syr2k/her2k (two gemms per rectangle) lost to OpenBLAS's own threading (zher2k/cher2k n = 64
+#: 0.70-0.81x against 1.04-1.11x), so it is not used for them.
+RANK_SPLIT_FLOPS = (5e5, 5e9)
+
+
 def split_ranges() -> dict[str, tuple[float, float]]:
-    """Per routine name ('dgemm', 'zhemm', ...), the flops [lo, hi) of the C path's calls run split."""
+    """Per routine name ('dgemm', 'zherk', ...), the flops [lo, hi) of the C path's calls run split."""
     from tileblas.blas._level3 import LEVEL3_FAMILIES
 
     out = {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm") for p in LEVEL3_FAMILIES[f]}
     out.update({p + "gemm": (SPLIT_COMPLEX_GEMM_LO, SPLIT_FLOPS[1]) for p in "cz"})
+    out.update({p + f: RANK_SPLIT_FLOPS for f in ("syrk", "herk") for p in LEVEL3_FAMILIES[f]})
     return out
 
 

@@ -44,6 +44,7 @@
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -693,6 +694,117 @@ run_split(int fam, int prec, double flops, const SplitJob *whole, int len, int l
     return 1;
 }
 
+/* syrk/herk/syr2k/her2k split: the stored triangle of C in strips, one per thread, each a diagonal block
+ * (a rank-k update of its own) and the rectangle beside it (one gemm; two for the 2k routines) between
+ * it and the diagonal's start: rows r0..r1 and columns 0..r0 for uplo L, the transpose for U.  Strip
+ * bounds n sqrt(i / jobs) give each the same flops.  The call's flags as the rank-k routine takes them
+ * (after any transposition: trans 'N' has op(a) = a, n x k, else a is k x n); cconj/cpre conjugate the
+ * strip's part of c after (and before) the calls, as the single call would do to the whole triangle. */
+typedef struct {
+    void *rk, *gm;
+    int two, herm, prec;
+    char uplo, trans;
+    int n, k, lda, ldb, ldc, r0, r1;
+    scalar_t alpha, beta;
+    char *a, *b, *c;
+    int cconj, cpre;
+} RankJob;
+
+static void
+rank_conj(const RankJob *j, char *c, size_t es)
+{
+    int w = j->r1 - j->r0;
+    conj_triangle(c + ((size_t)j->r0 + (size_t)j->r0 * j->ldc) * es, j->ldc, w, j->uplo == 'L', j->prec);
+    if (j->r0 > 0) {
+        if (j->uplo == 'L') conj_piece(c + (size_t)j->r0 * es, j->ldc, w, j->r0, j->prec);
+        else conj_piece(c + (size_t)j->r0 * j->ldc * es, j->ldc, j->r0, w, j->prec);
+    }
+}
+
+static void
+rank_job(int i, void *p, int unused)
+{
+    RankJob *j = (RankJob *)p;
+    size_t es = j->prec == 0 ? 4 : j->prec == 3 ? 16 : 8;
+    int w = j->r1 - j->r0, r0 = j->r0;
+    char h = j->herm ? 'C' : 'T', nn = 'N';
+    /* op(x) rows r0..: x + r0 (trans 'N'), else columns r0.. of the k x n x */
+    size_t off = j->trans == 'N' ? (size_t)r0 * es : (size_t)r0 * j->lda * es;
+    size_t offb = j->trans == 'N' ? (size_t)r0 * es : (size_t)r0 * j->ldb * es;
+    char *cd = j->c + ((size_t)r0 + (size_t)r0 * j->ldc) * es;
+    scalar_t ga = j->alpha, gb = j->beta, ga2 = j->alpha, g1;
+    (void)i;
+    (void)unused;
+    memset(&g1, 0, sizeof g1);
+    if (j->prec == 2) g1.cf[0] = 1.0f; else if (j->prec == 3) g1.cd[0] = 1.0; else if (j->prec == 1) g1.d = 1.0; else g1.f = 1.0f;
+    if (j->herm) {  /* real scalars of herk (alpha, beta) and her2k (beta) as complex ones for gemm */
+        if (j->prec == 2) {
+            if (!j->two) ga.cf[1] = 0.0f;
+            gb.cf[1] = 0.0f;
+            ga2.cf[0] = ga.cf[0];
+            ga2.cf[1] = -ga.cf[1];
+        }
+        else {
+            if (!j->two) ga.cd[1] = 0.0;
+            gb.cd[1] = 0.0;
+            ga2.cd[0] = ga.cd[0];
+            ga2.cd[1] = -ga.cd[1];
+        }
+        if (!j->two) ga2 = ga;
+    }
+    if (j->cpre) rank_conj(j, j->c, es);
+    if (j->two)
+        ((syr2k_t)j->rk)(&j->uplo, &j->trans, &w, &j->k, &j->alpha, j->a + off, &j->lda, j->b + offb, &j->ldb,
+                         &j->beta, cd, &j->ldc, 1, 1);
+    else
+        ((syrk_t)j->rk)(&j->uplo, &j->trans, &w, &j->k, &j->alpha, j->a + off, &j->lda, &j->beta, cd, &j->ldc, 1,
+                        1);
+    if (r0 > 0) {
+        /* L: C[r0:r1, :r0] = op(a)[r0:r1] op(b)[:r0]^H (+ op(b)[r0:r1] op(a)[:r0]^H);
+         * U: C[:r0, r0:r1] = op(a)[:r0] op(b)[r0:r1]^H (+ ...) */
+        int lower = j->uplo == 'L', m = lower ? w : r0, n = lower ? r0 : w;
+        char ta = j->trans == 'N' ? nn : h, tb = j->trans == 'N' ? h : nn;
+        char *cr = j->c + (lower ? (size_t)r0 * es : (size_t)r0 * j->ldc * es);
+        char *x1 = lower ? j->a + off : j->a, *y1 = lower ? (j->two ? j->b : j->a) : (j->two ? j->b + offb : j->a + off);
+        int ldy = j->two ? j->ldb : j->lda;
+        ((gemm_t)j->gm)(&ta, &tb, &m, &n, &j->k, &ga, x1, &j->lda, y1, &ldy, &gb, cr, &j->ldc,
+                        1, 1);
+        if (j->two) {
+            char *x2 = lower ? j->b + offb : j->b, *y2 = lower ? j->a : j->a + off;
+            ((gemm_t)j->gm)(&ta, &tb, &m, &n, &j->k, &ga2, x2, &j->ldb, y2, &j->lda, &g1, cr, &j->ldc, 1, 1);
+        }
+    }
+    if (j->cconj) rank_conj(j, j->c, es);
+}
+
+/* Run a rank-k call split where set_split asks for it (1), else nothing written (0). */
+static int
+run_rank_split(int fam, int prec, double flops, const RankJob *whole)
+{
+    RankJob job[MAX_SPLIT];
+    int jobs, rc;
+    if (split_slot < 0 || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
+        entry1[fam][prec] == NULL || entry1[GEMM][prec] == NULL || split_threads == NULL)
+        return 0;
+    jobs = split_threads();
+    if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
+    if (jobs > whole->n / 16) jobs = whole->n / 16;
+    if (jobs < 2 || (pool_crowded != NULL && pool_crowded())) return 0;
+    for (int i = 0; i < jobs; i++) {
+        job[i] = *whole;
+        job[i].rk = entry1[fam][prec];
+        job[i].gm = entry1[GEMM][prec];
+        job[i].r0 = (int)(whole->n * sqrt((double)i / jobs) + 0.5);
+        job[i].r1 = i + 1 == jobs ? whole->n : (int)(whole->n * sqrt((double)(i + 1) / jobs) + 0.5);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = pool_api->run(split_slot, rank_job, jobs, sizeof(RankJob), job, 0);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) return 0;
+    split_calls++;
+    return 1;
+}
+
 /* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
  * instance's entry point */
 #define PICK_ONE_THREAD()                                                                           \
@@ -921,6 +1033,28 @@ level3_small(Routine *routine, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        if (k > 0) {
+            RankJob whole;
+            memset(&whole, 0, sizeof whole);
+            whole.two = two;
+            whole.herm = herm;
+            whole.prec = prec;
+            whole.uplo = uplo;
+            whole.trans = trans;
+            whole.n = n;
+            whole.k = k;
+            whole.lda = lda;
+            whole.ldb = ldb;
+            whole.ldc = ldc;
+            whole.alpha = alpha;
+            whole.beta = beta;
+            whole.a = PyArray_BYTES(a);
+            whole.b = two ? PyArray_BYTES(b) : NULL;
+            whole.c = PyArray_BYTES(out);
+            whole.cconj = conj;
+            whole.cpre = conj && !is_zero(&beta, prec);
+            if (run_rank_split(fam, prec, flops, &whole)) break;
+        }
         PICK_ONE_THREAD();
         if (conj && !is_zero(&beta, prec)) conj_triangle(PyArray_BYTES(out), ldc, n, lo, prec);
         if (two)
@@ -2090,9 +2224,10 @@ set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         if (s != NULL && (p = prefix_index(s[0])) >= 0)
             for (int i = 0; i < NFAM; i++)
                 if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
-        if (f != GEMM && f != SYMM && f != HEMM) {
+        if (f < GEMM || f > HER2K) {
             PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "set_split: %R is not a gemm, symm or hemm routine", key);
+            PyErr_Format(PyExc_ValueError, "set_split: %R is not a gemm, symm, hemm, syrk, herk, syr2k or her2k "
+                                           "routine", key);
             return NULL;
         }
         if (!PyArg_ParseTuple(value, "dd;set_split: each routine takes (lo, hi) flops", &l, &h)) return NULL;
