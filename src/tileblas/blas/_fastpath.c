@@ -883,8 +883,9 @@ level3_small(Routine *routine, PyObject *const *args)
             /* independent column parts of C (and of op(b): columns of b for 'N', rows for 'T', 'C'), each at
              * least an eighth of m */
             size_t es = (size_t)PyArray_ITEMSIZE(out);
-            SplitJob whole = {NULL, 1, prec, tra, trb, m, n, k, lda, ldb, ldc, alpha, beta,
-                              (char *)PyArray_DATA(a), (char *)PyArray_DATA(b), (char *)PyArray_DATA(out)};
+            SplitJob whole = {.gemm = 1, .prec = prec, .f1 = tra, .f2 = trb, .m = m, .n = n, .k = k, .lda = lda,
+                              .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .a = (char *)PyArray_DATA(a),
+                              .b = (char *)PyArray_DATA(b), .c = (char *)PyArray_DATA(out)};
             if (run_split(fam, prec, flops, &whole, n, m / 8 > 16 ? m / 8 : 16, 0,
                           (trb == 'N' ? (size_t)ldb : 1) * es, (size_t)ldc * es))
                 break;
