@@ -563,7 +563,7 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
         pytest.skip("no split here (one thread, or the C path is off)")
     for f in ("syrk", "herk"):
         if prefix + f in _dispatch.split_ranges():
-            assert shipped[prefix + f] == _dispatch.RANK_SPLIT_FLOPS
+            assert shipped[prefix + f] == _dispatch.RANK_SPLIT_FLOPS[prefix]
     assert prefix + "syr2k" not in shipped
     lib = _openblas.get_library(2)
     get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value

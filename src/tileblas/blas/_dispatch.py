@@ -64,8 +64,12 @@ SPLIT_COMPLEX_GEMM_LO = 7e5
 #: n = 64-256 1.0x -> 1.3-1.6x, 1024 with k = 64 0.95x -> 1.16x; C-ordered zherk 0.92-1.26x -> 1.09-1.82x,
 #: csyrk 1.11-1.65x -> 1.17-1.99x; dsyrk n = 64 (2.7e5 flops) about equal either way.  The same split of
 #: syr2k/her2k (two gemms per rectangle) lost to OpenBLAS's own threading (zher2k/cher2k n = 64
-#: 0.70-0.81x against 1.04-1.11x), so it is not used for them.
-RANK_SPLIT_FLOPS = (5e5, 5e9)
+#: 0.70-0.81x against 1.04-1.11x), so it is not used for them.  Per precision: in single precision
+#: the split gained nothing from about 1e7 flops on and lost from about 1e8 (ssyrk/cherk n = 512-768
+#: equal either way; cherk 768 with k = 64 0.995x against 1.025x, ssyrk 1536 with k = 64 0.92x against
+#: 0.97x, csyrk 1024 with k = 64 0.99x against 1.08x), in double precision it still won at n = 1024
+#: (zherk with k = 64 1.16x against 0.95x, dsyrk square 1.005x against 0.95x) and was even at 1536.
+RANK_SPLIT_FLOPS = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}
 
 
 def split_ranges() -> dict[str, tuple[float, float]]:
@@ -74,7 +78,7 @@ def split_ranges() -> dict[str, tuple[float, float]]:
 
     out = {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm") for p in LEVEL3_FAMILIES[f]}
     out.update({p + "gemm": (SPLIT_COMPLEX_GEMM_LO, SPLIT_FLOPS[1]) for p in "cz"})
-    out.update({p + f: RANK_SPLIT_FLOPS for f in ("syrk", "herk") for p in LEVEL3_FAMILIES[f]})
+    out.update({p + f: RANK_SPLIT_FLOPS[p] for f in ("syrk", "herk") for p in LEVEL3_FAMILIES[f]})
     return out
 
 

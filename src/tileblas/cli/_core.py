@@ -94,7 +94,8 @@ def paths_info() -> dict[str, Any]:
     d["fastpath_one_thread"] = (dict(_dispatch.ONE_THREAD_FLOPS) if d["native_threads"] > 1 else {})
     d["fastpath_split"] = ({"routines": "gemm, symm, hemm", "flops": list(_dispatch.SPLIT_FLOPS),
                             "complex_gemm_from": _dispatch.SPLIT_COMPLEX_GEMM_LO,
-                            "rank_k": {"routines": "syrk, herk", "flops": list(_dispatch.RANK_SPLIT_FLOPS)}}
+                            "rank_k": {"routines": "syrk, herk",
+                                       "flops": {p: list(v) for p, v in _dispatch.RANK_SPLIT_FLOPS.items()}}}
                            if d["native_threads"] > 1 else {})
     d["fastpath_recursion"] = {k: (None if w is None else [int(x) if x < 1e300 else None for x in w])
                                for k, w in _dispatch.fastpath_windows().items()}
@@ -198,8 +199,8 @@ def _print_paths(p: dict[str, Any]) -> None:
     sp = p.get("fastpath_split") or {}
     print("             split on the thread pool (parts on the one-thread instance): "
           + (f"{sp['routines']} from {sp['flops'][0]:.3g} (cgemm/zgemm {sp['complex_gemm_from']:.3g}) to "
-             f"{sp['flops'][1]:.3g} flops; {sp['rank_k']['routines']} in strips from "
-             f"{sp['rank_k']['flops'][0]:.3g} to {sp['rank_k']['flops'][1]:.3g}"
+             f"{sp['flops'][1]:.3g} flops; {sp['rank_k']['routines']} in strips, flops "
+             + ", ".join(f"{p} {lo:.3g}-{hi:.3g}" for p, (lo, hi) in sp['rank_k']['flops'].items())
              if sp else "none"))
     win = ", ".join(f"{k} >= {w[0]}, {w[1]}-{w[2]}" for k, w in p.get("fastpath_recursion", {}).items() if w)
     print(f"             left to the Python path (recursion shapes: order, right-hand sides): {win or 'none'}")
