@@ -294,12 +294,19 @@ layout(PyArrayObject *a)
             }                                                                                        \
     } while (0)
 
+/* Bytes per element of precision prec (s, d, c, z). */
+static size_t
+elsize(int prec)
+{
+    return prec == 0 ? 4 : prec == 3 ? 16 : 8;
+}
+
 static void
 copy_piece(char *dst, npy_intp ldd, const char *src, npy_intp rs, npy_intp cs, npy_intp rows, npy_intp cols,
            int prec, int conj)
 {
     if (rs < cs) {  /* source columns contiguous: column by column */
-        npy_intp es = prec == 0 ? 4 : prec == 3 ? 16 : 8;
+        npy_intp es = (npy_intp)elsize(prec);
         if (rs == es && !conj) {
             for (npy_intp j = 0; j < cols; j++)
                 memcpy(dst + j * ldd * es, src + j * cs, (size_t)(rows * es));
@@ -314,20 +321,26 @@ copy_piece(char *dst, npy_intp ldd, const char *src, npy_intp rs, npy_intp cs, n
     }
 }
 
+/* Conjugate elements i0..i1 of column j of the Fortran-ordered c (leading dimension ldc) of a complex
+ * precision. */
+static void
+conj_column(char *c, npy_intp ldc, npy_intp j, npy_intp i0, npy_intp i1, int prec)
+{
+    if (prec == 2) {
+        float *x = (float *)c + 2 * j * ldc;
+        for (npy_intp i = i0; i < i1; i++) x[2 * i + 1] = -x[2 * i + 1];
+    }
+    else {
+        double *x = (double *)c + 2 * j * ldc;
+        for (npy_intp i = i0; i < i1; i++) x[2 * i + 1] = -x[2 * i + 1];
+    }
+}
+
 /* Conjugate the rows x cols Fortran-ordered piece at c (leading dimension ldc) of a complex precision. */
 static void
 conj_piece(char *c, npy_intp ldc, npy_intp rows, npy_intp cols, int prec)
 {
-    for (npy_intp j = 0; j < cols; j++) {
-        if (prec == 2) {
-            float *x = (float *)c + 2 * j * ldc;
-            for (npy_intp i = 0; i < rows; i++) x[2 * i + 1] = -x[2 * i + 1];
-        }
-        else {
-            double *x = (double *)c + 2 * j * ldc;
-            for (npy_intp i = 0; i < rows; i++) x[2 * i + 1] = -x[2 * i + 1];
-        }
-    }
+    for (npy_intp j = 0; j < cols; j++) conj_column(c, ldc, j, 0, rows, prec);
 }
 
 /* Conjugate the strictly lower (lower) or upper triangle of the n x n Fortran-ordered c (leading
@@ -335,17 +348,15 @@ conj_piece(char *c, npy_intp ldc, npy_intp rows, npy_intp cols, int prec)
 static void
 conj_triangle(char *c, npy_intp ldc, npy_intp n, int lower, int prec)
 {
-    for (npy_intp j = 0; j < n; j++) {
-        npy_intp i0 = lower ? j + 1 : 0, i1 = lower ? n : j;
-        if (prec == 2) {
-            float *x = (float *)c + 2 * j * ldc;
-            for (npy_intp i = i0; i < i1; i++) x[2 * i + 1] = -x[2 * i + 1];
-        }
-        else {
-            double *x = (double *)c + 2 * j * ldc;
-            for (npy_intp i = i0; i < i1; i++) x[2 * i + 1] = -x[2 * i + 1];
-        }
-    }
+    for (npy_intp j = 0; j < n; j++) conj_column(c, ldc, j, lower ? j + 1 : 0, lower ? n : j, prec);
+}
+
+/* The conjugate of a scalar of a complex precision, in place. */
+static void
+conj_scalar(scalar_t *v, int prec)
+{
+    if (prec == 2) v->cf[1] = -v->cf[1];
+    else v->cd[1] = -v->cd[1];
 }
 
 /* A new Fortran-ordered array of a's shape and type, uninitialised (a new reference; NULL with an
@@ -369,14 +380,11 @@ fortran_copy_as(PyArrayObject *a, int prec, int conj)
     return c;
 }
 
-/* A new Fortran-ordered copy (a new reference, NULL with an exception set on failure). */
+/* A new Fortran-ordered copy (a new reference, NULL with an exception set on failure); plain matrices
+ * of the Level-3 routines go through fortran_copy_as. */
 static PyArrayObject *
 fortran_copy(PyArrayObject *a)
 {
-    int t = PyArray_TYPE(a);
-    for (int prec = 0; prec < 4; prec++)
-        if (t == TYPENUM[prec] && PyArray_NDIM(a) == 2 && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a))
-            return fortran_copy_as(a, prec, 0);
     return (PyArrayObject *)PyArray_NewCopy(a, NPY_FORTRANORDER);
 }
 
@@ -410,7 +418,7 @@ output(PyObject *given, int prec, int overwrite, npy_intp m, npy_intp n, int zer
         Py_INCREF(c);
         return c;
     }
-    return fortran_copy(c);
+    return fortran_copy_as(c, prec, 0);
 }
 
 /* ----------------------------------------------------------------------------------- native calls */
@@ -659,6 +667,37 @@ split_job(int i, void *p, int unused)
     if (j->cconj) conj_piece(j->c, j->ldc, j->m, j->n, j->prec);
 }
 
+/* How many parts a call of family fam splits into where set_split asks for it: one per thread of the
+ * pool's instance, at most `most`; 0 where it is not split (outside its flops, one-thread entries
+ * missing, fewer than two parts, a crowded machine). */
+static int
+split_parts(int fam, int prec, double flops, int most)
+{
+    int jobs;
+    if (split_slot < 0 || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
+        entry1[fam][prec] == NULL || entry1[GEMM][prec] == NULL || split_threads == NULL)
+        return 0;
+    jobs = split_threads();
+    if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
+    if (jobs > most) jobs = most;
+    if (jobs < 2 || (pool_crowded != NULL && pool_crowded())) return 0;
+    return jobs;
+}
+
+/* Run the parts `job` (jobs of elsize bytes) at once on the pool, the GIL released: 1 when done, 0 when
+ * the pool ran none of them. */
+static int
+run_parts(pool_dojob_t dojob, void *job, int jobs, size_t elsize)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pool_api->run(split_slot, dojob, jobs, elsize, job, 0);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) return 0;
+    split_calls++;
+    return 1;
+}
+
 /* Run the call `whole` split where set_split asks for it: parts along its `len` rows (rows) or columns,
  * each at least `least` long, part i's b and c advanced by bstep and cstep bytes per row or column
  * before it.  1 when done; 0 (nothing written) where the call is not split. */
@@ -667,14 +706,8 @@ run_split(int fam, int prec, double flops, const SplitJob *whole, int len, int l
           size_t cstep)
 {
     SplitJob job[MAX_SPLIT];
-    int jobs, rc, done = 0;
-    if (split_slot < 0 || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
-        entry1[fam][prec] == NULL || split_threads == NULL)
-        return 0;
-    jobs = split_threads();
-    if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
-    if (jobs > len / least) jobs = len / least;
-    if (jobs < 2 || (pool_crowded != NULL && pool_crowded())) return 0;
+    int jobs = split_parts(fam, prec, flops, len / least), done = 0;
+    if (jobs == 0) return 0;
     for (int i = 0; i < jobs; i++) {
         int part = len / jobs + (i < len % jobs);
         job[i] = *whole;
@@ -686,12 +719,7 @@ run_split(int fam, int prec, double flops, const SplitJob *whole, int len, int l
         if (job[i].bsrc != NULL) job[i].bsrc += done * (rows ? whole->bsr : whole->bsc);
         done += part;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = pool_api->run(split_slot, split_job, jobs, sizeof(SplitJob), job, 0);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) return 0;
-    split_calls++;
-    return 1;
+    return run_parts(split_job, job, jobs, sizeof(SplitJob));
 }
 
 /* syrk/herk/syr2k/her2k split: the stored triangle of C in strips, one per thread, each a diagonal block
@@ -711,9 +739,10 @@ typedef struct {
 } RankJob;
 
 static void
-rank_conj(const RankJob *j, char *c, size_t es)
+rank_conj(const RankJob *j, size_t es)
 {
     int w = j->r1 - j->r0;
+    char *c = j->c;
     conj_triangle(c + ((size_t)j->r0 + (size_t)j->r0 * j->ldc) * es, j->ldc, w, j->uplo == 'L', j->prec);
     if (j->r0 > 0) {
         if (j->uplo == 'L') conj_piece(c + (size_t)j->r0 * es, j->ldc, w, j->r0, j->prec);
@@ -725,34 +754,28 @@ static void
 rank_job(int i, void *p, int unused)
 {
     RankJob *j = (RankJob *)p;
-    size_t es = j->prec == 0 ? 4 : j->prec == 3 ? 16 : 8;
+    size_t es = elsize(j->prec);
     int w = j->r1 - j->r0, r0 = j->r0;
     char h = j->herm ? 'C' : 'T', nn = 'N';
     /* op(x) rows r0..: x + r0 (trans 'N'), else columns r0.. of the k x n x */
     size_t off = j->trans == 'N' ? (size_t)r0 * es : (size_t)r0 * j->lda * es;
     size_t offb = j->trans == 'N' ? (size_t)r0 * es : (size_t)r0 * j->ldb * es;
     char *cd = j->c + ((size_t)r0 + (size_t)r0 * j->ldc) * es;
-    scalar_t ga = j->alpha, gb = j->beta, ga2 = j->alpha, g1;
+    /* gemm's scalars: herk's real alpha and herk/her2k's real beta as complex ones (real scalars are
+     * stored in the first component); the second gemm of her2k takes conj(alpha) and beta 1 */
+    scalar_t ga = j->alpha, gb = j->beta, ga2, g1;
     (void)i;
     (void)unused;
     memset(&g1, 0, sizeof g1);
-    if (j->prec == 2) g1.cf[0] = 1.0f; else if (j->prec == 3) g1.cd[0] = 1.0; else if (j->prec == 1) g1.d = 1.0; else g1.f = 1.0f;
-    if (j->herm) {  /* real scalars of herk (alpha, beta) and her2k (beta) as complex ones for gemm */
-        if (j->prec == 2) {
-            if (!j->two) ga.cf[1] = 0.0f;
-            gb.cf[1] = 0.0f;
-            ga2.cf[0] = ga.cf[0];
-            ga2.cf[1] = -ga.cf[1];
-        }
-        else {
-            if (!j->two) ga.cd[1] = 0.0;
-            gb.cd[1] = 0.0;
-            ga2.cd[0] = ga.cd[0];
-            ga2.cd[1] = -ga.cd[1];
-        }
-        if (!j->two) ga2 = ga;
+    if (j->prec == 0 || j->prec == 2) g1.f = 1.0f;
+    else g1.d = 1.0;
+    if (j->herm) {
+        if (j->prec == 2) { gb.cf[1] = 0.0f; if (!j->two) ga.cf[1] = 0.0f; }
+        else { gb.cd[1] = 0.0; if (!j->two) ga.cd[1] = 0.0; }
     }
-    if (j->cpre) rank_conj(j, j->c, es);
+    ga2 = ga;
+    if (j->herm && j->two) conj_scalar(&ga2, j->prec);
+    if (j->cpre) rank_conj(j, es);
     if (j->two)
         ((syr2k_t)j->rk)(&j->uplo, &j->trans, &w, &j->k, &j->alpha, j->a + off, &j->lda, j->b + offb, &j->ldb,
                          &j->beta, cd, &j->ldc, 1, 1);
@@ -774,7 +797,7 @@ rank_job(int i, void *p, int unused)
             ((gemm_t)j->gm)(&ta, &tb, &m, &n, &j->k, &ga2, x2, &j->ldb, y2, &j->lda, &g1, cr, &j->ldc, 1, 1);
         }
     }
-    if (j->cconj) rank_conj(j, j->c, es);
+    if (j->cconj) rank_conj(j, es);
 }
 
 /* Run a rank-k call split where set_split asks for it (1), else nothing written (0). */
@@ -782,14 +805,8 @@ static int
 run_rank_split(int fam, int prec, double flops, const RankJob *whole)
 {
     RankJob job[MAX_SPLIT];
-    int jobs, rc;
-    if (split_slot < 0 || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
-        entry1[fam][prec] == NULL || entry1[GEMM][prec] == NULL || split_threads == NULL)
-        return 0;
-    jobs = split_threads();
-    if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
-    if (jobs > whole->n / 16) jobs = whole->n / 16;
-    if (jobs < 2 || (pool_crowded != NULL && pool_crowded())) return 0;
+    int jobs = split_parts(fam, prec, flops, whole->n / 16);
+    if (jobs == 0) return 0;
     for (int i = 0; i < jobs; i++) {
         job[i] = *whole;
         job[i].rk = entry1[fam][prec];
@@ -797,12 +814,7 @@ run_rank_split(int fam, int prec, double flops, const RankJob *whole)
         job[i].r0 = (int)(whole->n * sqrt((double)i / jobs) + 0.5);
         job[i].r1 = i + 1 == jobs ? whole->n : (int)(whole->n * sqrt((double)(i + 1) / jobs) + 0.5);
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = pool_api->run(split_slot, rank_job, jobs, sizeof(RankJob), job, 0);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) return 0;
-    split_calls++;
-    return 1;
+    return run_parts(rank_job, job, jobs, sizeof(RankJob));
 }
 
 /* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
@@ -861,13 +873,13 @@ level3_small(Routine *routine, PyObject *const *args)
         /* a C-ordered operand is the Fortran-ordered transpose: op(a) = a -> 'T' on it, a.T -> 'N' */
         if (la == 'C' && ta != 2) { tra = ta ? 'N' : 'T'; lda = (int)PyArray_DIM(a, 1); }
         else {
-            if (la != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            if (la != 'F') { if ((a = acopy = fortran_copy_as(a, prec, 0)) == NULL) FAIL; }
             tra = "NTC"[ta];
             lda = ld(a);
         }
         if (lb == 'C' && tb != 2) { trb = tb ? 'N' : 'T'; ldb = (int)PyArray_DIM(b, 1); }
         else {
-            if (lb != 'F') { if ((b = bcopy = fortran_copy(b)) == NULL) FAIL; }
+            if (lb != 'F') { if ((b = bcopy = fortran_copy_as(b, prec, 0)) == NULL) FAIL; }
             trb = "NTC"[tb];
             ldb = ld(b);
         }
@@ -925,12 +937,12 @@ level3_small(Routine *routine, PyObject *const *args)
             conj = fam == HEMM;
         }
         else {
-            if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            if (layout(a) != 'F') { if ((a = acopy = fortran_copy_as(a, prec, 0)) == NULL) FAIL; }
             lda = ld(a);
         }
         if (conj) {
-            if (prec == 2) { alpha.cf[1] = -alpha.cf[1]; beta.cf[1] = -beta.cf[1]; }
-            else { alpha.cd[1] = -alpha.cd[1]; beta.cd[1] = -beta.cd[1]; }
+            conj_scalar(&alpha, prec);
+            conj_scalar(&beta, prec);
         }
         {
             PyArrayObject *ins[2] = {a, b};
@@ -1015,16 +1027,13 @@ level3_small(Routine *routine, PyObject *const *args)
             lda = (int)PyArray_DIM(a, 1);
             if (two) ldb = (int)PyArray_DIM(b, 1);
             conj = herm;
-            if (conj && two) {
-                if (prec == 2) alpha.cf[1] = -alpha.cf[1];
-                else alpha.cd[1] = -alpha.cd[1];
-            }
+            if (conj && two) conj_scalar(&alpha, prec);
         }
         else {
-            if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            if (layout(a) != 'F') { if ((a = acopy = fortran_copy_as(a, prec, 0)) == NULL) FAIL; }
             lda = ld(a);
             if (two) {
-                if (layout(b) != 'F') { if ((b = bcopy = fortran_copy(b)) == NULL) FAIL; }
+                if (layout(b) != 'F') { if ((b = bcopy = fortran_copy_as(b, prec, 0)) == NULL) FAIL; }
                 ldb = ld(b);
             }
         }
@@ -1098,7 +1107,7 @@ level3_small(Routine *routine, PyObject *const *args)
             lda = s;
         }
         else {
-            if (layout(a) != 'F') { if ((a = acopy = fortran_copy(a)) == NULL) FAIL; }
+            if (layout(a) != 'F') { if ((a = acopy = fortran_copy_as(a, prec, 0)) == NULL) FAIL; }
             lda = ld(a);
         }
         {
