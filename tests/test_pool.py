@@ -606,3 +606,45 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
                         assert not np.signbit(np.diagonal(got).imag).any()
     finally:
         _fastpath.set_split(lib.pool_slot, get, shipped)
+
+
+@pytest.mark.parametrize("prefix", "cz")
+def test_herk_her2k_c_ordered_copy_or_conjugate_problem(prefix, settings):
+    """C-ordered herk/her2k operands are copied to Fortran order where k is small against n (n >= 12 k,
+    24 k when beta is not zero), else solved as the conjugate problem: both sides of that rule give SciPy's
+    results, leave the other triangle of c alone and keep the diagonal's +0 imaginary parts."""
+    import itertools
+
+    import scipy.linalg.blas as sb
+
+    from tileblas import blas as tb
+
+    tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))  # the C path is set up for the default runtime
+    dtype = np.complex64 if prefix == "c" else np.complex128
+    eps = EPS[dtype]
+    rng = np.random.default_rng(21)
+    n = 120
+    for fam, k, tr, lower in itertools.product(("herk", "her2k"), (4, 10, 11, 20, 21, 40), (0, 2), (0, 1)):
+        two = fam == "her2k"
+        f, g = getattr(tb, prefix + fam), getattr(sb, prefix + fam)
+        shape = (n, k) if tr == 0 else (k, n)
+        a = np.ascontiguousarray(_rand(rng, shape, dtype))
+        b = np.ascontiguousarray(_rand(rng, shape, dtype))
+        alpha = 1.5 if fam == "herk" else 1.5 - 0.5j
+        args = (alpha, a, b) if two else (alpha, a)
+        c = _rand(rng, (n, n), dtype)
+        c = np.asfortranarray(c + c.conj().T)
+        bound = 8 * k * eps * (abs(alpha) * k * np.abs(a).max() * np.abs(b if two else a).max() * (2 if two else 1)
+                               + 0.5 * np.abs(c).max())
+        what = f"{prefix}{fam} n={n} k={k} trans={tr} lower={lower}"
+        got, ref = f(*args, trans=tr, lower=lower), g(*args, trans=tr, lower=lower)
+        _check(got, ref.astype(np.complex128), bound, what)
+        assert not np.signbit(np.diagonal(got).imag).any(), what
+        c_keep = c.copy()
+        got = f(*args, 0.5, c, trans=tr, lower=lower)
+        ref = g(*args, 0.5, c.copy(order="F"), trans=tr, lower=lower)
+        _check(got, ref.astype(np.complex128), bound, what + " beta 0.5")
+        np.testing.assert_array_equal(c, c_keep)  # not overwritten: the caller's c is left as it was
+        other = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
+        np.testing.assert_array_equal(got[other], c_keep[other])
+        assert not np.signbit(np.diagonal(got).imag).any(), what + " beta 0.5"
