@@ -66,6 +66,9 @@ class Point:
     path: str = ""
     max_rel_diff: float = math.nan
     rounds: int = 0              # interleaved rounds behind the times (more after a recheck)
+    #: tileblas' thread pool while the point was timed (tileblas.kernels._pool.stats(), differences):
+    #: calls run alone because the machine was crowded, workers' sleeps, preemptions, polite periods
+    pool: dict = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -235,6 +238,27 @@ def _path_of_last_call() -> str:
         return ""
 
 
+#: The counters of tileblas.kernels._pool.stats() a grid point keeps (see Point.pool).
+POOL_COUNTERS = ("crowded", "sleeps", "preempted", "contended")
+
+
+def _pool_counters() -> dict[str, int]:
+    """The pool's counters of POOL_COUNTERS now (empty where there is no pool)."""
+    try:
+        from tileblas.kernels import _pool
+
+        st = _pool.stats()
+    except Exception:  # noqa: BLE001 - informative only; a build without the pool has none
+        return {}
+    return {k: int(st[k]) for k in POOL_COUNTERS if k in st}
+
+
+def _pool_note(p: Point) -> str:
+    """' (N calls alone: crowded)' where the pool ran calls of this point on one thread, else ''."""
+    n = p.pool.get("crowded", 0)
+    return f" ({n} calls alone: crowded)" if n else ""
+
+
 def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s: float = 0.05,
              max_block: int = 100_000, progress: Callable[[Point], None] | None = None) -> list[Point]:
     """Time every point (in place) and return them."""
@@ -267,6 +291,7 @@ def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s:
         except Exception:  # noqa: BLE001
             pass
         p.path = path
+        pool0 = _pool_counters()
         # a pause and one warm-up call before each turn; one block size for all three, from SciPy's call
         timed = interleaved({"scipy": lambda: f_s(*args, **kw), "tileblas": lambda: f_t(*args, **kw),
                              "control": lambda: f_s(*args, **kw)}, rounds, settle=settle, warmup=1,
@@ -277,6 +302,9 @@ def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s:
         p.tileblas_s = min(best["tileblas"], p.tileblas_s) if math.isfinite(p.tileblas_s) else best["tileblas"]
         p.control_s = min(best["control"], p.control_s) if math.isfinite(p.control_s) else best["control"]
         p.rounds += rounds
+        pool1 = _pool_counters()
+        for key in pool1:
+            p.pool[key] = p.pool.get(key, 0) + pool1[key] - pool0.get(key, 0)
         if progress is not None:
             progress(p)
     return points
@@ -296,7 +324,7 @@ def summarize(points: list[Point], worst: int = 12, bar: float = 0.97) -> list[s
     lines.append(f"worst {min(worst, len(done))} points (ratio, control, tileblas path):")
     for p in sorted(done, key=lambda q: q.ratio)[:worst]:
         lines.append(f"  {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}  [{p.path}]  "
-                     f"{p.tileblas_s * 1e3:.4g} ms vs {p.scipy_s * 1e3:.4g} ms")
+                     f"{p.tileblas_s * 1e3:.4g} ms vs {p.scipy_s * 1e3:.4g} ms{_pool_note(p)}")
     above = sorted((p for p in done if p.ratio > 1.05), key=lambda q: -q.ratio)
     lines.append(f"{len(above)} points above 1.05x:")
     for p in above:
@@ -489,7 +517,8 @@ def grid_main(args: Any) -> int:
         for p in low:
             before = p.ratio
             run_grid([p], args.recheck_rounds, args.settle)
-            print(f"  {before:5.2f}x -> {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}", flush=True)
+            print(f"  {before:5.2f}x -> {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}{_pool_note(p)}",
+                  flush=True)
             if args.json:
                 write_json(points, args.json, dict(meta, partial=True))
     wall = time.perf_counter() - t0
