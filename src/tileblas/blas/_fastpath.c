@@ -1029,14 +1029,17 @@ level3_small(Routine *routine, PyObject *const *args)
          * problem is the conjugate of the call's (a C-ordered a is a^T in Fortran order: a^T conj(a) is
          * conj(a a^H)), so c is conjugated before (where beta is not zero) and after, and her2k's alpha.
          * Where k is small against n those passes over the n x n triangle cost more than copies of the
-         * n x k operands to Fortran order: herk/her2k copy them instead from n >= 12 k (24 k with beta not
-         * zero).  Measured, the two ways in one process against SciPy (interleaved, best of 7), k = 64:
-         * cherk n = 768-1536 0.75-0.83x conjugating, 0.86-0.95x copying; zherk 768-1536 0.92-1.35x, 1.0-1.58x;
-         * cher2k/zher2k 1536-2048 0.91-1.01x, 1.03-1.27x; at n = 512 copying lost (cherk 0.97x -> 0.91x). */
+         * n x k operands to Fortran order: herk/her2k copy them instead from n >= 6 k in single precision,
+         * 12 k in double (where the strips conjugate their pieces at once), twice that with beta not zero.
+         * Measured, the two ways in one process against SciPy (interleaved, best of 7): cherk 384-1536
+         * with k = 64 0.75-1.33x conjugating, 0.86-1.40x copying, cherk 1024 with k = 128 0.98x / 1.08x,
+         * n = 256 with k = 64 equal; zherk 768-1536 with k = 64 0.92-1.35x / 1.0-1.58x, but 256-512 with
+         * k = 64 and 1024 with k = 256 1.16-1.48x / 1.10-1.40x; cher2k/zher2k 1536-2048 with k = 64
+         * 0.91-1.01x / 1.03-1.27x. */
         transposed = layout(a) == 'C' && (!two || layout(b) == 'C');
         if (transposed && herm) {
             int passes = (args[3 + o] != Py_None && !is_zero(&beta, prec)) ? 2 : 1;
-            if (12.0 * k <= (double)n * passes) transposed = 0;
+            if ((prec == 2 ? 6.0 : 12.0) * k <= (double)n * passes) transposed = 0;
         }
         if (transposed) {
             trans = trans == 'N' ? (herm ? 'C' : 'T') : 'N';
