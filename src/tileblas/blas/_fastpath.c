@@ -279,7 +279,7 @@ layout(PyArrayObject *a)
  * copy takes 5-10x a plain copy's time from order 512 on. */
 #define COPY_BLOCK 32
 typedef struct { uint64_t lo, hi; } element16; /* a complex128 moved whole */
-/* The blocked loop; STEP elements of T per matrix element, MOVE(y, x) moves one (x: its source bytes). */
+/* The blocked loop; STEP elements of T per matrix element, MOVE(y, x, T) moves one (x: its source bytes). */
 #define COPY_PIECE(T, STEP, MOVE)                                                                    \
     do {                                                                                             \
         for (npy_intp j0 = 0; j0 < cols; j0 += COPY_BLOCK)                                           \
@@ -289,7 +289,7 @@ typedef struct { uint64_t lo, hi; } element16; /* a complex128 moved whole */
                 for (npy_intp j = j0; j < j1; j++) { /* down a column of dst: contiguous stores */     \
                     const char *x = src + i0 * rs + j * cs;                                          \
                     T *y = (T *)dst + (STEP) * (i0 + j * ldd);                                       \
-                    for (npy_intp i = i0; i < i1; i++, x += rs, y += (STEP)) MOVE(y, x);             \
+                    for (npy_intp i = i0; i < i1; i++, x += rs, y += (STEP)) MOVE(y, x, T);          \
                 }                                                                                    \
             }                                                                                        \
     } while (0)
@@ -314,9 +314,9 @@ copy_piece(char *dst, npy_intp ldd, const char *src, npy_intp rs, npy_intp cs, n
         }
     }
     /* without conjugation an element moves whole (one load and one store: a complex64 as 8 bytes, a
-     * complex128 as a 16-byte struct) */
-#define WHOLE(y, x) (y[0] = *(const __typeof__(y[0]) *)(x))
-#define CONJ(y, x) (y[0] = ((const __typeof__(y[0]) *)(x))[0], y[1] = -((const __typeof__(y[0]) *)(x))[1])
+     * complex128 as a 16-byte struct; a memcpy of a fixed size, so any alignment of the source is fine) */
+#define WHOLE(y, x, T) memcpy(y, x, sizeof(T))
+#define CONJ(y, x, T) (y[0] = ((const T *)(x))[0], y[1] = -((const T *)(x))[1])
     switch (prec) {
     case 0: COPY_PIECE(uint32_t, 1, WHOLE); break;
     case 1: COPY_PIECE(uint64_t, 1, WHOLE); break;
