@@ -1009,7 +1009,7 @@ level3_small(Routine *routine, PyObject *const *args)
         int o = two ? 1 : 0;
         int tr = get_flag(args[4 + o], 2), lo = get_flag(args[5 + o], 1), ow = get_overwrite(args[6 + o]);
         char trans, uplo;
-        int n, k, lda, ldb = 1, ldc, conj = 0, transposed;
+        int n, k, lda, ldb = 1, ldc, conj = 0, transposed, cbeta;
         if (tr < 0 || lo < 0 || ow < 0) NOT_HANDLED;
         if (cplx && (herm ? tr == 1 : tr == 2)) NOT_HANDLED;  /* BLAS rejects these: Python raises */
         if (!get_scalar(args[0], prec, fam == HERK, &alpha)) NOT_HANDLED;
@@ -1036,11 +1036,9 @@ level3_small(Routine *routine, PyObject *const *args)
          * n = 256 with k = 64 equal; zherk 768-1536 with k = 64 0.92-1.35x / 1.0-1.58x, but 256-512 with
          * k = 64 and 1024 with k = 256 1.16-1.48x / 1.10-1.40x; cher2k/zher2k 1536-2048 with k = 64
          * 0.91-1.01x / 1.03-1.27x. */
+        cbeta = args[3 + o] != Py_None && !is_zero(&beta, prec); /* c given and read: conjugated before too */
         transposed = layout(a) == 'C' && (!two || layout(b) == 'C');
-        if (transposed && herm) {
-            int passes = (args[3 + o] != Py_None && !is_zero(&beta, prec)) ? 2 : 1;
-            if ((prec == 2 ? 6.0 : 12.0) * k <= (double)n * passes) transposed = 0;
-        }
+        if (transposed && herm && (prec == 2 ? 6.0 : 12.0) * k <= (double)n * (cbeta ? 2 : 1)) transposed = 0;
         if (transposed) {
             trans = trans == 'N' ? (herm ? 'C' : 'T') : 'N';
             lda = (int)PyArray_DIM(a, 1);
@@ -1081,11 +1079,11 @@ level3_small(Routine *routine, PyObject *const *args)
             whole.b = two ? PyArray_BYTES(b) : NULL;
             whole.c = PyArray_BYTES(out);
             whole.cconj = conj;
-            whole.cpre = conj && !is_zero(&beta, prec);
+            whole.cpre = conj && cbeta;
             if (run_rank_split(fam, prec, flops, &whole)) break;
         }
         PICK_ONE_THREAD();
-        if (conj && !is_zero(&beta, prec)) conj_triangle(PyArray_BYTES(out), ldc, n, lo, prec);
+        if (conj && cbeta) conj_triangle(PyArray_BYTES(out), ldc, n, lo, prec);
         if (two)
             RUN3(((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                                PyArray_DATA(out), &ldc, 1, 1));
