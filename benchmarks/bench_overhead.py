@@ -22,7 +22,7 @@ if it were another library: control / scipy shows the noise of the measurement.
 Usage::
 
     python benchmarks/bench_overhead.py [--n 16] [--repeat 5] [--number 20000] [--sleep 0.05]
-        [--max-block-s 0.2] [--level 1|2|3] [--routines dgemm,daxpy] [--json PATH]
+        [--max-block-s 0.2] [--level 1|2|3] [--routines dgemm,daxpy] [--flags bool|int|numpy] [--json PATH]
 """
 
 from __future__ import annotations
@@ -177,33 +177,64 @@ def _args(name: str, params: list[str], n: int, seed: int) -> list[Any]:
     return out
 
 
-def cases(n: int, names: list[str] | None = None) -> dict[str, Callable[[Any], tuple[Callable[[], Any], list[Any]]]]:
+def optional_params(doc: str) -> list[str]:
+    """Optional parameter names from an f2py docstring's first line: ['n', 'a', 'offx', ...] for daxpy."""
+    head = doc.strip().split("\n", 1)[0]
+    inside = head[head.index("(") + 1 : head.rindex(")")]
+    if "[" not in inside:
+        return []
+    return [p.strip() for p in inside.split("[", 1)[1].rstrip("]").split(",") if p.strip()]
+
+
+#: the flags ``--flags`` passes by keyword as 1 where a routine has them (not ``trans`` to herk/her2k,
+#: which take 0 or 2 only)
+FLAGS = ("lower", "trans_a", "trans")
+#: what ``--flags`` passes them as (1 as a user writes it)
+FLAG_VALUES = {"bool": True, "int": 1, "numpy": np.int64(1)}
+
+
+def cases(
+    n: int, names: list[str] | None = None, flags: str | None = None
+) -> dict[str, Callable[[Any], tuple[Callable[[], Any], list[Any]]]]:
     """For each routine, a factory that, given a blas module, returns (zero-argument call, its arguments).
 
     Every call of a factory builds the same arguments afresh (same seed), so each contender gets its own
-    identical copy and no contender's in-place updates reach another's.
+    identical copy and no contender's in-place updates reach another's.  ``flags`` ('bool', 'int' or
+    'numpy'): also pass the routine's ``lower``, ``trans_a`` and ``trans``, where it has them, by keyword as
+    ``True``, ``1`` or ``np.int64(1)`` (``lower=True`` is how many users write it).
     """
     import scipy.linalg.blas as scipy_blas
 
     out = {}
     for i, name in enumerate(names if names is not None else routines()):
-        params = required_params(getattr(scipy_blas, name).__doc__)
+        doc = getattr(scipy_blas, name).__doc__
+        params = required_params(doc)
+        herk = _family(name)[0] in ("herk", "her2k")
+        kw = {} if flags is None else {f: FLAG_VALUES[flags] for f in FLAGS
+                                       if f in optional_params(doc) and not (herk and f == "trans")}
 
-        def make(m: Any, name: str = name, params: list[str] = params, seed: int = i) -> tuple[Callable[[], Any], list[Any]]:
+        def make(
+            m: Any, name: str = name, params: list[str] = params, seed: int = i, kw: dict[str, Any] = kw
+        ) -> tuple[Callable[[], Any], list[Any]]:
             f, args = getattr(m, name), _args(name, params, n, seed)
-            return _caller(f, args), args
+            return _caller(f, args, kw), args
 
         out[name] = make
     return out
 
 
-def _caller(f: Callable[..., Any], args: list[Any]) -> Callable[[], Any]:
-    """A zero-argument call of ``f`` with ``args`` written out positionally, as users call BLAS.
+def _caller(f: Callable[..., Any], args: list[Any], kw: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """A zero-argument call of ``f`` with ``args`` written out positionally (and ``kw`` by keyword), as
+    users call BLAS.
 
     Not ``f(*args)``: unpacking costs a Python function (tileblas' wrappers) about 50 ns more than a
     written-out call, and spares a C callable taking a tuple (f2py's wrappers) the tuple it builds for a
     written-out call, so it would tilt a comparison of ~200 ns calls by a quarter.
     """
+    if kw:  # f(_0, _1, lower=_lower), made once from source so that it stays written out
+        names = [f"_{i}" for i in range(len(args))] + [f"{k}=_{k}" for k in kw]
+        env = {"f": f, **{f"_{i}": a for i, a in enumerate(args)}, **{f"_{k}": v for k, v in kw.items()}}
+        return eval(f"lambda: f({', '.join(names)})", env)  # noqa: S307 - our own fixed source
     k = len(args)
     if k == 0:
         return lambda: f()
@@ -287,6 +318,7 @@ def measure(
     sleep: float = 0.05,
     max_block_s: float = 0.2,
     progress: Callable[[str], None] | None = None,
+    flags: str | None = None,
 ) -> list[dict[str, Any]]:
     """Best-of-``repeat`` time per call of tileblas, scipy and a control (scipy again), interleaved.
 
@@ -301,7 +333,7 @@ def measure(
 
     modules = {"tileblas": tile_blas, "scipy": scipy_blas, "control": scipy_blas}
     rows: list[dict[str, Any]] = []
-    for name, make in cases(n, names).items():
+    for name, make in cases(n, names, flags).items():
         row: dict[str, Any] = {"routine": name, "level": level(name), "n": n}
         why = check(name, make, n)
         if why is not None:
@@ -381,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--level", type=int, choices=(1, 2, 3), help="only this BLAS level")
     ap.add_argument("--routines", help="comma-separated routine names (default: all shared routines)")
     ap.add_argument("--json", metavar="PATH", help="also write all rows and the summary as JSON")
+    ap.add_argument("--flags", choices=sorted(FLAG_VALUES),
+                    help="also pass lower, trans_a and trans (where a routine has them) as True, 1 or np.int64(1)")
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
 
@@ -398,14 +432,16 @@ def main(argv: list[str] | None = None) -> int:
 
     progress = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    rows = measure(args.n, args.repeat, args.number, names, args.sleep, args.max_block_s, progress)
+    rows = measure(args.n, args.repeat, args.number, names, args.sleep, args.max_block_s, progress, args.flags)
     elapsed = time.perf_counter() - t0
     s = summary(rows)
 
     ok = sorted((r for r in rows if "error" not in r), key=lambda r: -r["ratio"])
     bad = [r for r in rows if "error" in r]
     print(
-        f"per-call time at n={args.n}, best of {args.repeat} blocks of {args.number} calls, "
+        f"per-call time at n={args.n}"
+        + (f", lower/trans_a/trans passed as {FLAG_VALUES[args.flags]!r}" if args.flags else "")
+        + f", best of {args.repeat} blocks of {args.number} calls, "
         f"interleaved tileblas/scipy/control; worst ratio first ({elapsed:.0f} s)"
     )
     print(f"{'routine':<8} {'lvl':>3} {'tileblas us':>12} {'scipy us':>10} {'ratio':>7} {'control':>8}")
@@ -425,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
                     "n": args.n,
                     "repeat": args.repeat,
                     "number": args.number,
+                    "flags": args.flags,
                     "sleep": args.sleep,
                     "seconds": elapsed,
                     "summary": s,

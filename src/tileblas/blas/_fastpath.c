@@ -44,6 +44,7 @@
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -216,35 +217,64 @@ prefix_index(char c)
     return -1;
 }
 
-/* An integer flag: None -> 0; an exact int in [0, hi]; -1 otherwise (Python path). */
+/* The value of an integer argument as the Python path reads it (int(o)), where o is a Python int, a bool,
+ * a float or a NumPy integer, bool or floating scalar (lower=True, overwrite_b=np.True_, an np.int64 from a
+ * loop; a float truncates toward zero, as f2py does): 1 with *v set (LONG_MAX or LONG_MIN for an integer
+ * beyond long); 0 for anything else, and for floats that are not finite or beyond long (Python path: it
+ * converts sequences as f2py does, and its errors name the argument). */
+static int
+int_value(PyObject *o, long *v)
+{
+    int overflow;
+    if (PyFloat_Check(o) || PyArray_IsScalar(o, Floating)) {
+        double d = PyFloat_AsDouble(o);
+        if (d == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (!(d > -9.0e18 && d < 9.0e18)) return 0;  /* NaN, infinities and beyond long */
+        *v = (long)d;
+        return 1;
+    }
+    if (PyArray_IsScalar(o, Bool)) {
+        int t = PyObject_IsTrue(o);
+        if (t < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        *v = t;
+        return 1;
+    }
+    if (!PyLong_CheckExact(o) && !PyBool_Check(o) && !PyArray_IsScalar(o, Integer)) return 0;
+    *v = PyLong_AsLongAndOverflow(o, &overflow);
+    if (overflow) {
+        *v = overflow > 0 ? LONG_MAX : LONG_MIN;
+        return 1;
+    }
+    if (*v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* An integer flag: None -> 0; an integer (int_value) in [0, hi]; -1 otherwise (Python path). */
 static int
 get_flag(PyObject *o, int hi)
 {
     long v;
     if (o == Py_None) return 0;
-    if (!PyLong_CheckExact(o)) return -1;
-    v = PyLong_AsLong(o);
-    if (v == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
+    if (!int_value(o, &v)) return -1;
     return (v >= 0 && v <= hi) ? (int)v : -1;
 }
 
-/* overwrite_*: None -> 0, exact int -> (v != 0), -1 otherwise. */
+/* overwrite_*: None -> 0, an integer (int_value) -> (v != 0), -1 otherwise. */
 static int
 get_overwrite(PyObject *o)
 {
-    int overflow;
     long v;
     if (o == Py_None) return 0;
-    if (!PyLong_CheckExact(o)) return -1;
-    v = PyLong_AsLongAndOverflow(o, &overflow);
-    if (overflow) return 1;
-    if (v == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
+    if (!int_value(o, &v)) return -1;
     return v != 0;
 }
 
@@ -1317,18 +1347,12 @@ typedef struct {
     void *fn;
 } Level12Object;
 
-/* Exactly the Python int ``v``. */
+/* An integer (int_value) equal to ``v``. */
 static int
 is_int(PyObject *o, long v)
 {
     long got;
-    if (!PyLong_CheckExact(o)) return 0;
-    got = PyLong_AsLong(o);
-    if (got == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return got == v;
+    return int_value(o, &got) && got == v;
 }
 
 /* A vector BLAS takes as it is: an ndarray of the dtype, Fortran-contiguous (any rank, read in Fortran
@@ -1406,17 +1430,12 @@ get_real(PyObject *o, int prec, scalar_t *out)
     return 1;
 }
 
-/* An exact Python int in [lo, INT32_MAX]: its value, or -1 when not one. */
+/* An integer (int_value) in [lo, INT32_MAX]: its value, or -1 when not one. */
 static long
 get_size(PyObject *o, long lo)
 {
     long v;
-    if (!PyLong_CheckExact(o)) return -1;
-    v = PyLong_AsLong(o);
-    if (v == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
+    if (!int_value(o, &v)) return -1;
     return (v >= lo && v <= INT32_MAX) ? v : -1;
 }
 
