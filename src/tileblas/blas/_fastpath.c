@@ -863,10 +863,116 @@ run_rank_split(int fam, int prec, double flops, const RankJob *whole)
             fn = entry1[fam][prec];                                                                 \
     } while (0)
 
+/* A Level-3 operand the Python path would convert (tileblas.blas._common.as_matrix, _level3._output): an
+ * ndarray of rank 2 of a real, integer or bool dtype other than the routine's (or complex, for a complex
+ * routine), byte-swapped or unaligned; or of rank 1, taken as one column.  Converted here as the Python
+ * path does (astype(dtype, order='F')), so that such calls stay in C: SciPy converts them as cheaply.  A
+ * read-only column of the routine's dtype is a view.  The output (``inout``) is a copy of our own, except
+ * a column the call may write in place (``overwrite``, the routine's dtype, contiguous, writeable): then a
+ * view, and *inplace is set.  A new reference, or NULL (no exception) to leave the operand as it is. */
+static PyObject *
+convert_operand(PyObject *o, int prec, int inout, int overwrite, int *inplace)
+{
+    PyArrayObject *a;
+    PyObject *r;
+    int nd, kind, plain;
+    if (!PyArray_CheckExact(o)) return NULL;
+    a = (PyArrayObject *)o;
+    nd = PyArray_NDIM(a);
+    if ((nd != 1 && nd != 2) || PyArray_DIM(a, 0) < 1 || PyArray_DIM(a, nd - 1) < 1) return NULL;
+    if (PyArray_DIM(a, 0) > INT32_MAX || PyArray_DIM(a, nd - 1) > INT32_MAX) return NULL;  /* Python refuses */
+    plain = PyArray_TYPE(a) == TYPENUM[prec] && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a);
+    if (nd == 2 && plain) return NULL;  /* the common case: the C path takes it as it is */
+    kind = PyArray_DESCR(a)->kind;
+    if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || (kind == 'c' && prec >= 2))) return NULL;
+    if (nd == 1 && plain && (!inout || (overwrite && PyArray_IS_F_CONTIGUOUS(a) && PyArray_ISWRITEABLE(a)))) {
+        *inplace = inout;
+        r = (PyObject *)a;
+        Py_INCREF(r);
+    }
+    else if (nd == 1 && plain) {  /* one column, copied straight into its (m, 1) array */
+        npy_intp dims[2] = {PyArray_DIM(a, 0), 1};
+        r = PyArray_EMPTY(2, dims, TYPENUM[prec], 1);
+        if (r == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        copy_piece(PyArray_BYTES((PyArrayObject *)r), dims[0], PyArray_BYTES(a), PyArray_STRIDE(a, 0), 0, dims[0], 1,
+                   prec, 0);
+        return r;
+    }
+    else {
+        r = PyArray_FromArray(a, PyArray_DescrFromType(TYPENUM[prec]),
+                              NPY_ARRAY_F_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY);
+        if (r == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    if (nd == 1) {
+        npy_intp dims[2] = {PyArray_DIM(a, 0), 1};
+        PyArray_Dims shape = {dims, 2};
+        PyObject *col = PyArray_Newshape((PyArrayObject *)r, &shape, NPY_FORTRANORDER);
+        Py_DECREF(r);
+        if (col == NULL) PyErr_Clear();
+        r = col;
+    }
+    return r;
+}
+
+static PyObject *level3_call(Routine *routine, PyObject *const *args);
+static Py_ssize_t level3_nparams(int fam);
+
 /* The small-call path given all the routine's arguments in order: the result, or NotImplemented having
- * written nothing, or NULL with an exception. */
+ * written nothing, or NULL with an exception.  Operands of another dtype or rank 1 are converted first
+ * (convert_operand); the call then goes on with them.  The result has the rank the output was given
+ * with (a vector b of trmm/trsm stays a vector), as in SciPy. */
 static PyObject *
 level3_small(Routine *routine, PyObject *const *args)
+{
+    /* where a, b and c sit in each family's arguments (-1: none), and which one BLAS writes */
+    static const signed char OPERAND[NFAM][3] = {{1, 2, 4}, {1, 2, 4}, {1, 2, 4}, {1, 3, -1}, {1, 3, -1},
+                                                 {1, 2, 4}, {1, 2, 4}, {1, 2, -1}, {1, 2, -1}};
+    static const signed char INOUT[NFAM] = {4, 4, 4, 3, 3, 4, 4, 2, 2};
+    Level3Object *self = (Level3Object *)routine;
+    int fam = self->fam, any = 0, last = (int)level3_nparams(fam) - 1, inplace = 0, io = -1, ow;
+    PyObject *conv[3] = {NULL, NULL, NULL}, *given[8], *r;
+    if (!enabled || (declining && declined)) Py_RETURN_NOTIMPLEMENTED;
+    ow = get_overwrite(args[last]);
+    for (int i = 0; i < 3; i++) {
+        int at = OPERAND[fam][i];
+        if (at < 0) continue;
+        conv[i] = convert_operand(args[at], self->prec, at == INOUT[fam], ow > 0, &inplace);
+        any |= conv[i] != NULL;
+        if (conv[i] != NULL && at == INOUT[fam]) io = i;
+    }
+    if (!any) return level3_call(routine, args);
+    memcpy(given, args, (size_t)(last + 1) * sizeof *given);
+    for (int i = 0; i < 3; i++)
+        if (conv[i] != NULL) given[OPERAND[fam][i]] = conv[i];
+    if (io >= 0) given[last] = Py_True;  /* the output is a copy of our own or may be written: in place */
+    r = level3_call(routine, given);
+    if (io >= 0 && r != NULL && r != Py_NotImplemented && PyArray_NDIM((PyArrayObject *)args[INOUT[fam]]) == 1) {
+        PyObject *vec;
+        if (inplace) {  /* the caller's vector itself, as the Python path returns it */
+            vec = args[INOUT[fam]];
+            Py_INCREF(vec);
+        }
+        else {
+            npy_intp dims[1] = {PyArray_DIM((PyArrayObject *)r, 0)};
+            PyArray_Dims shape = {dims, 1};
+            vec = PyArray_Newshape((PyArrayObject *)r, &shape, NPY_FORTRANORDER);
+        }
+        Py_DECREF(r);
+        r = vec;
+    }
+    for (int i = 0; i < 3; i++) Py_XDECREF(conv[i]);
+    return r;
+}
+
+/* level3_small once the operands are as BLAS takes them (or left to the Python path). */
+static PyObject *
+level3_call(Routine *routine, PyObject *const *args)
 {
     Level3Object *self = (Level3Object *)routine;
     int fam = self->fam, prec = self->prec, cplx = prec >= 2;
@@ -1498,9 +1604,62 @@ zero_matrix(int prec, npy_intp m, npy_intp n)
 
 #define RUN(n, stmt) RUN_IF((n) > GIL_ELEMENTS, stmt)
 
-/* The small-call path given all the routine's arguments in order (as level3_small). */
+/* A Level-1/2 array argument the Python path would copy (tileblas.blas._common.as_vector, as_inout): an
+ * ndarray of a real, integer or bool dtype other than the routine's (or complex, for a complex routine),
+ * byte-swapped, unaligned, or neither Fortran- nor C-contiguous.  Copied here as the Python path does (to
+ * the routine's dtype, Fortran order), so that such calls stay in C; the copy is what the call writes and
+ * returns where the argument is an output, as the Python path's copy is.  A new reference, or NULL (no
+ * exception) to leave the argument as it is. */
+static PyObject *
+convert_array(PyObject *o, int prec)
+{
+    PyArrayObject *a;
+    PyObject *r;
+    int kind;
+    if (!PyArray_CheckExact(o)) return NULL;
+    a = (PyArrayObject *)o;
+    if (PyArray_NDIM(a) < 1 || PyArray_SIZE(a) < 1 || PyArray_SIZE(a) > INT32_MAX) return NULL;  /* Python refuses */
+    if (PyArray_TYPE(a) == TYPENUM[prec] && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a)
+        && (PyArray_IS_F_CONTIGUOUS(a) || PyArray_IS_C_CONTIGUOUS(a)))
+        return NULL;  /* the common case: the C path takes it as it is */
+    kind = PyArray_DESCR(a)->kind;
+    if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || (kind == 'c' && prec >= 2))) return NULL;
+    r = PyArray_FromArray(a, PyArray_DescrFromType(TYPENUM[prec]),
+                          NPY_ARRAY_F_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY);
+    if (r == NULL) PyErr_Clear();
+    return r;
+}
+
+static PyObject *level12_call(Routine *routine, PyObject *const *args);
+
+/* The small-call path given all the routine's arguments in order (as level3_small); array arguments of
+ * another dtype, byte order or alignment, or strided, are copied first (convert_array). */
 static PyObject *
 level12_small(Routine *routine, PyObject *const *args)
+{
+    Level12Object *self = (Level12Object *)routine;
+    Py_ssize_t nargs = NARGS[self->kind];
+    PyObject *given[16], *r;
+    int any = 0;
+    if (self->fn == NULL || (declining && declined)) Py_RETURN_NOTIMPLEMENTED;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject *c = convert_array(args[i], self->prec);
+        if (c != NULL && !any) {
+            memcpy(given, args, (size_t)nargs * sizeof *given);
+            any = 1;
+        }
+        if (c != NULL) given[i] = c;
+    }
+    if (!any) return level12_call(routine, args);
+    r = level12_call(routine, given);
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        if (given[i] != args[i]) Py_DECREF(given[i]);
+    return r;
+}
+
+/* level12_small once the arrays are as BLAS takes them (or left to the Python path). */
+static PyObject *
+level12_call(Routine *routine, PyObject *const *args)
 {
     Level12Object *self = (Level12Object *)routine;
     int kind = self->kind, prec = self->prec, one = 1, k;
