@@ -434,10 +434,12 @@ overlaps(PyArrayObject *a, PyArrayObject *b)
 
 /* The output: *given* updated in place when allowed, else a new Fortran array (zeros when ``zero``,
  * else uninitialised, when *given* is None; a copy of *given* otherwise).  NULL + no exception: Python
- * path; NULL + exception: error.  ``inputs`` are checked for shared memory with an in-place output. */
+ * path; NULL + exception: error.  An input that shares memory with an in-place output is read from a copy
+ * of its own (same layout), as the Python path does: ``inputs[i]`` is replaced by it, a new reference kept
+ * in ``copies[i]`` for the caller to release. */
 static PyArrayObject *
 output(PyObject *given, int prec, int overwrite, npy_intp m, npy_intp n, int zero,
-       PyArrayObject **inputs, int ninputs)
+       PyArrayObject **inputs, int ninputs, PyArrayObject **copies)
 {
     PyArrayObject *c;
     if (given == Py_None) {
@@ -450,7 +452,12 @@ output(PyObject *given, int prec, int overwrite, npy_intp m, npy_intp n, int zer
     if (c == NULL || PyArray_DIM(c, 0) != m || PyArray_DIM(c, 1) != n) return NULL;
     if (overwrite && PyArray_IS_F_CONTIGUOUS(c) && PyArray_ISWRITEABLE(c)) {
         for (int i = 0; i < ninputs; i++)
-            if (overlaps(c, inputs[i])) return NULL;
+            if (overlaps(c, inputs[i])) {
+                PyArrayObject *cp = (PyArrayObject *)PyArray_NewCopy(inputs[i], NPY_KEEPORDER);
+                if (cp == NULL) return NULL;
+                Py_XDECREF(copies[i]);
+                copies[i] = inputs[i] = cp;
+            }
         Py_INCREF(c);
         return c;
     }
@@ -977,7 +984,7 @@ level3_call(Routine *routine, PyObject *const *args)
     Level3Object *self = (Level3Object *)routine;
     int fam = self->fam, prec = self->prec, cplx = prec >= 2;
     void *fn = entry[fam][prec];
-    PyArrayObject *a = NULL, *b = NULL, *out = NULL, *acopy = NULL, *bcopy = NULL;
+    PyArrayObject *a = NULL, *b = NULL, *out = NULL, *acopy = NULL, *bcopy = NULL, *unalias[2] = {NULL, NULL};
     scalar_t alpha, beta;
     double flops;
 
@@ -1029,7 +1036,9 @@ level3_call(Routine *routine, PyObject *const *args)
         if (ldb < 1) ldb = 1;
         {
             PyArrayObject *ins[2] = {a, b};
-            out = output(args[4], prec, ow, m, n, !is_zero(&beta, prec), ins, 2);
+            out = output(args[4], prec, ow, m, n, !is_zero(&beta, prec), ins, 2, unalias);
+            a = ins[0];
+            b = ins[1];
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
@@ -1088,7 +1097,9 @@ level3_call(Routine *routine, PyObject *const *args)
         }
         {
             PyArrayObject *ins[2] = {a, b};
-            out = output(args[4], prec, ow, m, n, !is_zero(&beta, prec), ins, 2);
+            out = output(args[4], prec, ow, m, n, !is_zero(&beta, prec), ins, 2, unalias);
+            a = ins[0];
+            b = ins[1];
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
@@ -1192,7 +1203,9 @@ level3_call(Routine *routine, PyObject *const *args)
         }
         {
             PyArrayObject *ins[2] = {a, b};
-            out = output(args[3 + o], prec, ow, n, n, 1, ins, two ? 2 : 1);
+            out = output(args[3 + o], prec, ow, n, n, 1, ins, two ? 2 : 1, unalias);
+            a = ins[0];
+            b = ins[1];
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
@@ -1265,7 +1278,8 @@ level3_call(Routine *routine, PyObject *const *args)
         }
         {
             PyArrayObject *ins[1] = {a};
-            out = output(args[2], prec, ow, m, n, 0, ins, 1);
+            out = output(args[2], prec, ow, m, n, 0, ins, 1, unalias);
+            a = ins[0];
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldb = ld(out);
@@ -1281,17 +1295,23 @@ level3_call(Routine *routine, PyObject *const *args)
     }
     Py_XDECREF(acopy);
     Py_XDECREF(bcopy);
+    Py_XDECREF(unalias[0]);
+    Py_XDECREF(unalias[1]);
     return (PyObject *)out;
 
 python:
     Py_XDECREF(acopy);
     Py_XDECREF(bcopy);
+    Py_XDECREF(unalias[0]);
+    Py_XDECREF(unalias[1]);
     Py_XDECREF(out);
     Py_RETURN_NOTIMPLEMENTED;
 
 error:
     Py_XDECREF(acopy);
     Py_XDECREF(bcopy);
+    Py_XDECREF(unalias[0]);
+    Py_XDECREF(unalias[1]);
     Py_XDECREF(out);
     return NULL;
 }
