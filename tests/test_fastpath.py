@@ -796,6 +796,11 @@ def test_operands_of_another_dtype_or_rank_1_stay_in_c(p):
     if p in "sd":  # complex to real: the Python path (NumPy warns that it drops the imaginary part)
         assert small(1.0, a.astype(np.complex128), a, 0.0, None, 0, 0, 0) is NotImplemented
     assert small(1.0, a.astype(object), a, 0.0, None, 0, 0, 0) is NotImplemented
+    # beyond 2^18 elements the Python path converts (a call the C path would leave to the runtime after all
+    # is not converted twice)
+    big = np.ones((513, 513), _OTHER[p][0])
+    assert small(1.0, big, np.ones((513, 2), dt), 0.0, None, 0, 0, 0) is NotImplemented
+    assert small(1.0, big[:512, :512], np.ones((512, 2), dt), 0.0, None, 0, 0, 0) is not NotImplemented
 
 
 def test_level12_fronts_bind_keywords_in_c():

@@ -223,7 +223,7 @@ prefix_index(char c)
  * beyond long); 0 for anything else, and for floats that are not finite or beyond long (Python path: it
  * converts sequences as f2py does, and its errors name the argument). */
 static int
-int_value(PyObject *o, long *v)
+int_value_other(PyObject *o, long *v)
 {
     int overflow;
     if (PyFloat_Check(o) || PyArray_IsScalar(o, Floating)) {
@@ -245,7 +245,7 @@ int_value(PyObject *o, long *v)
         *v = t;
         return 1;
     }
-    if (!PyLong_CheckExact(o) && !PyBool_Check(o) && !PyArray_IsScalar(o, Integer)) return 0;
+    if (!PyBool_Check(o) && !PyArray_IsScalar(o, Integer)) return 0;
     *v = PyLong_AsLongAndOverflow(o, &overflow);
     if (overflow) {
         *v = overflow > 0 ? LONG_MAX : LONG_MIN;
@@ -258,8 +258,20 @@ int_value(PyObject *o, long *v)
     return 1;
 }
 
+static inline int
+int_value(PyObject *o, long *v)
+{
+    if (PyLong_CheckExact(o)) {  /* the common case first */
+        int overflow;
+        *v = PyLong_AsLongAndOverflow(o, &overflow);
+        if (overflow) *v = overflow > 0 ? LONG_MAX : LONG_MIN;
+        return 1;
+    }
+    return int_value_other(o, v);
+}
+
 /* An integer flag: None -> 0; an integer (int_value) in [0, hi]; -1 otherwise (Python path). */
-static int
+static inline int
 get_flag(PyObject *o, int hi)
 {
     long v;
@@ -269,7 +281,7 @@ get_flag(PyObject *o, int hi)
 }
 
 /* overwrite_*: None -> 0, an integer (int_value) -> (v != 0), -1 otherwise. */
-static int
+static inline int
 get_overwrite(PyObject *o)
 {
     long v;
@@ -870,6 +882,33 @@ run_rank_split(int fam, int prec, double flops, const RankJob *whole)
             fn = entry1[fam][prec];                                                                 \
     } while (0)
 
+/* Whether a runtime is in force in this context (``with tileblas.Runtime(...)``): its calls are the
+ * runtime's (the Python path); also where that cannot be read. */
+static int
+runtime_in_force(void)
+{
+    PyObject *cur = NULL;
+    if (current_var == NULL) return 0;
+    if (PyContextVar_Get(current_var, Py_None, &cur) < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    Py_XDECREF(cur);
+    return cur != Py_None;
+}
+
+static int
+fn_missing(Level3Object *self)
+{
+    return entry[self->fam][self->prec] == NULL;
+}
+
+/* The most elements of an operand the C path converts itself.  Beyond it the Python path converts (its
+ * fixed cost is then below 1 % of the call: dgemm of order 512 takes 4 ms here), and a call that the C path
+ * leaves to the runtime or the recursion after all (a trsm of order 1024 with 64 right-hand sides) is not
+ * converted twice; huge arrays (2^31 elements) are refused by the Python path before any copy. */
+#define CONVERT_MAX (1 << 18)
+
 /* A Level-3 operand the Python path would convert (tileblas.blas._common.as_matrix, _level3._output): an
  * ndarray of rank 2 of a real, integer or bool dtype other than the routine's (or complex, for a complex
  * routine), byte-swapped or unaligned; or of rank 1, taken as one column.  Converted here as the Python
@@ -887,7 +926,7 @@ convert_operand(PyObject *o, int prec, int inout, int overwrite, int *inplace)
     a = (PyArrayObject *)o;
     nd = PyArray_NDIM(a);
     if ((nd != 1 && nd != 2) || PyArray_DIM(a, 0) < 1 || PyArray_DIM(a, nd - 1) < 1) return NULL;
-    if (PyArray_DIM(a, 0) > INT32_MAX || PyArray_DIM(a, nd - 1) > INT32_MAX) return NULL;  /* Python refuses */
+    if (PyArray_SIZE(a) > CONVERT_MAX) return NULL;
     plain = PyArray_TYPE(a) == TYPENUM[prec] && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a);
     if (nd == 2 && plain) return NULL;  /* the common case: the C path takes it as it is */
     kind = PyArray_DESCR(a)->kind;
@@ -931,8 +970,9 @@ static PyObject *level3_call(Routine *routine, PyObject *const *args);
 static Py_ssize_t level3_nparams(int fam);
 
 /* The small-call path given all the routine's arguments in order: the result, or NotImplemented having
- * written nothing, or NULL with an exception.  Operands of another dtype or rank 1 are converted first
- * (convert_operand); the call then goes on with them.  The result has the rank the output was given
+ * written nothing, or NULL with an exception.  Where the call as given is not one the C path takes,
+ * operands of another dtype or rank 1 are converted (convert_operand) and the call is tried again with
+ * them (a call that declines has written nothing).  The result has the rank the output was given
  * with (a vector b of trmm/trsm stays a vector), as in SciPy. */
 static PyObject *
 level3_small(Routine *routine, PyObject *const *args)
@@ -944,16 +984,20 @@ level3_small(Routine *routine, PyObject *const *args)
     Level3Object *self = (Level3Object *)routine;
     int fam = self->fam, any = 0, last = (int)level3_nparams(fam) - 1, inplace = 0, io = -1, ow;
     PyObject *conv[3] = {NULL, NULL, NULL}, *given[8], *r;
-    if (!enabled || (declining && declined)) Py_RETURN_NOTIMPLEMENTED;
+    r = level3_call(routine, args);  /* the common call: nothing to convert, nothing more to pay */
+    if (r != Py_NotImplemented || !enabled || fn_missing(self) || (declining && declined) || runtime_in_force())
+        return r;
     ow = get_overwrite(args[last]);
     for (int i = 0; i < 3; i++) {
         int at = OPERAND[fam][i];
         if (at < 0) continue;
+        if (!PyArray_CheckExact(args[at])) continue;
         conv[i] = convert_operand(args[at], self->prec, at == INOUT[fam], ow > 0, &inplace);
         any |= conv[i] != NULL;
         if (conv[i] != NULL && at == INOUT[fam]) io = i;
     }
-    if (!any) return level3_call(routine, args);
+    if (!any) return r;  /* NotImplemented: the Python path */
+    Py_DECREF(r);
     memcpy(given, args, (size_t)(last + 1) * sizeof *given);
     for (int i = 0; i < 3; i++)
         if (conv[i] != NULL) given[OPERAND[fam][i]] = conv[i];
@@ -988,16 +1032,7 @@ level3_call(Routine *routine, PyObject *const *args)
     scalar_t alpha, beta;
     double flops;
 
-    if (!enabled || fn == NULL || (declining && declined)) NOT_HANDLED;
-    if (current_var != NULL) {
-        PyObject *cur = NULL;
-        if (PyContextVar_Get(current_var, Py_None, &cur) < 0) {
-            PyErr_Clear();
-            NOT_HANDLED;
-        }
-        Py_XDECREF(cur);
-        if (cur != Py_None) NOT_HANDLED;
-    }
+    if (!enabled || fn == NULL || (declining && declined) || runtime_in_force()) NOT_HANDLED;
 
     switch (fam) {
     case GEMM: {
@@ -1474,7 +1509,7 @@ typedef struct {
 } Level12Object;
 
 /* An integer (int_value) equal to ``v``. */
-static int
+static inline int
 is_int(PyObject *o, long v)
 {
     long got;
@@ -1557,7 +1592,7 @@ get_real(PyObject *o, int prec, scalar_t *out)
 }
 
 /* An integer (int_value) in [lo, INT32_MAX]: its value, or -1 when not one. */
-static long
+static inline long
 get_size(PyObject *o, long lo)
 {
     long v;
@@ -1638,7 +1673,7 @@ convert_array(PyObject *o, int prec)
     int kind;
     if (!PyArray_CheckExact(o)) return NULL;
     a = (PyArrayObject *)o;
-    if (PyArray_NDIM(a) < 1 || PyArray_SIZE(a) < 1 || PyArray_SIZE(a) > INT32_MAX) return NULL;  /* Python refuses */
+    if (PyArray_NDIM(a) < 1 || PyArray_SIZE(a) < 1 || PyArray_SIZE(a) > CONVERT_MAX) return NULL;
     if (PyArray_TYPE(a) == TYPENUM[prec] && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a)
         && (PyArray_IS_F_CONTIGUOUS(a) || PyArray_IS_C_CONTIGUOUS(a)))
         return NULL;  /* the common case: the C path takes it as it is */
@@ -1652,8 +1687,9 @@ convert_array(PyObject *o, int prec)
 
 static PyObject *level12_call(Routine *routine, PyObject *const *args);
 
-/* The small-call path given all the routine's arguments in order (as level3_small); array arguments of
- * another dtype, byte order or alignment, or strided, are copied first (convert_array). */
+/* The small-call path given all the routine's arguments in order (as level3_small): where the call as given
+ * is not one the C path takes, array arguments of another dtype, byte order or alignment, or strided, are
+ * copied (convert_array) and the call is tried again with them. */
 static PyObject *
 level12_small(Routine *routine, PyObject *const *args)
 {
@@ -1661,16 +1697,20 @@ level12_small(Routine *routine, PyObject *const *args)
     Py_ssize_t nargs = NARGS[self->kind];
     PyObject *given[16], *r;
     int any = 0;
-    if (self->fn == NULL || (declining && declined)) Py_RETURN_NOTIMPLEMENTED;
+    r = level12_call(routine, args);  /* the common call: nothing to convert, nothing more to pay */
+    if (r != Py_NotImplemented) return r;
     for (Py_ssize_t i = 0; i < nargs; i++) {
-        PyObject *c = convert_array(args[i], self->prec);
+        PyObject *c;
+        if (!PyArray_CheckExact(args[i])) continue;
+        c = convert_array(args[i], self->prec);
         if (c != NULL && !any) {
             memcpy(given, args, (size_t)nargs * sizeof *given);
             any = 1;
         }
         if (c != NULL) given[i] = c;
     }
-    if (!any) return level12_call(routine, args);
+    if (!any) return r;  /* NotImplemented: the Python path */
+    Py_DECREF(r);
     r = level12_call(routine, given);
     for (Py_ssize_t i = 0; i < nargs; i++)
         if (given[i] != args[i]) Py_DECREF(given[i]);
