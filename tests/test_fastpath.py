@@ -796,6 +796,8 @@ def test_operands_of_another_dtype_or_rank_1_stay_in_c(p):
     if p in "sd":  # complex to real: the Python path (NumPy warns that it drops the imaginary part)
         assert small(1.0, a.astype(np.complex128), a, 0.0, None, 0, 0, 0) is NotImplemented
     assert small(1.0, a.astype(object), a, 0.0, None, 0, 0, 0) is NotImplemented
+    with pytest.raises(TypeError, match="overwrite_c"):  # a converted c does not hide a bad overwrite_c
+        getattr(tb, p + "gemm")(1.0, a, a, 1.0, _as(a, _OTHER[p][0], "F"), overwrite_c="yes")
     # beyond 2^18 elements the Python path converts (a call the C path would leave to the runtime after all
     # is not converted twice)
     big = np.ones((513, 513), _OTHER[p][0])

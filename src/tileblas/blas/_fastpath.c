@@ -987,7 +987,7 @@ level3_small(Routine *routine, PyObject *const *args)
     r = level3_call(routine, args);  /* the common call: nothing to convert, nothing more to pay */
     if (r != Py_NotImplemented || !enabled || fn_missing(self) || (declining && declined) || runtime_in_force())
         return r;
-    ow = get_overwrite(args[last]);
+    if ((ow = get_overwrite(args[last])) < 0) return r;  /* not an integer: the Python path names it */
     for (int i = 0; i < 3; i++) {
         int at = OPERAND[fam][i];
         if (at < 0) continue;
