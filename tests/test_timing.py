@@ -73,6 +73,26 @@ def test_block_from_one_contender_is_shared_and_sized_before_the_first_round():
     assert calls == {"a": 1 + 2 * n, "b": 2 * n}  # one sizing call of a, then two rounds of n calls each
 
 
+def test_block_from_a_slow_sizing_call_is_sized_again_after_the_first_round():
+    """A stall of the one sizing call (here: the first call sleeps 20 ms, later ones 1 ms) would leave
+    blocks of one or two calls for every round; the first round's block shows it, and the block is sized
+    again for all contenders from there."""
+    calls = {"a": 0, "b": 0}
+
+    def a():
+        calls["a"] += 1
+        time.sleep(0.02 if calls["a"] == 1 else 0.001)
+
+    def b():
+        calls["b"] += 1
+
+    t = interleaved({"a": a, "b": b}, 3, block_s=0.02, max_block=1000, block_from="a")
+    n = t.block["a"]
+    assert t.block == {"a": n, "b": n} and n >= 5  # about 0.02 / 0.001, fewer on a slow machine
+    first = 1  # the sizing call asked for a block of one call
+    assert calls == {"a": 1 + first + 2 * n, "b": first + 2 * n}
+
+
 def test_until_stable_extends_rounds_until_every_minimum_repeats():
     a = iter([1.0] * 20)
     b = iter([2.0, 1.5, 1.2, 1.201] + [5.0] * 20)  # the minimum repeats (within 1 %) only in round 4

@@ -84,8 +84,10 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
         ``max_block`` calls; its time per call is the sample.  Default: one call per sample.
     block_from : str, optional
         Size one block for all contenders, from one call of this contender timed before the first
-        round (after its pause and warm-up).  Default: each contender's block is sized from its own best
-        so far, after each turn.
+        round (after its pause and warm-up); sized again, for all, after the first round where that
+        round's block of this contender asks for a block over twice as long (the one call was slowed
+        by the machine).  Default: each contender's block is sized from its own best so far, after
+        each turn.
     alternate : bool
         Reverse the order of contenders every other round (ABBA).
     until_stable : float, optional
@@ -160,6 +162,10 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
             got[k].append(turn(k, block[k]))
             if block_from is None:
                 block[k] = sized(min(got[k]))
+        if t == 0 and block_from is not None and sized(got[block_from][0]) > 2 * block[block_from]:
+            # the one sizing call was slow (a stall of the machine): a block of a few calls would time the
+            # waking of threads more than the calls; sized again, for all, from the first round's block
+            block = dict.fromkeys(keys, sized(got[block_from][0]))
         t += 1
         if t < rounds:
             continue
