@@ -805,6 +805,25 @@ def test_operands_of_another_dtype_or_rank_1_stay_in_c(p):
     assert small(1.0, big[:512, :512], np.ones((512, 2), dt), 0.0, None, 0, 0, 0) is not NotImplemented
 
 
+@pytest.mark.parametrize("name", ["dsyrk", "ssyr2k", "zherk", "cher2k"])
+def test_a_new_c_has_its_other_triangle_zeroed(name):
+    """With c None and beta zero the C path allocates c uninitialised and zeroes only the triangle BLAS does
+    not write: that triangle is exactly zero, at sizes run as one call and as strips, for both triangles."""
+    dt = DT[name[0]]
+    rng = np.random.default_rng(8)
+    for n, k, order in ((16, 16, "F"), (300, 64, "F"), (300, 64, "C")):
+        a = _rand(rng, (n, k), dt, order)
+        args = (1.0, a, _rand(rng, (n, k), dt, order)) if name.endswith("2k") else (1.0, a)
+        for lower in (0, 1):
+            for _ in range(3):  # fresh allocations may reuse memory that held nonzeros
+                got = getattr(tb, name)(*args, lower=lower)
+                other = np.triu(got, 1) if lower else np.tril(got, -1)
+                assert not other.any(), (name, n, order, lower)
+            ref = getattr(sb, name)(*args, lower=lower)
+            scale = 2 * k * float(np.max(np.abs(a))) ** 2 * (3 if name.endswith("2k") else 1)
+            assert np.max(np.abs(got - ref)) <= 64 * k * np.finfo(dt).eps * scale, (name, n, order, lower)
+
+
 def test_level12_fronts_bind_keywords_in_c():
     """Level 1/2 routines bind keyword calls in C too; only what they do not bind reaches Python."""
     calls = []

@@ -399,6 +399,17 @@ conj_triangle(char *c, npy_intp ldc, npy_intp n, int lower, int prec)
     for (npy_intp j = 0; j < n; j++) conj_column(c, ldc, j, lower ? j + 1 : 0, lower ? n : j, prec);
 }
 
+/* Zero the strict triangle of the n x n c (Fortran order, leading dimension ldc elements of es bytes)
+ * opposite the stored one (lower: the stored triangle is the lower one). */
+static void
+zero_other_triangle(char *c, npy_intp ldc, npy_intp n, int lower, size_t es)
+{
+    for (npy_intp j = 0; j < n; j++) {
+        if (lower) memset(c + (size_t)(j * ldc) * es, 0, (size_t)j * es);
+        else memset(c + (size_t)(j * ldc + j + 1) * es, 0, (size_t)(n - j - 1) * es);
+    }
+}
+
 /* The conjugate of a scalar of a complex precision, in place. */
 static void
 conj_scalar(scalar_t *v, int prec)
@@ -1191,7 +1202,7 @@ level3_call(Routine *routine, PyObject *const *args)
         int o = two ? 1 : 0;
         int tr = get_flag(args[4 + o], 2), lo = get_flag(args[5 + o], 1), ow = get_overwrite(args[6 + o]);
         char trans, uplo;
-        int n, k, lda, ldb = 1, ldc, conj = 0, transposed, cbeta;
+        int n, k, lda, ldb = 1, ldc, conj = 0, transposed, cbeta, fresh;
         if (tr < 0 || lo < 0 || ow < 0) NOT_HANDLED;
         if (cplx && (herm ? tr == 1 : tr == 2)) NOT_HANDLED;  /* BLAS rejects these: Python raises */
         if (!get_scalar(args[0], prec, fam == HERK, &alpha)) NOT_HANDLED;
@@ -1236,14 +1247,17 @@ level3_call(Routine *routine, PyObject *const *args)
                 ldb = ld(b);
             }
         }
+        /* a new c that BLAS writes whole in its triangle (beta zero): only the other triangle is zeroed */
+        fresh = args[3 + o] == Py_None && is_zero(&beta, prec) && k > 0;
         {
             PyArrayObject *ins[2] = {a, b};
-            out = output(args[3 + o], prec, ow, n, n, 1, ins, two ? 2 : 1, unalias);
+            out = output(args[3 + o], prec, ow, n, n, !fresh, ins, two ? 2 : 1, unalias);
             a = ins[0];
             b = ins[1];
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        if (fresh) zero_other_triangle(PyArray_BYTES(out), ldc, n, lo, elsize(prec));
         if (k > 0) {
             RankJob whole;
             memset(&whole, 0, sizeof whole);
