@@ -82,12 +82,19 @@ def routines() -> list[str]:
     return sorted(names)
 
 
-def required_params(doc: str) -> list[str]:
-    """Required parameter names from an f2py docstring's first line: ['x', 'y'] for daxpy."""
+def _signature(doc: str) -> tuple[list[str], list[str]]:
+    """(required, optional) parameter names from an f2py docstring's first line:
+    (['x', 'y'], ['n', 'a', 'offx', ...]) for daxpy."""
     head = doc.strip().split("\n", 1)[0]
     inside = head[head.index("(") + 1 : head.rindex(")")]
-    inside = inside.split("[", 1)[0]
-    return [p.strip() for p in inside.split(",") if p.strip()]
+    required, _, optional = inside.partition("[")
+    return ([p.strip() for p in required.split(",") if p.strip()],
+            [p.strip() for p in optional.rstrip("]").split(",") if p.strip()])
+
+
+def required_params(doc: str) -> list[str]:
+    """Required parameter names from an f2py docstring's first line: ['x', 'y'] for daxpy."""
+    return _signature(doc)[0]
 
 
 def _args(name: str, params: list[str], n: int, seed: int) -> list[Any]:
@@ -177,15 +184,6 @@ def _args(name: str, params: list[str], n: int, seed: int) -> list[Any]:
     return out
 
 
-def optional_params(doc: str) -> list[str]:
-    """Optional parameter names from an f2py docstring's first line: ['n', 'a', 'offx', ...] for daxpy."""
-    head = doc.strip().split("\n", 1)[0]
-    inside = head[head.index("(") + 1 : head.rindex(")")]
-    if "[" not in inside:
-        return []
-    return [p.strip() for p in inside.split("[", 1)[1].rstrip("]").split(",") if p.strip()]
-
-
 #: the flags ``--flags`` passes by keyword as 1 where a routine has them (not ``trans`` to herk/her2k,
 #: which take 0 or 2 only)
 FLAGS = ("lower", "trans_a", "trans")
@@ -207,11 +205,10 @@ def cases(
 
     out = {}
     for i, name in enumerate(names if names is not None else routines()):
-        doc = getattr(scipy_blas, name).__doc__
-        params = required_params(doc)
+        params, optional = _signature(getattr(scipy_blas, name).__doc__)
         herk = _family(name)[0] in ("herk", "her2k")
         kw = {} if flags is None else {f: FLAG_VALUES[flags] for f in FLAGS
-                                       if f in optional_params(doc) and not (herk and f == "trans")}
+                                       if f in optional and not (herk and f == "trans")}
 
         def make(
             m: Any, name: str = name, params: list[str] = params, seed: int = i, kw: dict[str, Any] = kw

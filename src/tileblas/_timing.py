@@ -162,10 +162,10 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
             got[k].append(turn(k, block[k]))
             if block_from is None:
                 block[k] = sized(min(got[k]))
-        if t == 0 and block_from is not None and sized(got[block_from][0]) > 2 * block[block_from]:
+        if t == 0 and block_from is not None and (again := sized(got[block_from][0])) > 2 * block[block_from]:
             # the one sizing call was slow (a stall of the machine): a block of a few calls would time the
             # waking of threads more than the calls; sized again, for all, from the first round's block
-            block = dict.fromkeys(keys, sized(got[block_from][0]))
+            block = dict.fromkeys(keys, again)
         t += 1
         if t < rounds:
             continue

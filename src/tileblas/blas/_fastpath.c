@@ -217,11 +217,7 @@ prefix_index(char c)
     return -1;
 }
 
-/* The value of an integer argument as the Python path reads it (int(o)), where o is a Python int, a bool,
- * a float or a NumPy integer, bool or floating scalar (lower=True, overwrite_b=np.True_, an np.int64 from a
- * loop; a float truncates toward zero, as f2py does): 1 with *v set (LONG_MAX or LONG_MIN for an integer
- * beyond long); 0 for anything else, and for floats that are not finite or beyond long (Python path: it
- * converts sequences as f2py does, and its errors name the argument). */
+/* int_value for everything but an exact int. */
 static int
 int_value_other(PyObject *o, long *v)
 {
@@ -258,6 +254,11 @@ int_value_other(PyObject *o, long *v)
     return 1;
 }
 
+/* The value of an integer argument as the Python path reads it (int(o)), where o is a Python int, a bool,
+ * a float or a NumPy integer, bool or floating scalar (lower=True, overwrite_b=np.True_, an np.int64 from a
+ * loop; a float truncates toward zero, as f2py does): 1 with *v set (LONG_MAX or LONG_MIN for an integer
+ * beyond long); 0 for anything else, and for floats that are not finite or beyond long (Python path: it
+ * converts sequences as f2py does, and its errors name the argument). */
 static inline int
 int_value(PyObject *o, long *v)
 {
@@ -908,10 +909,12 @@ runtime_in_force(void)
     return cur != Py_None;
 }
 
+/* Whether the C path is closed to this routine's calls now: off, no entry point, declined in this thread,
+ * or a runtime in force. */
 static int
-fn_missing(Level3Object *self)
+level3_closed(Level3Object *self)
 {
-    return entry[self->fam][self->prec] == NULL;
+    return !enabled || entry[self->fam][self->prec] == NULL || (declining && declined) || runtime_in_force();
 }
 
 /* The most elements of an operand the C path converts itself.  Beyond it the Python path converts (its
@@ -919,6 +922,21 @@ fn_missing(Level3Object *self)
  * leaves to the runtime or the recursion after all (a trsm of order 1024 with 64 right-hand sides) is not
  * converted twice; huge arrays (2^31 elements) are refused by the Python path before any copy. */
 #define CONVERT_MAX (1 << 18)
+
+/* A new Fortran-ordered copy of a in the dtype of precision prec, where a's dtype converts as the Python
+ * path converts it (real, integer or bool to any; complex to complex: astype(dtype, order='F')); a new
+ * reference, or NULL (no exception) where it does not. */
+static PyObject *
+cast_copy(PyArrayObject *a, int prec)
+{
+    int kind = PyArray_DESCR(a)->kind;
+    PyObject *r;
+    if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || (kind == 'c' && prec >= 2))) return NULL;
+    r = PyArray_FromArray(a, PyArray_DescrFromType(TYPENUM[prec]),
+                          NPY_ARRAY_F_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY);
+    if (r == NULL) PyErr_Clear();
+    return r;
+}
 
 /* A Level-3 operand the Python path would convert (tileblas.blas._common.as_matrix, _level3._output): an
  * ndarray of rank 2 of a real, integer or bool dtype other than the routine's (or complex, for a complex
@@ -932,7 +950,7 @@ convert_operand(PyObject *o, int prec, int inout, int overwrite, int *inplace)
 {
     PyArrayObject *a;
     PyObject *r;
-    int nd, kind, plain;
+    int nd, plain;
     if (!PyArray_CheckExact(o)) return NULL;
     a = (PyArrayObject *)o;
     nd = PyArray_NDIM(a);
@@ -940,8 +958,6 @@ convert_operand(PyObject *o, int prec, int inout, int overwrite, int *inplace)
     if (PyArray_SIZE(a) > CONVERT_MAX) return NULL;
     plain = PyArray_TYPE(a) == TYPENUM[prec] && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a);
     if (nd == 2 && plain) return NULL;  /* the common case: the C path takes it as it is */
-    kind = PyArray_DESCR(a)->kind;
-    if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || (kind == 'c' && prec >= 2))) return NULL;
     if (nd == 1 && plain && (!inout || (overwrite && PyArray_IS_F_CONTIGUOUS(a) && PyArray_ISWRITEABLE(a)))) {
         *inplace = inout;
         r = (PyObject *)a;
@@ -958,14 +974,8 @@ convert_operand(PyObject *o, int prec, int inout, int overwrite, int *inplace)
                    prec, 0);
         return r;
     }
-    else {
-        r = PyArray_FromArray(a, PyArray_DescrFromType(TYPENUM[prec]),
-                              NPY_ARRAY_F_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY);
-        if (r == NULL) {
-            PyErr_Clear();
-            return NULL;
-        }
-    }
+    else if ((r = cast_copy(a, prec)) == NULL)
+        return NULL;
     if (nd == 1) {
         npy_intp dims[2] = {PyArray_DIM(a, 0), 1};
         PyArray_Dims shape = {dims, 2};
@@ -996,8 +1006,7 @@ level3_small(Routine *routine, PyObject *const *args)
     int fam = self->fam, any = 0, last = (int)level3_nparams(fam) - 1, inplace = 0, io = -1, ow;
     PyObject *conv[3] = {NULL, NULL, NULL}, *given[8], *r;
     r = level3_call(routine, args);  /* the common call: nothing to convert, nothing more to pay */
-    if (r != Py_NotImplemented || !enabled || fn_missing(self) || (declining && declined) || runtime_in_force())
-        return r;
+    if (r != Py_NotImplemented || level3_closed(self)) return r;
     if ((ow = get_overwrite(args[last])) < 0) return r;  /* not an integer: the Python path names it */
     for (int i = 0; i < 3; i++) {
         int at = OPERAND[fam][i];
@@ -1043,7 +1052,7 @@ level3_call(Routine *routine, PyObject *const *args)
     scalar_t alpha, beta;
     double flops;
 
-    if (!enabled || fn == NULL || (declining && declined) || runtime_in_force()) NOT_HANDLED;
+    if (level3_closed(self)) NOT_HANDLED;
 
     switch (fam) {
     case GEMM: {
@@ -1683,20 +1692,13 @@ static PyObject *
 convert_array(PyObject *o, int prec)
 {
     PyArrayObject *a;
-    PyObject *r;
-    int kind;
     if (!PyArray_CheckExact(o)) return NULL;
     a = (PyArrayObject *)o;
     if (PyArray_NDIM(a) < 1 || PyArray_SIZE(a) < 1 || PyArray_SIZE(a) > CONVERT_MAX) return NULL;
     if (PyArray_TYPE(a) == TYPENUM[prec] && PyArray_ISALIGNED(a) && PyArray_ISNOTSWAPPED(a)
         && (PyArray_IS_F_CONTIGUOUS(a) || PyArray_IS_C_CONTIGUOUS(a)))
         return NULL;  /* the common case: the C path takes it as it is */
-    kind = PyArray_DESCR(a)->kind;
-    if (!(kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || (kind == 'c' && prec >= 2))) return NULL;
-    r = PyArray_FromArray(a, PyArray_DescrFromType(TYPENUM[prec]),
-                          NPY_ARRAY_F_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY);
-    if (r == NULL) PyErr_Clear();
-    return r;
+    return cast_copy(a, prec);
 }
 
 static PyObject *level12_call(Routine *routine, PyObject *const *args);
@@ -1712,7 +1714,7 @@ level12_small(Routine *routine, PyObject *const *args)
     PyObject *given[16], *r;
     int any = 0;
     r = level12_call(routine, args);  /* the common call: nothing to convert, nothing more to pay */
-    if (r != Py_NotImplemented) return r;
+    if (r != Py_NotImplemented || self->fn == NULL || (declining && declined)) return r;  /* or closed */
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PyObject *c;
         if (!PyArray_CheckExact(args[i])) continue;
