@@ -824,6 +824,64 @@ def test_a_new_c_has_its_other_triangle_zeroed(name):
             assert np.max(np.abs(got - ref)) <= 64 * k * np.finfo(dt).eps * scale, (name, n, order, lower)
 
 
+@pytest.mark.parametrize("name", ["ssyrk", "dsyrk", "ssyr2k", "dsyr2k"])
+def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
+    """Real syrk/syr2k with a new c and op(a) = a in Fortran order run as gemm over all of C below
+    RANK_GEMM_FLOPS (one call below the first limit, split below the second): on both sides of each
+    limit, both triangles, square and k = 64, the result is SciPy's within the error bound with the other
+    triangle exactly zero; trans 'T' on the data and a c given keep the rank-k call."""
+    from threadpoolctl import threadpool_limits
+
+    two = name.endswith("2k")
+    dt = DT[name[0]]
+    one_lim, split_lim = _dispatch.RANK_GEMM_FLOPS[name]
+    assert fp.get_rank_gemm()[name] == (one_lim, split_lim)
+    rng = np.random.default_rng(31)
+
+    def flops(n, k):
+        return (2.0 if two else 1.0) * n * (n + 1) * k
+
+    cases = []
+    for lim in (one_lim, split_lim):
+        for square in (True, False):
+            n = 8
+            while flops(n + 1, n + 1 if square else 64) < lim:
+                n += 1
+            cases += [(n, n if square else 64), (n + 1, n + 1 if square else 64)]
+    for limit in (None, 1):
+        with threadpool_limits(limit):
+            for (n, k), lower in itertools.product(cases, (0, 1)):
+                f = flops(n, k)
+                for tr, order in ((0, "F"), (1, "C"), (1, "F"), (0, "C")):
+                    shape = (n, k) if tr == 0 else (k, n)
+                    a = _rand(rng, shape, dt, order)
+                    args = (1.5, a, _rand(rng, shape, dt, order)) if two else (1.5, a)
+                    before = fp.rank_gemm_calls()
+                    got = getattr(tb, name)(*args, trans=tr, lower=lower)
+                    taken = fp.rank_gemm_calls() > before
+                    what = (name, n, k, tr, order, lower, limit)
+                    by_gemm = (tr == 0) == (order == "F")  # op(a) = a in Fortran order
+                    if not by_gemm or f >= split_lim or (limit == 1 and f >= one_lim):
+                        assert not taken, what
+                    elif f < one_lim:
+                        assert taken, what  # split or not, below the first limit it always runs as gemm
+                    ref = getattr(sb, name)(*args, trans=tr, lower=lower)
+                    assert got.dtype == dt and got.flags.f_contiguous, what
+                    other = np.triu(got, 1) if lower else np.tril(got, -1)
+                    assert not other.any(), what
+                    scale = 1.5 * k * float(np.max(np.abs(a))) ** 2 * (2 if two else 1)
+                    assert np.max(np.abs(got - ref)) <= 8 * k * np.finfo(dt).eps * scale, what
+            # a c given: the rank-k call, c's other triangle kept
+            n = cases[0][0]
+            a = _rand(rng, (n, n), dt)
+            args = (1.5, a, _rand(rng, (n, n), dt)) if two else (1.5, a)
+            c = _rand(rng, (n, n), dt)
+            before = fp.rank_gemm_calls()
+            got = getattr(tb, name)(*args, beta=0.0, c=c)
+            assert fp.rank_gemm_calls() == before
+            np.testing.assert_array_equal(np.tril(got, -1), np.tril(c, -1))
+
+
 def test_level12_fronts_bind_keywords_in_c():
     """Level 1/2 routines bind keyword calls in C too; only what they do not bind reaches Python."""
     calls = []

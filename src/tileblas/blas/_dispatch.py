@@ -72,6 +72,26 @@ SPLIT_COMPLEX_GEMM_LO = 7e5
 RANK_SPLIT_FLOPS = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}
 
 
+#: Real syrk/syr2k calls of the C path with a new c (c None, beta zero) and op(a) = a in Fortran order
+#: (trans 0 on a Fortran-ordered a, or trans 1 on a C-ordered one) below these flops (n(n+1)k, twice that
+#: for syr2k) run as one gemm over the whole n x n C (two for syr2k), the other triangle zeroed:
+#: (limit where that gemm is one call, limit where it runs split in column parts on the pool, as gemm
+#: calls of its flops do).  OpenBLAS's gemm has small-matrix kernels, its syrk/syr2k pack and walk the
+#: triangle, so at small orders gemm does twice the flops in less time.  Measured on 2 cores against SciPy
+#: (interleaved, best of 7; ratio = SciPy time / tileblas time, rank-k call -> gemm route): split,
+#: dsyrk n = 16-96 0.96-1.25x -> 1.62-2.11x, 120 1.39x -> 1.63x, 128 1.53-1.68x -> 1.15-1.34x (lost),
+#: with k = 64 n = 64-160 1.01-2.10x -> 2.11-2.27x, 192 2.10x -> 1.53x; ssyrk alike (n = 96 1.37x ->
+#: 2.13x, 128 1.94x -> 1.65x); dsyr2k n = 16-104 0.97-1.05x -> 1.25-1.53x, 112-128 equal, with k = 64
+#: n = 144 1.04x -> 1.36x, 120-129 equal, 176 1.10x -> 0.98x; ssyr2k n = 16-112 1.16-1.38x ->
+#: 1.28-1.95x, 120 1.19x -> 1.08x, with k = 64 n = 176 1.25x -> 1.16x.  One call (one thread):
+#: dsyrk n = 32-80 0.97-1.02x -> 1.11-1.92x, 96 equal, with k = 64 n = 96 0.97x -> 1.15x, 128 1.01x ->
+#: 0.65x; dsyr2k n = 48 1.04x -> 1.22x, 64 equal, 80 1.01x -> 0.89x; ssyrk n = 80 1.26x -> 1.51x, with
+#: k = 64 n = 128 1.13x -> 0.90x; ssyr2k n = 64 1.32x -> 1.39x, 80 1.29x -> 1.23x.  Not taken with
+#: trans 'T' on the Fortran data (gemm 'T', 'N' is slower: dsyr2k n = 48 0.98x -> 0.76x) nor for a c
+#: given (a scratch copy of c cost what gemm saved: dsyrk n = 96 1.32x -> 1.01x).
+RANK_GEMM_FLOPS = {"dsyrk": (6e5, 1.8e6), "ssyrk": (6e5, 1.8e6), "dsyr2k": (3e5, 1.8e6), "ssyr2k": (4e5, 2.8e6)}
+
+
 def split_ranges() -> dict[str, tuple[float, float]]:
     """Per routine name ('dgemm', 'zherk', ...), the flops [lo, hi) of the C path's calls run split."""
     from tileblas.blas._level3 import LEVEL3_FAMILIES
@@ -183,6 +203,8 @@ def _sync_fastpath(rt: Any) -> None:
     _runtime.on_release(_release)  # off again when rt closes or stops being the default
     lib = _openblas.get_library(threads)
     _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps})
+    if hasattr(_fastpath, "set_rank_gemm"):
+        _fastpath.set_rank_gemm(RANK_GEMM_FLOPS)
     if threads > 1:
         one = _openblas.get_library(1)
         # every family's one-thread entry points: below ONE_THREAD_FLOPS, and where the thread pool finds

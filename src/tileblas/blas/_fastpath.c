@@ -884,6 +884,95 @@ run_rank_split(int fam, int prec, double flops, const RankJob *whole)
     return run_parts(rank_job, job, jobs, sizeof(RankJob));
 }
 
+/* Real syrk/syr2k with trans 'N' (after any transposition) and a new c (c None, beta zero) below
+ * rank_gemm[family][precision][split] flops (n (n + 1) k, 2x for syr2k; set_rank_gemm; [1] where the
+ * gemms run split on the pool, [0] where they run as one call): one gemm (two for syr2k) over the whole
+ * n x n C instead of the rank-k call, the other triangle zeroed after.  OpenBLAS's
+ * gemm has small-matrix kernels (a product of up to about 100^3 is computed without packing); its
+ * syrk/syr2k drivers pack and walk the triangle block by block, so that at small orders they take longer
+ * than gemm takes for twice the flops.  Not for trans 'T' (gemm 'T', 'N' is slower there) nor for a c
+ * given (a scratch copy of c cost what gemm saved).  Measured: see tileblas.blas._dispatch.RANK_GEMM_FLOPS. */
+static double rank_gemm[NFAM][4][2];
+static unsigned long long rank_gemm_calls = 0; /* calls that took it (counted under the GIL) */
+
+/* The work of the gemm route on columns j0..j1 of C (all of them, or one part of a split): the gemm of
+ * those columns (two for syr2k: alpha a b^T + alpha b a^T), then their part of the other triangle zeroed.
+ * Each part does both for its own columns on its own thread: C written by one thread and zeroed by
+ * another cost more than the gemm (dsyrk of order 64: 8.3 us against 4.1 us). */
+typedef struct {
+    void *fn;
+    int prec, two, lower;
+    int n, k, lda, ldb, ldc, j0, j1;
+    scalar_t alpha;
+    char *a, *b, *c;
+} RankGemmJob;
+
+static void
+rank_gemm_job(int i, void *p, int unused)
+{
+    RankGemmJob *j = (RankGemmJob *)p;
+    size_t es = elsize(j->prec);
+    int w = j->j1 - j->j0, ldy = j->two ? j->ldb : j->lda;
+    char *y = j->two ? j->b : j->a, *cj = j->c + (size_t)j->j0 * j->ldc * es, ta = 'N', tb = 'T';
+    scalar_t zero, one;
+    (void)i;
+    (void)unused;
+    memset(&zero, 0, sizeof zero);
+    one = zero;
+    if (j->prec == 0) one.f = 1.0f;
+    else one.d = 1.0;
+    /* columns j0.. of C take rows j0.. of the n x k a and b (columns of a^T, b^T) */
+    ((gemm_t)j->fn)(&ta, &tb, &j->n, &w, &j->k, &j->alpha, j->a, &j->lda, y + j->j0 * es, &ldy, &zero, cj, &j->ldc,
+                    1, 1);
+    if (j->two)
+        ((gemm_t)j->fn)(&ta, &tb, &j->n, &w, &j->k, &j->alpha, j->b, &j->ldb, j->a + j->j0 * es, &j->lda, &one, cj,
+                        &j->ldc, 1, 1);
+    for (int c = j->j0; c < j->j1; c++) {
+        char *col = j->c + (size_t)c * j->ldc * es;
+        if (j->lower) memset(col, 0, (size_t)c * es);
+        else memset(col + (size_t)(c + 1) * es, 0, (size_t)(j->n - c - 1) * es);
+    }
+}
+
+/* How many column parts the gemm route of a rank-k call of rank-k flops rkflops runs in (split_parts of
+ * its gemms), or -1 where the rank-k call is to be made instead. */
+static int
+rank_gemm_parts(int fam, int prec, double rkflops, int n, int k)
+{
+    int jobs;
+    if (!(rkflops < rank_gemm[fam][prec][1]) || entry[GEMM][prec] == NULL) return -1;
+    jobs = split_parts(GEMM, prec, 2.0 * n * n * k, n / (n / 8 > 16 ? n / 8 : 16));
+    return jobs > 0 || rkflops < rank_gemm[fam][prec][0] ? jobs : -1;
+}
+
+/* The rank-k call with trans 'N' (a, b n x k) into the new c by gemm: in `jobs` column parts at once on the
+ * pool (rank_gemm_parts), else as one call on the instance its flops pick. */
+static void
+rank_by_gemm(int prec, int two, int lower, int n, int k, const scalar_t *alpha, char *a, int lda, char *b, int ldb,
+             char *c, int ldc, int jobs)
+{
+    double flops = 2.0 * n * n * k;  /* of one gemm: the split and the instance go by gemm's own limits */
+    RankGemmJob whole = {.fn = entry[GEMM][prec], .prec = prec, .two = two, .lower = lower, .n = n, .k = k,
+                         .lda = lda, .ldb = ldb, .ldc = ldc, .j0 = 0, .j1 = n, .alpha = *alpha, .a = a, .b = b,
+                         .c = c};
+    RankGemmJob job[MAX_SPLIT];
+    int done = 0;
+    rank_gemm_calls++;
+    for (int i = 0; i < jobs; i++) {
+        int part = n / jobs + (i < n % jobs);
+        job[i] = whole;
+        job[i].fn = entry1[GEMM][prec];
+        job[i].j0 = done;
+        job[i].j1 = done += part;
+    }
+    if (jobs > 0 && run_parts(rank_gemm_job, job, jobs, sizeof(RankGemmJob))) return;
+    if (entry1[GEMM][prec] != NULL &&
+        (flops < one_limits[GEMM] ||
+         (flops >= crowded_lo && flops < crowded_hi && pool_crowded != NULL && pool_crowded())))
+        whole.fn = entry1[GEMM][prec];
+    RUN_IF(flops > GIL_FLOPS, rank_gemm_job(0, &whole, 0));
+}
+
 /* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
  * instance's entry point */
 #define PICK_ONE_THREAD()                                                                           \
@@ -1211,7 +1300,7 @@ level3_call(Routine *routine, PyObject *const *args)
         int o = two ? 1 : 0;
         int tr = get_flag(args[4 + o], 2), lo = get_flag(args[5 + o], 1), ow = get_overwrite(args[6 + o]);
         char trans, uplo;
-        int n, k, lda, ldb = 1, ldc, conj = 0, transposed, cbeta, fresh;
+        int n, k, lda, ldb = 1, ldc, conj = 0, transposed, cbeta, fresh, rparts;
         if (tr < 0 || lo < 0 || ow < 0) NOT_HANDLED;
         if (cplx && (herm ? tr == 1 : tr == 2)) NOT_HANDLED;  /* BLAS rejects these: Python raises */
         if (!get_scalar(args[0], prec, fam == HERK, &alpha)) NOT_HANDLED;
@@ -1266,6 +1355,11 @@ level3_call(Routine *routine, PyObject *const *args)
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldc = ld(out);
+        if (fresh && trans == 'N' && !cplx && (rparts = rank_gemm_parts(fam, prec, flops, n, k)) >= 0) {
+            rank_by_gemm(prec, two, lo, n, k, &alpha, PyArray_BYTES(a), lda, two ? PyArray_BYTES(b) : NULL, ldb,
+                         PyArray_BYTES(out), ldc, rparts);
+            break;
+        }
         if (fresh) zero_other_triangle(PyArray_BYTES(out), ldc, n, lo, elsize(prec));
         if (k > 0) {
             RankJob whole;
@@ -2567,6 +2661,66 @@ get_split(PyObject *mod, PyObject *unused)
 }
 
 static PyObject *
+set_rank_gemm(PyObject *mod, PyObject *arg)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    double lim[NFAM][4][2];
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_rank_gemm takes a dict {'dsyrk': (one_call, split), ...}");
+        return NULL;
+    }
+    memset(lim, 0, sizeof lim);
+    while (PyDict_Next(arg, &pos, &key, &value)) {
+        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        int f = -1, p = -1;
+        double one, split;
+        if (s != NULL && (p = prefix_index(s[0])) >= 0 && p < 2)
+            for (int i = 0; i < NFAM; i++)
+                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
+        if (f != SYRK && f != SYR2K) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "set_rank_gemm: %R is not a real syrk or syr2k routine", key);
+            return NULL;
+        }
+        if (!PyArg_ParseTuple(value, "dd;set_rank_gemm: each routine takes (one_call, split) flops", &one, &split))
+            return NULL;
+        lim[f][p][0] = one;
+        lim[f][p][1] = split;
+    }
+    memcpy(rank_gemm, lim, sizeof lim);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+get_rank_gemm(PyObject *mod, PyObject *unused)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL) return NULL;
+    for (int f = SYRK; f <= SYR2K; f += SYR2K - SYRK)
+        for (int p = 0; p < 2; p++) {
+            char name[16];
+            PyObject *v;
+            if (!(rank_gemm[f][p][0] > 0 || rank_gemm[f][p][1] > 0)) continue;
+            snprintf(name, sizeof name, "%c%s", PREFIXES[p], FAMILY[f]);
+            v = Py_BuildValue("(dd)", rank_gemm[f][p][0], rank_gemm[f][p][1]);
+            if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
+                Py_XDECREF(v);
+                Py_DECREF(d);
+                return NULL;
+            }
+            Py_DECREF(v);
+        }
+    return d;
+}
+
+static PyObject *
+get_rank_gemm_calls(PyObject *mod, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(rank_gemm_calls);
+}
+
+static PyObject *
 get_one_thread(PyObject *mod, PyObject *unused)
 {
     PyObject *d = PyDict_New();
@@ -2677,6 +2831,13 @@ static PyMethodDef methods[] = {
      "set_one_thread({family: flops}, {'dtrmm': address, ...}): calls below these flops run on these entry\n"
      "points (tileblas' one-thread OpenBLAS instance); replaces the previous setting."},
     {"get_one_thread", get_one_thread, METH_NOARGS, "The one-thread limits in force: {family: flops}."},
+    {"set_rank_gemm", set_rank_gemm, METH_O,
+     "set_rank_gemm({'dsyrk': (one_call, split), ...}): real syrk/syr2k calls with a new c and trans 'N'\n"
+     "below these flops (one_call: where the gemm is one call; split: where it runs split on the pool) run as\n"
+     "gemm over the whole of C; replaces the previous setting."},
+    {"get_rank_gemm", get_rank_gemm, METH_NOARGS,
+     "The rank-k-by-gemm limits in force: {'dsyrk': (one_call, split), ...}."},
+    {"rank_gemm_calls", get_rank_gemm_calls, METH_NOARGS, "How many syrk/syr2k calls ran as gemm so far."},
     {"set_level3_library", set_level3_library, METH_O,
      "set_level3_library({'dgemm': address, ...}): the Fortran entry points the small-call path calls."},
     {"decline", set_decline, METH_O,
