@@ -836,6 +836,10 @@ def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
     dt = DT[name[0]]
     one_lim, split_lim = _dispatch.RANK_GEMM_FLOPS[name]
     assert fp.get_rank_gemm()[name] == (one_lim, split_lim)
+    for bad, exc in (({"zsyrk": (1.0, 2.0)}, ValueError), ({name: 5.0}, TypeError), ({name: (1.0,)}, TypeError)):
+        with pytest.raises(exc, match="set_rank_gemm"):
+            fp.set_rank_gemm(bad)
+        assert fp.get_rank_gemm()[name] == (one_lim, split_lim)  # a refused setting changes nothing
     rng = np.random.default_rng(31)
 
     def flops(n, k):

@@ -884,6 +884,18 @@ run_rank_split(int fam, int prec, double flops, const RankJob *whole)
     return run_parts(rank_job, job, jobs, sizeof(RankJob));
 }
 
+/* The entry point of a call of family fam, precision prec and these flops: the one-thread instance's
+ * below the family's one-thread limit, or where the pool would run short of cores; else the pool's. */
+static void *
+pick_entry(int fam, int prec, double flops)
+{
+    if (entry1[fam][prec] != NULL &&
+        (flops < one_limits[fam] ||
+         (flops >= crowded_lo && flops < crowded_hi && pool_crowded != NULL && pool_crowded())))
+        return entry1[fam][prec];
+    return entry[fam][prec];
+}
+
 /* Real syrk/syr2k with trans 'N' (after any transposition) and a new c (c None, beta zero) below
  * rank_gemm[family][precision][split] flops (n (n + 1) k, 2x for syr2k; set_rank_gemm; [1] where the
  * gemms run split on the pool, [0] where they run as one call): one gemm (two for syr2k) over the whole
@@ -966,22 +978,9 @@ rank_by_gemm(int prec, int two, int lower, int n, int k, const scalar_t *alpha, 
         job[i].j1 = done += part;
     }
     if (jobs > 0 && run_parts(rank_gemm_job, job, jobs, sizeof(RankGemmJob))) return;
-    if (entry1[GEMM][prec] != NULL &&
-        (flops < one_limits[GEMM] ||
-         (flops >= crowded_lo && flops < crowded_hi && pool_crowded != NULL && pool_crowded())))
-        whole.fn = entry1[GEMM][prec];
+    whole.fn = pick_entry(GEMM, prec, flops);
     RUN_IF(flops > GIL_FLOPS, rank_gemm_job(0, &whole, 0));
 }
-
-/* a call below the family's one-thread limit, or one the pool would run short of cores: the one-thread
- * instance's entry point */
-#define PICK_ONE_THREAD()                                                                           \
-    do {                                                                                            \
-        if (entry1[fam][prec] != NULL &&                                                            \
-            (flops < one_limits[fam] ||                                                             \
-             (flops >= crowded_lo && flops < crowded_hi && pool_crowded != NULL && pool_crowded())))   \
-            fn = entry1[fam][prec];                                                                 \
-    } while (0)
 
 /* Whether a runtime is in force in this context (``with tileblas.Runtime(...)``): its calls are the
  * runtime's (the Python path); also where that cannot be read. */
@@ -1197,7 +1196,7 @@ level3_call(Routine *routine, PyObject *const *args)
                           (trb == 'N' ? (size_t)ldb : 1) * es, (size_t)ldc * es))
                 break;
         }
-        PICK_ONE_THREAD();
+        fn = pick_entry(fam, prec, flops);
         RUN3(((gemm_t)fn)(&tra, &trb, &m, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
                           PyArray_DATA(out), &ldc, 1, 1));
         break;
@@ -1285,7 +1284,7 @@ level3_call(Routine *routine, PyObject *const *args)
                               sd ? es : (size_t)ldb * es, sd ? es : (size_t)ldc * es);
         }
         if (!split) {
-            PICK_ONE_THREAD();
+            fn = pick_entry(fam, prec, flops);
             whole.fn = fn;
             RUN3(split_job(0, &whole, 0));
         }
@@ -1383,7 +1382,7 @@ level3_call(Routine *routine, PyObject *const *args)
             whole.cpre = conj && cbeta;
             if (run_rank_split(fam, prec, flops, &whole)) break;
         }
-        PICK_ONE_THREAD();
+        fn = pick_entry(fam, prec, flops);
         if (conj && cbeta) conj_triangle(PyArray_BYTES(out), ldc, n, lo, prec);
         if (two)
             RUN3(((syr2k_t)fn)(&uplo, &trans, &n, &k, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(b), &ldb, &beta,
@@ -1437,7 +1436,7 @@ level3_call(Routine *routine, PyObject *const *args)
         ldb = ld(out);
         side = sd ? 'R' : 'L';
         diag = dg ? 'U' : 'N';
-        PICK_ONE_THREAD();
+        fn = pick_entry(fam, prec, flops);
         RUN3(((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out), &ldb,
                           1, 1, 1, 1));
         break;
@@ -2396,6 +2395,33 @@ tri_key(const char *s, int *prec, int *side)
     return -1;
 }
 
+/* A routine name ("dgemm") -> its family, *prec its precision; -1 (no exception) when key is not one. */
+static int
+routine_key(PyObject *key, int *prec)
+{
+    const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+    if (s == NULL || (*prec = prefix_index(s[0])) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (int i = 0; i < NFAM; i++)
+        if (strcmp(s + 1, FAMILY[i]) == 0) return i;
+    return -1;
+}
+
+/* d[name] = v, v's reference taken over: 0, or -1 with d released (v NULL: its exception stands). */
+static int
+dict_put(PyObject *d, const char *name, PyObject *v)
+{
+    if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
+        Py_XDECREF(v);
+        Py_DECREF(d);
+        return -1;
+    }
+    Py_DECREF(v);
+    return 0;
+}
+
 static PyObject *
 set_level3_limits(PyObject *mod, PyObject *arg)
 {
@@ -2432,27 +2458,14 @@ get_level3_limits(PyObject *mod, PyObject *unused)
 {
     PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
-    for (int i = 0; i < NFAM; i++) {
-        PyObject *v = PyFloat_FromDouble(limits[i]);
-        if (v == NULL || PyDict_SetItemString(d, FAMILY[i], v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
-    }
+    for (int i = 0; i < NFAM; i++)
+        if (dict_put(d, FAMILY[i], PyFloat_FromDouble(limits[i])) < 0) return NULL;
     for (int f = 0; f < 2; f++)
         for (int p = 0; p < 4; p++)
             for (int sd = 0; sd < 2; sd++) {
                 char name[8];
-                PyObject *v = PyFloat_FromDouble(tri_limits[f][p][sd]);
                 snprintf(name, sizeof name, "%c%s/%c", PREFIXES[p], FAMILY[TRMM + f], "LR"[sd]);
-                if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
-                    Py_XDECREF(v);
-                    Py_DECREF(d);
-                    return NULL;
-                }
-                Py_DECREF(v);
+                if (dict_put(d, name, PyFloat_FromDouble(tri_limits[f][p][sd])) < 0) return NULL;
             }
     return d;
 }
@@ -2509,14 +2522,9 @@ get_recursion_windows(PyObject *mod, PyObject *unused)
             for (int sd = 0; sd < 2; sd++) {
                 char name[8];
                 const double *w = tri_window[f][p][sd];
-                PyObject *v = w[0] > 0 ? Py_BuildValue("(ddd)", w[0], w[1], w[2]) : Py_NewRef(Py_None);
                 snprintf(name, sizeof name, "%c%s/%c", PREFIXES[p], FAMILY[TRMM + f], "LR"[sd]);
-                if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
-                    Py_XDECREF(v);
-                    Py_DECREF(d);
+                if (dict_put(d, name, w[0] > 0 ? Py_BuildValue("(ddd)", w[0], w[1], w[2]) : Py_NewRef(Py_None)) < 0)
                     return NULL;
-                }
-                Py_DECREF(v);
             }
     return d;
 }
@@ -2543,14 +2551,9 @@ set_one_thread(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     }
     pos = 0;
     while (PyDict_Next(args[1], &pos, &key, &value)) {
-        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-        int f = -1, p;
+        int p, f = routine_key(key, &p);
         void *addr;
-        if (s != NULL && (p = prefix_index(s[0])) >= 0)
-            for (int i = 0; i < NFAM; i++)
-                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
         if (f < 0) {
-            PyErr_Clear();
             PyErr_Format(PyExc_ValueError, "set_one_thread: unknown Level-3 routine %R", key);
             return NULL;
         }
@@ -2593,16 +2596,15 @@ set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     for (int f = 0; f < NFAM; f++)
         for (int p = 0; p < 4; p++) lo[f][p] = hi[f][p] = 0.0;
     while (PyDict_Next(args[2], &pos, &key, &value)) {
-        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-        int f = -1, p = -1;
+        int p, f = routine_key(key, &p);
         double l, h;
-        if (s != NULL && (p = prefix_index(s[0])) >= 0)
-            for (int i = 0; i < NFAM; i++)
-                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
         if (f < GEMM || f > HER2K) {
-            PyErr_Clear();
             PyErr_Format(PyExc_ValueError, "set_split: %R is not a gemm, symm, hemm, syrk, herk, syr2k or her2k "
                                            "routine", key);
+            return NULL;
+        }
+        if (!PyTuple_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "set_split: %R takes a tuple (lo, hi) of flops, not %R", key, value);
             return NULL;
         }
         if (!PyArg_ParseTuple(value, "dd;set_split: each routine takes (lo, hi) flops", &l, &h)) return NULL;
@@ -2646,16 +2648,10 @@ get_split(PyObject *mod, PyObject *unused)
     if (d == NULL || split_slot < 0) return d;
     for (int f = 0; f < NFAM; f++)
         for (int p = 0; p < 4; p++) {
-            PyObject *v;
+            char name[16];
             if (!(split_hi[f][p] > split_lo[f][p])) continue;
-            v = Py_BuildValue("(dd)", split_lo[f][p], split_hi[f][p]);
-            if (v == NULL) { Py_DECREF(d); return NULL; }
-            {
-                char name[16];
-                snprintf(name, sizeof name, "%c%s", PREFIXES[p], FAMILY[f]);
-                if (PyDict_SetItemString(d, name, v) < 0) { Py_DECREF(v); Py_DECREF(d); return NULL; }
-            }
-            Py_DECREF(v);
+            snprintf(name, sizeof name, "%c%s", PREFIXES[p], FAMILY[f]);
+            if (dict_put(d, name, Py_BuildValue("(dd)", split_lo[f][p], split_hi[f][p])) < 0) return NULL;
         }
     return d;
 }
@@ -2672,15 +2668,15 @@ set_rank_gemm(PyObject *mod, PyObject *arg)
     }
     memset(lim, 0, sizeof lim);
     while (PyDict_Next(arg, &pos, &key, &value)) {
-        const char *s = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-        int f = -1, p = -1;
+        int p, f = routine_key(key, &p);
         double one, split;
-        if (s != NULL && (p = prefix_index(s[0])) >= 0 && p < 2)
-            for (int i = 0; i < NFAM; i++)
-                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
-        if (f != SYRK && f != SYR2K) {
-            PyErr_Clear();
+        if ((f != SYRK && f != SYR2K) || p >= 2) {
             PyErr_Format(PyExc_ValueError, "set_rank_gemm: %R is not a real syrk or syr2k routine", key);
+            return NULL;
+        }
+        if (!PyTuple_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "set_rank_gemm: %R takes a tuple (one_call, split) of flops, not %R", key,
+                         value);
             return NULL;
         }
         if (!PyArg_ParseTuple(value, "dd;set_rank_gemm: each routine takes (one_call, split) flops", &one, &split))
@@ -2700,16 +2696,9 @@ get_rank_gemm(PyObject *mod, PyObject *unused)
     for (int f = SYRK; f <= SYR2K; f += SYR2K - SYRK)
         for (int p = 0; p < 2; p++) {
             char name[16];
-            PyObject *v;
             if (!(rank_gemm[f][p][0] > 0 || rank_gemm[f][p][1] > 0)) continue;
             snprintf(name, sizeof name, "%c%s", PREFIXES[p], FAMILY[f]);
-            v = Py_BuildValue("(dd)", rank_gemm[f][p][0], rank_gemm[f][p][1]);
-            if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
-                Py_XDECREF(v);
-                Py_DECREF(d);
-                return NULL;
-            }
-            Py_DECREF(v);
+            if (dict_put(d, name, Py_BuildValue("(dd)", rank_gemm[f][p][0], rank_gemm[f][p][1])) < 0) return NULL;
         }
     return d;
 }
@@ -2726,17 +2715,10 @@ get_one_thread(PyObject *mod, PyObject *unused)
     PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
     for (int i = 0; i < NFAM; i++) {
-        PyObject *v;
         int any = 0;
         for (int p = 0; p < 4; p++) any |= entry1[i][p] != NULL;
         if (!(one_limits[i] > 0) || !any) continue;
-        v = PyFloat_FromDouble(one_limits[i]);
-        if (v == NULL || PyDict_SetItemString(d, FAMILY[i], v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
+        if (dict_put(d, FAMILY[i], PyFloat_FromDouble(one_limits[i])) < 0) return NULL;
     }
     return d;
 }
@@ -2753,15 +2735,9 @@ set_level3_library(PyObject *mod, PyObject *arg)
     }
     memset(newentry, 0, sizeof newentry);
     while (PyDict_Next(arg, &pos, &key, &value)) {
-        const char *s = PyUnicode_AsUTF8(key);
-        int p = -1, f = -1;
+        int p, f = routine_key(key, &p);
         void *addr;
-        if (s == NULL) return NULL;
-        p = prefix_index(s[0]);
-        if (p >= 0)
-            for (int i = 0; i < NFAM; i++)
-                if (strcmp(s + 1, FAMILY[i]) == 0) f = i;
-        if (p < 0 || f < 0) {
+        if (f < 0) {
             PyErr_Format(PyExc_ValueError, "unknown Level-3 routine %R", key);
             return NULL;
         }
