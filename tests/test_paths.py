@@ -282,6 +282,11 @@ def test_info_shows_the_crossovers_in_force(tmp_path, monkeypatch, capsys):
     main(["info"])
     out = capsys.readouterr().out
     assert "Level-3 paths" in out and "shipped default" in out
+    from tileblas.blas import _dispatch
+
+    lo, hi = _dispatch.RANK_GEMM_FLOPS["dsyrk"]
+    assert f"dsyrk below {lo:.3g} ({hi:.3g} split)" in out  # the syrk gemm route's limits, and whence
+    assert "shipped constants of tileblas.blas._dispatch" in out
     pol = _policy(tile=123456789.0, recursion=(2048.0, 16.0, 64.0))
     f = tmp_path / "paths.json"
     _paths.save_policy(pol, f)
