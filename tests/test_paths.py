@@ -400,3 +400,90 @@ def test_save_policy_under_a_file_names_the_path(tmp_path):
         _paths.save_policy(_paths.PathPolicy(), target)
     assert str(target) in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing left behind
+
+
+def test_tuned_rank_gemm_limits_reach_the_c_path_and_info(tmp_path, monkeypatch, capsys):
+    """A policy file's rank_gemm limits (what tune measured for the syrk/syr2k gemm route) are written and
+    read back, handed to the C path in place of the shipped ones for the routines they name, and shown as
+    tuned by info; a damaged entry leaves the shipped default in force, with a note naming it."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.cli import main
+
+    pol = _policy()
+    pol.rank_gemm = {"dsyrk": (1e5, 2e5)}
+    f = tmp_path / "paths.json"
+    _paths.save_policy(pol, f)
+    assert json.loads(f.read_text())["rank_gemm"] == {"dsyrk": [1e5, 2e5]}
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        _dispatch.apply_policy(reload=True)
+        assert _paths.policy().rank_gemm == {"dsyrk": (1e5, 2e5)}
+        _runtime.set_runtime(None)
+        blas.dgemm(1.0, [[1.0]], [[1.0]])  # the C path set up for the default runtime reads them too
+        got = fp.get_rank_gemm()
+        assert got["dsyrk"] == (1e5, 2e5) and got["dsyr2k"] == _dispatch.RANK_GEMM_FLOPS["dsyr2k"]
+        main(["info"])
+        assert "dsyrk below 1e+05 (2e+05 split) (tuned)" in capsys.readouterr().out
+        for bad in ({"zsyrk": [1.0, 2.0]}, {"dsyrk": [1.0]}, {"dsyrk": [-1.0, 2.0]}, {"dsyrk": "x"}):
+            data = json.loads(f.read_text())
+            data["rank_gemm"] = bad
+            f.write_text(json.dumps(data))
+            p = _paths.reload()
+            assert p.source == "shipped default" and "rank_gemm" in p.note, bad
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)
+    assert fp.get_rank_gemm() == _dispatch.RANK_GEMM_FLOPS
+
+
+def test_measure_rank_gemm_measures_and_restores_the_c_path():
+    """measure_rank_gemm times the gemm route against the rank-k call and returns limits (one call <=
+    split, each 0 or a flop count of the ladder's range) with its rows, leaving the C path's limits as it
+    found them."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.perf._pathtune import measure_rank_gemm
+
+    _runtime.set_runtime(None)
+    blas.dgemm(1.0, [[1.0]], [[1.0]])
+    before = fp.get_rank_gemm()
+    limits, rows = measure_rank_gemm(("ssyrk",), (16, 24), (64,), reps=1, settle=0.0)
+    assert fp.get_rank_gemm() == before
+    assert set(limits) == {"ssyrk"}
+    one, split = limits["ssyrk"]
+    assert 0.0 <= one <= split <= 65.0 * 64 * 64 + 1
+    assert [r[:2] for r in rows["ssyrk"]][:2] == [["one_call", 16], ["one_call", 24]]
+    assert all(r[2] > 0 and r[3] > 0 for r in rows["ssyrk"])
+
+
+@pytest.mark.parametrize("kwargs, match", [({"routines": ("zsyrk",)}, "routines"), ({"reps": 0}, "reps"),
+                                           ({"one_orders": ()}, "one_orders"), ({"split_orders": (0,)}, "split_orders")])
+def test_measure_rank_gemm_refuses_bad_arguments_by_name(kwargs, match):
+    from tileblas.perf._pathtune import measure_rank_gemm
+
+    with pytest.raises(ValueError, match=match):
+        measure_rank_gemm(**kwargs)
+
+
+def test_tune_measures_and_stores_the_rank_gemm_limits(tmp_path, monkeypatch, capsys):
+    """`tileblas tune --paths-only` with syrk among the families measures the C path's syrk gemm route
+    (s and d) and stores its limits, which the C path then takes."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.cli import main
+
+    _runtime.set_runtime(None)
+    f = tmp_path / "paths.json"
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        rc = main(["tune", "--paths-only", "--path-sizes", "32", "--path-reps", "1", "--settle", "0",
+                   "--families", "syrk", "--classes", "real", "--rank-gemm-orders", "16,24",
+                   "--rank-gemm-split-orders", "64", "--rank-gemm-reps", "1", "--no-progress"])
+        assert rc in (0, None)
+        out = capsys.readouterr().out
+        data = json.loads(f.read_text())
+        assert set(data["rank_gemm"]) == {"ssyrk", "dsyrk"} and set(data["measured"]["rank_gemm"]) == {"ssyrk", "dsyrk"}
+        assert "as gemm over all of C below" in out
+        blas.dgemm(1.0, [[1.0]], [[1.0]])
+        assert fp.get_rank_gemm()["dsyrk"] == tuple(data["rank_gemm"]["dsyrk"])
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)

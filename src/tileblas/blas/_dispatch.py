@@ -24,7 +24,8 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "fastpath_windows", "set_small_path"]
+__all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "fastpath_windows", "rank_gemm_limits",
+           "set_small_path"]
 
 _APPLIED = [False]
 
@@ -92,6 +93,16 @@ RANK_SPLIT_FLOPS = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5
 RANK_GEMM_FLOPS = {"dsyrk": (6e5, 1.8e6), "ssyrk": (6e5, 1.8e6), "dsyr2k": (3e5, 1.8e6), "ssyr2k": (4e5, 2.8e6)}
 
 
+def rank_gemm_limits() -> dict[str, tuple[float, float]]:
+    """Per real syrk/syr2k routine, the gemm route's limits in force: what ``tileblas tune`` measured (the
+    path policy's ``rank_gemm``), else :data:`RANK_GEMM_FLOPS`."""
+    from tileblas.policy import _paths
+
+    out = dict(RANK_GEMM_FLOPS)
+    out.update(_paths.policy().rank_gemm)
+    return out
+
+
 def split_ranges() -> dict[str, tuple[float, float]]:
     """Per routine name ('dgemm', 'zherk', ...), the flops [lo, hi) of the C path's calls run split."""
     from tileblas.blas._level3 import LEVEL3_FAMILIES
@@ -148,6 +159,8 @@ def apply_policy(reload: bool = False) -> dict[str, float] | None:
     limits = fastpath_limits()
     setter(limits)
     _fastpath.set_recursion_windows(fastpath_windows())
+    if hasattr(_fastpath, "set_rank_gemm"):
+        _fastpath.set_rank_gemm(rank_gemm_limits())
     return limits
 
 
@@ -204,7 +217,7 @@ def _sync_fastpath(rt: Any) -> None:
     lib = _openblas.get_library(threads)
     _fastpath.set_level3_library({p + f: lib.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps})
     if hasattr(_fastpath, "set_rank_gemm"):
-        _fastpath.set_rank_gemm(RANK_GEMM_FLOPS)
+        _fastpath.set_rank_gemm(rank_gemm_limits())
     if threads > 1:
         one = _openblas.get_library(1)
         # every family's one-thread entry points: below ONE_THREAD_FLOPS, and where the thread pool finds

@@ -97,7 +97,8 @@ def paths_info() -> dict[str, Any]:
                             "rank_k": {"routines": "syrk, herk",
                                        "flops": {p: list(v) for p, v in _dispatch.RANK_SPLIT_FLOPS.items()}}}
                            if d["native_threads"] > 1 else {})
-    d["fastpath_rank_gemm"] = {k: list(v) for k, v in _dispatch.RANK_GEMM_FLOPS.items()}
+    d["fastpath_rank_gemm"] = {k: list(v) for k, v in _dispatch.rank_gemm_limits().items()}
+    d["fastpath_rank_gemm_tuned"] = sorted(pol.rank_gemm)
     d["fastpath_recursion"] = {k: (None if w is None else [int(x) if x < 1e300 else None for x in w])
                                for k, w in _dispatch.fastpath_windows().items()}
     try:
@@ -203,10 +204,12 @@ def _print_paths(p: dict[str, Any]) -> None:
              f"{sp['flops'][1]:.3g} flops; {sp['rank_k']['routines']} in strips, flops "
              + ", ".join(f"{p} {lo:.3g}-{hi:.3g}" for p, (lo, hi) in sp['rank_k']['flops'].items())
              if sp else "none"))
-    rg = ", ".join(f"{k} below {lo:.3g} ({hi:.3g} split)" for k, (lo, hi) in p.get("fastpath_rank_gemm", {}).items())
+    tuned = set(p.get("fastpath_rank_gemm_tuned", ()))
+    rg = ", ".join(f"{k} below {lo:.3g} ({hi:.3g} split){' (tuned)' if k in tuned else ''}"
+                   for k, (lo, hi) in p.get("fastpath_rank_gemm", {}).items())
     print(f"             real syrk/syr2k into a new c as gemm over all of C: {rg or 'none'}")
-    print("             (the one-thread, split and gemm limits: shipped constants of tileblas.blas._dispatch, "
-          "measured against SciPy on 2 cores)")
+    print("             (the one-thread and split limits, and the gemm limits not marked tuned: shipped constants "
+          "of tileblas.blas._dispatch, measured against SciPy on 2 cores)")
     win = ", ".join(f"{k} >= {w[0]}, {w[1]}-{w[2]}" for k, w in p.get("fastpath_recursion", {}).items() if w)
     print(f"             left to the Python path (recursion shapes: order, right-hand sides): {win or 'none'}")
     changed = p.get("tuning_changed") or {}

@@ -189,7 +189,7 @@ def _tune_paths(args: argparse.Namespace) -> int:
 
     from tileblas.blas import _dispatch
     from tileblas.policy import _paths
-    from tileblas.perf._pathtune import measure_policy
+    from tileblas.perf._pathtune import measure_policy, measure_rank_gemm
 
     if args.paths_file:
         target = Path(args.paths_file)
@@ -208,6 +208,14 @@ def _tune_paths(args: argparse.Namespace) -> int:
           f"right-hand sides {args.path_rhs}, best of {args.path_reps}")
     pol = measure_policy(args.path_sizes, args.path_orders, args.path_rhs, args.families, args.classes,
                          args.path_reps, args.settle, args.margin, progress=say)
+    rank = [r for r in _paths.RANK_GEMM_ROUTINES if r[1:] in args.families and "real" in args.classes]
+    if rank and not args.no_rank_gemm:
+        print(f"measuring the syrk/syr2k gemm route of the C path: {', '.join(rank)}, orders "
+              f"{args.rank_gemm_orders} (one call) and {args.rank_gemm_split_orders} (split), best of "
+              f"{args.rank_gemm_reps}")
+        pol.rank_gemm, rows = measure_rank_gemm(rank, args.rank_gemm_orders, args.rank_gemm_split_orders,
+                                                args.rank_gemm_reps, args.settle, args.margin, progress=say)
+        pol.measured["rank_gemm"] = rows
     path = _paths.save_policy(pol, target)
     print(f"path policy stored in {path}")
     for (fam, cls), v in sorted(pol.tile_flops.items()):
@@ -217,6 +225,8 @@ def _tune_paths(args: argparse.Namespace) -> int:
             line += ("; recursion never" if math.isinf(rule[0]) else
                      f"; recursion from order {rule[0]:.0f} with {rule[1]:.0f}-{rule[2]:.0f} right-hand sides")
         print(line)
+    for name, (one, split) in sorted(pol.rank_gemm.items()):
+        print(f"  {name:6s} as gemm over all of C below {one:.3g} flops (one call), {split:.3g} (split)")
     if path == _paths.policy_path():
         _dispatch.apply_policy(reload=True)
     else:
@@ -372,5 +382,12 @@ def register(subparsers: Any) -> None:
                    help="precision classes to measure (real: float64, complex: complex128)")
     g.add_argument("--settle", type=float, default=0.2, help="pause in seconds before each timed block")
     g.add_argument("--margin", type=float, default=0.03, help="a path must win by more than this to be chosen")
+    g.add_argument("--rank-gemm-orders", type=_ints, default=[16, 32, 48, 64, 80, 96, 112, 128],
+                   help="square orders for the syrk/syr2k gemm route as one call")
+    g.add_argument("--rank-gemm-split-orders", type=_ints, default=[64, 80, 96, 112, 128, 144, 160, 176],
+                   help="square orders for the syrk/syr2k gemm route split on the pool")
+    g.add_argument("--rank-gemm-reps", type=int, default=5, help="interleaved rounds per gemm-route point")
+    g.add_argument("--no-rank-gemm", action="store_true",
+                   help="do not measure the syrk/syr2k gemm route (its shipped limits stay in force)")
     _add_common(t)
     t.set_defaults(func=_cmd_tune)

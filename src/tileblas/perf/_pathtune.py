@@ -14,6 +14,12 @@ Design note
       won at every larger order; the rule ``[min_order, rhs_lo, rhs_hi]`` covers the longest run of
       consecutive right-hand-side counts that won somewhere, min_order the largest of their orders.
 
+    * the C small-call path's gemm route of real syrk/syr2k (:func:`measure_rank_gemm`) against the rank-k
+      call, both through ``tileblas.blas`` with a new c, square Fortran-ordered operands: as one call
+      with tileblas' instances held to one thread, and split on all threads.  Per routine the limit is
+      the flop count halfway (in order) past the last order of the first unbroken run of orders where
+      the route won by more than ``margin``; 0 where it lost at the smallest.
+
     Calls shorter than ``block_s`` are timed as a block of back-to-back calls on fresh outputs (the same
     rule for both sides), as in ``benchmarks/bench_trmm_trsm.py``.
 
@@ -30,9 +36,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tileblas._timing import interleaved
-from tileblas.policy._paths import CLASSES, FAMILIES, PathPolicy
+from tileblas.policy._paths import CLASSES, FAMILIES, RANK_GEMM_ROUTINES, PathPolicy
 
-__all__ = ["measure_policy"]
+__all__ = ["measure_policy", "measure_rank_gemm"]
 
 _DTYPE = {"real": np.float64, "complex": np.complex128}
 
@@ -192,3 +198,86 @@ def _prev(values: Sequence[int], v: int) -> int | None:
     s = sorted(values)
     i = s.index(v)
     return s[i - 1] if i else None
+
+
+def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
+                      one_orders: Sequence[int] = (16, 32, 48, 64, 80, 96, 112, 128),
+                      split_orders: Sequence[int] = (64, 80, 96, 112, 128, 144, 160, 176), reps: int = 5,
+                      settle: float = 0.2, margin: float = 0.03,
+                      progress: Callable[[str], None] | None = None) -> tuple[dict[str, tuple[float, float]], dict]:
+    """Measure where the C path's gemm route of real syrk/syr2k beats the rank-k call (see the module
+    notes): ``({'dsyrk': (one_call, split)}, rows measured)``.  Needs the C small-call path on the default
+    runtime; where it is off (no extension, ``TILEBLAS_SMALL_PATH=0``, a runtime in force) the result is
+    empty and the rows say why.  The C path's settings are restored afterwards."""
+    from threadpoolctl import threadpool_limits
+
+    from tileblas import blas as tb
+
+    for r in routines:
+        if r not in RANK_GEMM_ROUTINES:
+            raise ValueError(f"routines must be among {RANK_GEMM_ROUTINES}; got {r!r}")
+    for name, orders in (("one_orders", one_orders), ("split_orders", split_orders)):
+        if not orders or any(int(n) < 1 for n in orders):
+            raise ValueError(f"{name} must be a non-empty list of orders >= 1; got {list(orders)!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1; got {reps}")
+    say = progress or (lambda s: None)
+    try:
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        return {}, {"note": "no C small-call path in this build"}
+    tb.dgemm(1.0, [[1.0]], [[1.0]])  # a Python-path call: the C path goes on for the default runtime
+    if not _fastpath.enabled() or not hasattr(_fastpath, "set_rank_gemm"):
+        return {}, {"note": "the C small-call path is off here (TILEBLAS_SMALL_PATH=0 or a runtime in force)"}
+    saved = _fastpath.get_rank_gemm()
+    can_split = any(k.endswith("gemm") for k in _fastpath.get_split())
+    rng = np.random.default_rng(0)
+    limits: dict[str, tuple[float, float]] = {}
+    rows: dict[str, Any] = {}
+    try:
+        for name in routines:
+            dt = np.float32 if name[0] == "s" else np.float64
+            two = name.endswith("2k")
+            call = getattr(tb, name)
+
+            def flops(n: float) -> float:
+                return (2.0 if two else 1.0) * n * (n + 1.0) * n
+
+            found = []
+            for mode, orders in (("one_call", one_orders), ("split", split_orders)):
+                if mode == "split" and not can_split:
+                    found.append(found[0])  # no split here: the route runs as one call
+                    continue
+                # one_call: route always (tileblas' instances held to one thread); split: only where split
+                route = (1e300, 1e300) if mode == "one_call" else (0.0, 1e300)
+                wins = []
+                with threadpool_limits(1 if mode == "one_call" else None):
+                    for n in sorted(int(x) for x in orders):
+                        a = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
+                        args = (1.0, a, np.asfortranarray(rng.standard_normal((n, n)).astype(dt))) if two else (1.0, a)
+
+                        def contender(lim: tuple[float, float]) -> Callable[[], Callable[[], None]]:
+                            def prep() -> Callable[[], None]:
+                                _fastpath.set_rank_gemm(dict(saved, **{name: lim}))
+                                return lambda: call(*args)
+                            return prep
+
+                        best = interleaved({"rank_k": contender((0.0, 0.0)), "gemm": contender(route)}, reps,
+                                           fresh=True, settle=settle, warmup=1, block_s=0.03,
+                                           max_block=20000).best
+                        ratio = best["rank_k"] / best["gemm"]
+                        wins.append((n, ratio > 1.0 + margin))
+                        rows.setdefault(name, []).append([mode, n, best["rank_k"], best["gemm"], ratio])
+                        say(f"{name} {mode} n={n}: rank-k {best['rank_k'] * 1e6:.2f} us, gemm "
+                            f"{best['gemm'] * 1e6:.2f} us (gemm {ratio:.2f}x)")
+                lim = 0.0
+                for i, (n, won) in enumerate(wins):
+                    if not won:
+                        break
+                    nxt = wins[i + 1][0] if i + 1 < len(wins) else n
+                    lim = flops((n + nxt) / 2.0) if nxt > n else flops(n) + 1.0
+                found.append(lim)
+            limits[name] = (found[0], max(found[0], found[1]))
+    finally:
+        _fastpath.set_rank_gemm(saved)
+    return limits, rows

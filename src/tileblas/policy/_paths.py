@@ -26,6 +26,10 @@ The policy
       of order >= min_order with rhs_lo <= right-hand sides <= rhs_hi, on 2 or more BLAS threads;
       ``None`` in the shipped default, meaning the rule of :mod:`tileblas.policy._recursion`.
 
+    Apart from families and classes, ``rank_gemm`` holds what tune measured for the C small-call path's
+    gemm route of real syrk/syr2k (``{'dsyrk': (one_call, split)}`` flops, see
+    :data:`tileblas.blas._dispatch.RANK_GEMM_FLOPS`); a routine it does not name keeps that shipped value.
+
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
     rule of :mod:`tileblas.policy._recursion`.  On the development machine ``tileblas tune --paths-only``
     found one native call ahead of tiles for dgemm and dtrmm at n = 1024-3072 (docs/runtime.md has the
@@ -51,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["default_path", "policy_path", "PathPolicy", "policy", "reload", "save_policy", "FAMILY",
-           "FAMILIES", "CLASSES", "precision_class", "SCHEMA"]
+           "FAMILIES", "CLASSES", "precision_class", "SCHEMA", "RANK_GEMM_ROUTINES"]
 
 #: Routine -> routine family of the policy.
 FAMILY = {"gemm": "gemm", "symm": "symm", "hemm": "symm", "syrk": "syrk", "herk": "syrk",
@@ -60,6 +64,8 @@ FAMILIES = ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm")
 CLASSES = ("real", "complex")
 #: Version of the policy file's layout.
 SCHEMA = 1
+#: The routines of the C path's syrk/syr2k gemm route (``rank_gemm``).
+RANK_GEMM_ROUTINES = ("ssyrk", "dsyrk", "ssyr2k", "dsyr2k")
 
 
 def default_path() -> Path:
@@ -102,10 +108,13 @@ class PathPolicy:
         Why a file was not used (missing, damaged, other schema), else "".
     measured : dict
         What tune measured (kept for ``tileblas info``), possibly empty.
+    rank_gemm : dict
+        ``{'dsyrk': (one_call, split)}``: the gemm route's limits tune measured (empty: the shipped ones).
     """
 
     def __init__(self, tile_flops: dict | None = None, recursion: dict | None = None, source: str = "shipped default",
-                 file: str | None = None, note: str = "", measured: dict | None = None, threads: int = 0) -> None:
+                 file: str | None = None, note: str = "", measured: dict | None = None, threads: int = 0,
+                 rank_gemm: dict | None = None) -> None:
         self.tile_flops = {(f, c): math.inf for f in FAMILIES for c in CLASSES}
         self.tile_flops.update(tile_flops or {})
         self.recursion: dict = {(f, c): None for f in ("trmm", "trsm") for c in CLASSES}
@@ -115,6 +124,7 @@ class PathPolicy:
         self.note = note
         self.measured = measured or {}
         self.threads = threads
+        self.rank_gemm: dict[str, tuple[float, float]] = dict(rank_gemm or {})
         self._limits: dict[str, float] | None = None
 
     def tile_limit(self, name: str, dtype_char: str) -> float:
@@ -138,6 +148,7 @@ class PathPolicy:
             "recursion": {f"{f}/{c}": (None if v is None else [num(x) for x in v])
                           for (f, c), v in self.recursion.items()},
             "measured": self.measured,
+            "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
         }
 
     def describe(self) -> dict[str, Any]:
@@ -145,7 +156,8 @@ class PathPolicy:
         return {"source": self.source, "file": self.file, "note": self.note, "threads": self.threads,
                 "tile_flops": {f"{f}/{c}": (None if math.isinf(v) else v) for (f, c), v in self.tile_flops.items()},
                 "recursion": {f"{f}/{c}": (None if v is None else [None if math.isinf(x) else x for x in v])
-                              for (f, c), v in self.recursion.items()}}
+                              for (f, c), v in self.recursion.items()},
+                "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()}}
 
 
 def _parse(data: Any, file: str) -> PathPolicy:
@@ -167,9 +179,16 @@ def _parse(data: Any, file: str) -> PathPolicy:
             if len(v) != 3:
                 raise ValueError(f"recursion rule {key!r} must be [min_order, rhs_lo, rhs_hi]")
         rec[(fam, cls)] = v
+    rank: dict = {}
+    for key, v in (data.get("rank_gemm") or {}).items():
+        if key not in RANK_GEMM_ROUTINES:
+            raise ValueError(f"rank_gemm: unknown routine {key!r} (one of {RANK_GEMM_ROUTINES})")
+        if not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, (int, float)) and x >= 0 for x in v):
+            raise ValueError(f"rank_gemm {key!r} must be [one_call, split] flops >= 0; got {v!r}")
+        rank[key] = (float(v[0]), float(v[1]))
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(data.get("created", 0))))
     return PathPolicy(tiles, rec, f"tuned on {when}", file, "", data.get("measured") or {},
-                      int(data.get("threads", 0)))
+                      int(data.get("threads", 0)), rank)
 
 
 _lock = threading.Lock()
