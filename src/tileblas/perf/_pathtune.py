@@ -16,7 +16,9 @@ Design note
 
     * the C small-call path's gemm route of real syrk/syr2k (:func:`measure_rank_gemm`) against the rank-k
       call, both through ``tileblas.blas`` with a new c, square Fortran-ordered operands: as one call
-      with tileblas' instances held to one thread, and split on all threads.  Per routine the limit is
+      with tileblas' instances held to one thread, and split on all threads; each round times every
+      point once (a busy spell of the machine spoils one round of each point, the best is kept).  Per
+      routine the limit is
       the flop count halfway (in order) past the last order of the first unbroken run of orders where
       the route won by more than ``margin``; 0 where it lost at the smallest.
 
@@ -231,53 +233,64 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
         return {}, {"note": "the C small-call path is off here (TILEBLAS_SMALL_PATH=0 or a runtime in force)"}
     saved = _fastpath.get_rank_gemm()
     can_split = any(k.endswith("gemm") for k in _fastpath.get_split())
+    modes = ("one_call", "split") if can_split else ("one_call",)
     rng = np.random.default_rng(0)
-    limits: dict[str, tuple[float, float]] = {}
-    rows: dict[str, Any] = {}
+    points = []
+    for name in routines:
+        dt = np.float32 if name[0] == "s" else np.float64
+        for mode in modes:
+            for n in sorted({int(x) for x in (one_orders if mode == "one_call" else split_orders)}):
+                ops = [np.asfortranarray(rng.standard_normal((n, n)).astype(dt)) for _ in range(1 + name.endswith("2k"))]
+                points.append((name, mode, n, (1.0, *ops)))
+    best = {p[:3]: {"rank_k": math.inf, "gemm": math.inf} for p in points}
     try:
-        for name in routines:
-            dt = np.float32 if name[0] == "s" else np.float64
-            two = name.endswith("2k")
-            call = getattr(tb, name)
-
-            def flops(n: float) -> float:
-                return (2.0 if two else 1.0) * n * (n + 1.0) * n
-
-            found = []
-            for mode, orders in (("one_call", one_orders), ("split", split_orders)):
-                if mode == "split" and not can_split:
-                    found.append(found[0])  # no split here: the route runs as one call
-                    continue
-                # one_call: route always (tileblas' instances held to one thread); split: only where split
+        # every point once per round, the rounds one after another: a spell of a busy machine spoils one
+        # round of each point, not every round of some
+        for r in range(reps):
+            say(f"round {r + 1} of {reps}: {len(points)} points")
+            for name, mode, n, args in points:
+                call = getattr(tb, name)
+                # one_call: the route always (tileblas' instances held to one thread); split: only where split
                 route = (1e300, 1e300) if mode == "one_call" else (0.0, 1e300)
-                wins = []
+
+                def contender(lim: tuple[float, float], name: str = name, call: Any = call,
+                              args: tuple = args) -> Callable[[], Callable[[], None]]:
+                    def prep() -> Callable[[], None]:
+                        _fastpath.set_rank_gemm(dict(saved, **{name: lim}))
+                        return lambda: call(*args)
+                    return prep
+
                 with threadpool_limits(1 if mode == "one_call" else None):
-                    for n in sorted(int(x) for x in orders):
-                        a = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
-                        args = (1.0, a, np.asfortranarray(rng.standard_normal((n, n)).astype(dt))) if two else (1.0, a)
-
-                        def contender(lim: tuple[float, float]) -> Callable[[], Callable[[], None]]:
-                            def prep() -> Callable[[], None]:
-                                _fastpath.set_rank_gemm(dict(saved, **{name: lim}))
-                                return lambda: call(*args)
-                            return prep
-
-                        best = interleaved({"rank_k": contender((0.0, 0.0)), "gemm": contender(route)}, reps,
-                                           fresh=True, settle=settle, warmup=1, block_s=0.03,
-                                           max_block=20000).best
-                        ratio = best["rank_k"] / best["gemm"]
-                        wins.append((n, ratio > 1.0 + margin))
-                        rows.setdefault(name, []).append([mode, n, best["rank_k"], best["gemm"], ratio])
-                        say(f"{name} {mode} n={n}: rank-k {best['rank_k'] * 1e6:.2f} us, gemm "
-                            f"{best['gemm'] * 1e6:.2f} us (gemm {ratio:.2f}x)")
-                lim = 0.0
-                for i, (n, won) in enumerate(wins):
-                    if not won:
-                        break
-                    nxt = wins[i + 1][0] if i + 1 < len(wins) else n
-                    lim = flops((n + nxt) / 2.0) if nxt > n else flops(n) + 1.0
-                found.append(lim)
-            limits[name] = (found[0], max(found[0], found[1]))
+                    got = interleaved({"rank_k": contender((0.0, 0.0)), "gemm": contender(route)}, 1, fresh=True,
+                                      settle=settle, warmup=1, block_s=0.03, max_block=20000,
+                                      block_from="rank_k").best
+                for k in got:
+                    best[(name, mode, n)][k] = min(best[(name, mode, n)][k], got[k])
     finally:
         _fastpath.set_rank_gemm(saved)
+    limits: dict[str, tuple[float, float]] = {}
+    rows: dict[str, Any] = {}
+    for name in routines:
+        two = name.endswith("2k")
+        found = []
+        for mode in modes:
+            wins = []
+            for (nm, md, n), b in best.items():
+                if nm == name and md == mode:
+                    ratio = b["rank_k"] / b["gemm"]
+                    wins.append((n, ratio > 1.0 + margin))
+                    rows.setdefault(name, []).append([mode, n, b["rank_k"], b["gemm"], ratio])
+                    say(f"{name} {mode} n={n}: rank-k {b['rank_k'] * 1e6:.2f} us, gemm {b['gemm'] * 1e6:.2f} us "
+                        f"(gemm {ratio:.2f}x)")
+            lim = 0.0
+            for i, (n, won) in enumerate(wins):
+                if not won:
+                    break
+                nxt = wins[i + 1][0] if i + 1 < len(wins) else n
+                m = (n + nxt) / 2.0
+                lim = (2.0 if two else 1.0) * m * (m + 1.0) * m + (1.0 if nxt == n else 0.0)
+            found.append(lim)
+        if len(found) == 1:
+            found.append(found[0])  # no split here: the route runs as one call
+        limits[name] = (found[0], max(found[0], found[1]))
     return limits, rows
