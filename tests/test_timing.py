@@ -70,7 +70,10 @@ def test_block_from_one_contender_is_shared_and_sized_before_the_first_round():
     t = interleaved({"a": a, "b": b}, 2, block_s=0.02, max_block=1000, block_from="a")
     n = t.block["a"]
     assert t.block == {"a": n, "b": n} and 1 <= n <= 10
-    assert calls == {"a": 1 + 2 * n, "b": 2 * n}  # one sizing call of a, then two rounds of n calls each
+    assert calls["a"] == 1 + calls["b"]  # one sizing call of a, then the same blocks for both
+    # two rounds of n calls each; or, where the machine stalled the sizing call, a first round of fewer
+    # than n / 2 calls and the block sized again from it (test_block_from_a_slow_sizing_call_...)
+    assert calls["b"] == 2 * n or n + 1 <= calls["b"] < 1.5 * n, (calls, n)
 
 
 def test_block_from_a_slow_sizing_call_is_sized_again_after_the_first_round():
