@@ -834,7 +834,7 @@ def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
 
     two = name.endswith("2k")
     dt = DT[name[0]]
-    one_lim, split_lim = _dispatch.RANK_GEMM_FLOPS[name]
+    one_lim, split_lim = _dispatch.rank_gemm_limits()[name]
     assert fp.get_rank_gemm()[name] == (one_lim, split_lim)
     for bad, exc in (({"zsyrk": (1.0, 2.0)}, ValueError), ({name: 5.0}, TypeError), ({name: (1.0,)}, TypeError)):
         with pytest.raises(exc, match="set_rank_gemm"):
@@ -934,9 +934,9 @@ def test_small_trmm_calls_run_on_the_one_thread_instance():
     trmm calls); both sides of the limit give SciPy's result in every precision."""
     rt = _runtime.get_runtime()
     threads = int(getattr(rt, "_policy_threads", 0) or 0)
-    assert fp.get_one_thread() == (dict(_dispatch.ONE_THREAD_FLOPS) if threads > 1 else {})
+    assert fp.get_one_thread() == (_dispatch.one_thread_limits() if threads > 1 else {})
     rng = np.random.default_rng(11)
-    limit, below = _dispatch.ONE_THREAD_FLOPS["trmm"], 0
+    limit, below = _dispatch.one_thread_limits()["trmm"], 0
     for p, dt in DT.items():
         units = 4 if p in "cz" else 1
         for n in (16, 32, 40, 64, 65, 80):
@@ -958,4 +958,4 @@ def test_small_trmm_calls_run_on_the_one_thread_instance():
             fp.set_one_thread({"trmm": 1.0})
     finally:
         _dispatch._sync_fastpath(rt)
-    assert fp.get_one_thread() == (dict(_dispatch.ONE_THREAD_FLOPS) if threads > 1 else {})
+    assert fp.get_one_thread() == (_dispatch.one_thread_limits() if threads > 1 else {})

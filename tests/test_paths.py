@@ -433,7 +433,7 @@ def test_tuned_rank_gemm_limits_reach_the_c_path_and_info(tmp_path, monkeypatch,
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
-    assert fp.get_rank_gemm() == _dispatch.RANK_GEMM_FLOPS
+    assert fp.get_rank_gemm() == _dispatch.rank_gemm_limits()
 
 
 def test_measure_rank_gemm_measures_and_restores_the_c_path():
@@ -484,6 +484,110 @@ def test_tune_measures_and_stores_the_rank_gemm_limits(tmp_path, monkeypatch, ca
         assert "as gemm over all of C below" in out
         blas.dgemm(1.0, [[1.0]], [[1.0]])
         assert fp.get_rank_gemm()["dsyrk"] == tuple(data["rank_gemm"]["dsyrk"])
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)
+
+
+def test_gain_limit_takes_the_orders_up_to_the_peak_of_the_summed_gain():
+    from tileblas.perf._pathtune import _gain_limit
+
+    cube = lambda m: m ** 3  # noqa: E731
+    # equal at the tiny orders (one a little behind), ahead from 24 or 32, behind from 48 or 128
+    d = [(16, 1.01), (24, 1.01), (32, 2.19), (48, 1.5), (64, 1.23), (80, 1.14), (96, 1.06), (128, 0.91)]
+    assert _gain_limit(d, cube, 0.03) == 112 ** 3  # halfway between 96 and 128
+    z = [(16, 0.96), (24, 1.38), (32, 1.06), (48, 0.88), (64, 0.72)]
+    assert _gain_limit(z, cube, 0.03) == 40 ** 3
+    assert _gain_limit([(16, 0.9), (32, 0.95)], cube, 0.03) == 0.0  # never ahead: never taken
+    assert _gain_limit([(16, 1.5)], cube, 0.03) == 16 ** 3 + 1  # ahead at the last order: just above it
+    assert _gain_limit([(16, 1.02), (32, 1.02)], cube, 0.03) == 0.0  # within the margin is no gain
+
+
+def test_tuned_one_thread_limit_reaches_the_c_path_and_info(tmp_path, monkeypatch, capsys):
+    """A policy file's one_thread limit replaces the shipped ONE_THREAD_FLOPS in the C path and is shown
+    as tuned; a damaged entry leaves the shipped default in force, with a note naming it."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.cli import main
+
+    pol = _policy()
+    pol.one_thread = {"trmm": 1e5}
+    f = tmp_path / "paths.json"
+    _paths.save_policy(pol, f)
+    assert json.loads(f.read_text())["one_thread"] == {"trmm": 1e5}
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        _runtime.set_runtime(None)
+        blas.dgemm(1.0, [[1.0]], [[1.0]])
+        _dispatch.apply_policy(reload=True)  # also hands the C path its other limits again
+        assert _dispatch.one_thread_limits() == {"trmm": 1e5}
+        multi = bool(fp.get_split())  # several threads: the one-thread instance is in use
+        assert fp.get_one_thread() == ({"trmm": 1e5} if multi else {})
+        main(["info"])
+        out = capsys.readouterr().out
+        if multi:
+            assert "trmm below 1e+05 flops (tuned)" in out
+        for bad in ({"trsv": 1.0}, {"trmm": -1.0}, {"trmm": "x"}, {"trmm": True}):
+            data = json.loads(f.read_text())
+            data["one_thread"] = bad
+            f.write_text(json.dumps(data))
+            p = _paths.reload()
+            assert p.source == "shipped default" and "one_thread" in p.note, bad
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)
+    assert _paths.policy().file != str(f)  # the test's file is no longer read
+    if fp.get_split():
+        assert fp.get_one_thread() == _dispatch.one_thread_limits()
+
+
+def test_measure_one_thread_measures_and_restores_the_c_path():
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.perf._pathtune import measure_one_thread
+
+    _runtime.set_runtime(None)
+    blas.dgemm(1.0, [[1.0]], [[1.0]])
+    before = fp.get_one_thread()
+    limits, rows = measure_one_thread(orders=(16, 24), reps=1, settle=0.0)
+    assert fp.get_one_thread() == before
+    if not before:
+        assert limits == {} and "note" in rows  # one thread here: nothing to choose
+        return
+    assert set(limits) == {"trmm"} and 0.0 <= limits["trmm"] <= 4.0 * 24 ** 3 + 1
+    assert [r[:2] for r in rows["trmm"]] == [["d", 16], ["d", 24], ["z", 16], ["z", 24]]
+
+
+@pytest.mark.parametrize("kwargs, match", [({"families": ("gemm",)}, "families"), ({"reps": 0}, "reps"),
+                                           ({"orders": ()}, "orders")])
+def test_measure_one_thread_refuses_bad_arguments_by_name(kwargs, match):
+    from tileblas.perf._pathtune import measure_one_thread
+
+    with pytest.raises(ValueError, match=match):
+        measure_one_thread(**kwargs)
+
+
+def test_tune_measures_and_stores_the_one_thread_limit(tmp_path, monkeypatch, capsys):
+    """`tileblas tune --paths-only` with trmm among the families measures the C path's one-thread limit
+    and stores it (where the C path runs on several threads)."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.cli import main
+
+    _runtime.set_runtime(None)
+    blas.dgemm(1.0, [[1.0]], [[1.0]])
+    multi = bool(fp.get_one_thread())
+    f = tmp_path / "paths.json"
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        rc = main(["tune", "--paths-only", "--path-sizes", "32", "--path-orders", "64", "--path-rhs", "8",
+                   "--path-reps", "1", "--settle", "0", "--families", "trmm", "--classes", "real",
+                   "--one-thread-orders", "16,24", "--one-thread-reps", "1", "--no-progress"])
+        assert rc in (0, None)
+        data = json.loads(f.read_text())
+        assert set(data["one_thread"]) == ({"trmm"} if multi else set())
+        if multi:
+            assert "on the one-thread instance below" in capsys.readouterr().out
+            blas.dgemm(1.0, [[1.0]], [[1.0]])
+            v = data["one_thread"]["trmm"]
+            assert fp.get_one_thread() == ({"trmm": v} if v > 0 else {})  # 0: never on one thread
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)

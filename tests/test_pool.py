@@ -607,7 +607,7 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
                         assert not np.signbit(np.diagonal(got).imag).any()
     finally:
         _fastpath.set_split(lib.pool_slot, get, shipped)
-        _fastpath.set_rank_gemm(_dispatch.RANK_GEMM_FLOPS)
+        _fastpath.set_rank_gemm(_dispatch.rank_gemm_limits())
 
 
 @pytest.mark.parametrize("prefix", "cz")

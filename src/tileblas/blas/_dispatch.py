@@ -24,8 +24,8 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "fastpath_windows", "rank_gemm_limits",
-           "set_small_path"]
+__all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "fastpath_windows", "one_thread_limits",
+           "rank_gemm_limits", "set_small_path"]
 
 _APPLIED = [False]
 
@@ -91,6 +91,16 @@ RANK_SPLIT_FLOPS = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5
 #: trans 'T' on the Fortran data (gemm 'T', 'N' is slower: dsyr2k n = 48 0.98x -> 0.76x) nor for a c
 #: given (a scratch copy of c cost what gemm saved: dsyrk n = 96 1.32x -> 1.01x).
 RANK_GEMM_FLOPS = {"dsyrk": (6e5, 1.8e6), "ssyrk": (6e5, 1.8e6), "dsyr2k": (3e5, 1.8e6), "ssyr2k": (4e5, 2.8e6)}
+
+
+def one_thread_limits() -> dict[str, float]:
+    """Per family, the flops below which the C path runs a call on the one-thread instance: what
+    ``tileblas tune`` measured (the path policy's ``one_thread``), else :data:`ONE_THREAD_FLOPS`."""
+    from tileblas.policy import _paths
+
+    out = dict(ONE_THREAD_FLOPS)
+    out.update(_paths.policy().one_thread)
+    return out
 
 
 def rank_gemm_limits() -> dict[str, tuple[float, float]]:
@@ -159,8 +169,8 @@ def apply_policy(reload: bool = False) -> dict[str, float] | None:
     limits = fastpath_limits()
     setter(limits)
     _fastpath.set_recursion_windows(fastpath_windows())
-    if hasattr(_fastpath, "set_rank_gemm"):
-        _fastpath.set_rank_gemm(rank_gemm_limits())
+    if _FAST[0] is not None:  # the C path's other limits (one thread, the gemm route) from the policy too
+        _sync_fastpath(_FAST[0])
     return limits
 
 
@@ -222,8 +232,8 @@ def _sync_fastpath(rt: Any) -> None:
         one = _openblas.get_library(1)
         # every family's one-thread entry points: below ONE_THREAD_FLOPS, and where the thread pool finds
         # the machine crowded (tileblas.kernels._pool.crowded)
-        _fastpath.set_one_thread(ONE_THREAD_FLOPS, {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items()
-                                                    for p in ps})
+        _fastpath.set_one_thread(one_thread_limits(), {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items()
+                                                       for p in ps})
         _fastpath.set_crowded(*_openblas.CROWDED_FLOPS)
         if lib.pool_slot is not None and hasattr(_fastpath, "set_split"):
             get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value

@@ -91,7 +91,8 @@ def paths_info() -> dict[str, Any]:
                            if getattr(tuning, f) != getattr(shipped, f)}
     d["native_threads"] = _threadpool.effective_threads(_threadpool.cpu_count())
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
-    d["fastpath_one_thread"] = (dict(_dispatch.ONE_THREAD_FLOPS) if d["native_threads"] > 1 else {})
+    d["fastpath_one_thread"] = (_dispatch.one_thread_limits() if d["native_threads"] > 1 else {})
+    d["fastpath_one_thread_tuned"] = sorted(pol.one_thread)
     d["fastpath_split"] = ({"routines": "gemm, symm, hemm", "flops": list(_dispatch.SPLIT_FLOPS),
                             "complex_gemm_from": _dispatch.SPLIT_COMPLEX_GEMM_LO,
                             "rank_k": {"routines": "syrk, herk",
@@ -196,7 +197,9 @@ def _print_paths(p: dict[str, Any]) -> None:
     lim = ", ".join(f"{k} {'all' if v is None else f'{v:.3g}'}" for k, v in p["fastpath_limits"].items())
     print(f"             C fast path {'limits' if p['fastpath'] else 'limits (no fast path module here)'} "
           f"(flops; above: tiles): {lim}")
-    one = ", ".join(f"{k} below {v:.3g} flops" for k, v in p.get("fastpath_one_thread", {}).items())
+    one_tuned = set(p.get("fastpath_one_thread_tuned", ()))
+    one = ", ".join(f"{k} below {v:.3g} flops{' (tuned)' if k in one_tuned else ''}"
+                    for k, v in p.get("fastpath_one_thread", {}).items())
     print(f"             on one thread (tileblas' one-thread instance): {one or 'none'}")
     sp = p.get("fastpath_split") or {}
     print("             split on the thread pool (parts on the one-thread instance): "
@@ -208,7 +211,7 @@ def _print_paths(p: dict[str, Any]) -> None:
     rg = ", ".join(f"{k} below {lo:.3g} ({hi:.3g} split){' (tuned)' if k in tuned else ''}"
                    for k, (lo, hi) in p.get("fastpath_rank_gemm", {}).items())
     print(f"             real syrk/syr2k into a new c as gemm over all of C: {rg or 'none'}")
-    print("             (the one-thread and split limits, and the gemm limits not marked tuned: shipped constants "
+    print("             (the split limits, and the one-thread and gemm limits not marked tuned: shipped constants "
           "of tileblas.blas._dispatch, measured against SciPy on 2 cores)")
     win = ", ".join(f"{k} >= {w[0]}, {w[1]}-{w[2]}" for k, w in p.get("fastpath_recursion", {}).items() if w)
     print(f"             left to the Python path (recursion shapes: order, right-hand sides): {win or 'none'}")

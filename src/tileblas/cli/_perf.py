@@ -189,7 +189,7 @@ def _tune_paths(args: argparse.Namespace) -> int:
 
     from tileblas.blas import _dispatch
     from tileblas.policy import _paths
-    from tileblas.perf._pathtune import measure_policy, measure_rank_gemm
+    from tileblas.perf._pathtune import measure_one_thread, measure_policy, measure_rank_gemm
 
     if args.paths_file:
         target = Path(args.paths_file)
@@ -216,6 +216,12 @@ def _tune_paths(args: argparse.Namespace) -> int:
         pol.rank_gemm, rows = measure_rank_gemm(rank, args.rank_gemm_orders, args.rank_gemm_split_orders,
                                                 args.rank_gemm_reps, args.settle, args.margin, progress=say)
         pol.measured["rank_gemm"] = rows
+    if "trmm" in args.families and not args.no_one_thread:
+        print(f"measuring the one-thread limit of the C path: trmm, orders {args.one_thread_orders}, float64 and "
+              f"complex128, best of {args.one_thread_reps}")
+        pol.one_thread, rows = measure_one_thread(("trmm",), args.one_thread_orders, args.one_thread_reps,
+                                                  args.settle, args.margin, progress=say)
+        pol.measured["one_thread"] = rows
     path = _paths.save_policy(pol, target)
     print(f"path policy stored in {path}")
     for (fam, cls), v in sorted(pol.tile_flops.items()):
@@ -225,6 +231,8 @@ def _tune_paths(args: argparse.Namespace) -> int:
             line += ("; recursion never" if math.isinf(rule[0]) else
                      f"; recursion from order {rule[0]:.0f} with {rule[1]:.0f}-{rule[2]:.0f} right-hand sides")
         print(line)
+    for fam, lim in sorted(pol.one_thread.items()):
+        print(f"  {fam:6s} on the one-thread instance below {lim:.3g} flops")
     for name, (one, split) in sorted(pol.rank_gemm.items()):
         print(f"  {name:6s} as gemm over all of C below {one:.3g} flops (one call), {split:.3g} (split)")
     if path == _paths.policy_path():
@@ -389,5 +397,10 @@ def register(subparsers: Any) -> None:
     g.add_argument("--rank-gemm-reps", type=int, default=5, help="interleaved rounds per gemm-route point")
     g.add_argument("--no-rank-gemm", action="store_true",
                    help="do not measure the syrk/syr2k gemm route (its shipped limits stay in force)")
+    g.add_argument("--one-thread-orders", type=_ints, default=[16, 24, 32, 48, 64, 80, 96, 128],
+                   help="square trmm orders for the one-thread instance against the pool")
+    g.add_argument("--one-thread-reps", type=int, default=5, help="interleaved rounds per one-thread point")
+    g.add_argument("--no-one-thread", action="store_true",
+                   help="do not measure the one-thread limit (its shipped value stays in force)")
     _add_common(t)
     t.set_defaults(func=_cmd_tune)

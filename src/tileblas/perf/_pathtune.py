@@ -18,9 +18,13 @@ Design note
       call, both through ``tileblas.blas`` with a new c, square Fortran-ordered operands: as one call
       with tileblas' instances held to one thread, and split on all threads; each round times every
       point once (a busy spell of the machine spoils one round of each point, the best is kept).  Per
-      routine the limit is
-      the flop count halfway (in order) past the last order of the first unbroken run of orders where
-      the route won by more than ``margin``; 0 where it lost at the smallest.
+      routine and way the limit (:func:`_gain_limit`): the orders up to the one where the summed log gain
+      over ``1 + margin`` peaks take the route, the limit lying halfway (in order) past it; 0 where no
+      prefix gains.
+
+    * the C small-call path's one-thread limit of trmm (:func:`measure_one_thread`): square calls through
+      ``tileblas.blas`` on the pool's instance against the one-thread instance, float64 and complex128,
+      every point once per round; the limit (:func:`_gain_limit`) is the smaller of the two precisions'.
 
     Calls shorter than ``block_s`` are timed as a block of back-to-back calls on fresh outputs (the same
     rule for both sides), as in ``benchmarks/bench_trmm_trsm.py``.
@@ -40,7 +44,7 @@ import numpy as np
 from tileblas._timing import interleaved
 from tileblas.policy._paths import CLASSES, FAMILIES, RANK_GEMM_ROUTINES, PathPolicy
 
-__all__ = ["measure_policy", "measure_rank_gemm"]
+__all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread"]
 
 _DTYPE = {"real": np.float64, "complex": np.complex128}
 
@@ -274,23 +278,106 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
         two = name.endswith("2k")
         found = []
         for mode in modes:
-            wins = []
+            pts = []
             for (nm, md, n), b in best.items():
                 if nm == name and md == mode:
                     ratio = b["rank_k"] / b["gemm"]
-                    wins.append((n, ratio > 1.0 + margin))
+                    pts.append((n, ratio))
                     rows.setdefault(name, []).append([mode, n, b["rank_k"], b["gemm"], ratio])
                     say(f"{name} {mode} n={n}: rank-k {b['rank_k'] * 1e6:.2f} us, gemm {b['gemm'] * 1e6:.2f} us "
                         f"(gemm {ratio:.2f}x)")
-            lim = 0.0
-            for i, (n, won) in enumerate(wins):
-                if not won:
-                    break
-                nxt = wins[i + 1][0] if i + 1 < len(wins) else n
-                m = (n + nxt) / 2.0
-                lim = (2.0 if two else 1.0) * m * (m + 1.0) * m + (1.0 if nxt == n else 0.0)
-            found.append(lim)
+            found.append(_gain_limit(pts, lambda m: (2.0 if two else 1.0) * m * (m + 1.0) * m, margin))
         if len(found) == 1:
             found.append(found[0])  # no split here: the route runs as one call
         limits[name] = (found[0], max(found[0], found[1]))
+    return limits, rows
+
+
+def _gain_limit(points: Sequence[tuple[int, float]], flops: Callable[[float], float], margin: float) -> float:
+    """The limit for a choice measured at ascending orders (``(order, time without / time with)``): the
+    orders up to the one where the summed log gain over ``1 + margin`` peaks take it.  The flops halfway
+    (in order) past that order; just above it when it is the last; 0 where no prefix gains.  A lone noisy
+    point at a tiny order (both ways equal there) neither stops the choice nor makes it."""
+    best, at, total = 0.0, -1, 0.0
+    for i, (_, ratio) in enumerate(points):
+        total += math.log(ratio / (1.0 + margin))
+        if total > best:
+            best, at = total, i
+    if at < 0:
+        return 0.0
+    n = points[at][0]
+    nxt = points[at + 1][0] if at + 1 < len(points) else n
+    return flops((n + nxt) / 2.0) if nxt > n else flops(n) + 1.0
+
+
+def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int] = (16, 24, 32, 48, 64, 80, 96, 128),
+                       reps: int = 5, settle: float = 0.2, margin: float = 0.03,
+                       progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], dict]:
+    """Measure per family the flops below which the C path's calls are faster on the one-thread instance
+    than on the pool's (see the module notes): ``({'trmm': flops}, rows measured)``.  Empty where the C
+    path is off or runs on one thread anyway; the C path's settings are restored afterwards."""
+    from tileblas import blas as tb
+    from tileblas.blas._level3 import LEVEL3_FAMILIES
+    from tileblas.kernels import _openblas
+
+    for f in families:
+        if f not in ("trmm",):
+            raise ValueError(f"families must be among ('trmm',); got {f!r}")
+    if not orders or any(int(n) < 1 for n in orders):
+        raise ValueError(f"orders must be a non-empty list of orders >= 1; got {list(orders)!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1; got {reps}")
+    say = progress or (lambda s: None)
+    try:
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        return {}, {"note": "no C small-call path in this build"}
+    tb.dgemm(1.0, [[1.0]], [[1.0]])  # a Python-path call: the C path goes on for the default runtime
+    if not _fastpath.enabled() or not _fastpath.get_one_thread():
+        return {}, {"note": "the C small-call path is off here or runs on one thread"}
+    saved = _fastpath.get_one_thread()
+    one = _openblas.get_library(1)
+    entries = {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps}
+    rng = np.random.default_rng(0)
+    points = []
+    for fam in families:
+        for p, dt in (("d", np.float64), ("z", np.complex128)):
+            for n in sorted({int(x) for x in orders}):
+                x = rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if p == "z" else 0)
+                a = np.asfortranarray((np.tril(x) / np.sqrt(n) + 2.0 * np.eye(n)).astype(dt))
+                b = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
+                points.append((fam, p, n, getattr(tb, p + fam), (1.0, a, b)))
+    best = {pt[:3]: {"pool": math.inf, "one": math.inf} for pt in points}
+    try:
+        for r in range(reps):
+            say(f"round {r + 1} of {reps}: {len(points)} points")
+            for fam, p, n, call, args in points:
+                def contender(lim: float, fam: str = fam, call: Any = call,
+                              args: tuple = args) -> Callable[[], Callable[[], None]]:
+                    def prep() -> Callable[[], None]:
+                        _fastpath.set_one_thread(dict(saved, **{fam: lim}), entries)
+                        return lambda: call(*args)
+                    return prep
+
+                got = interleaved({"pool": contender(0.0), "one": contender(1e300)}, 1, fresh=True, settle=settle,
+                                  warmup=1, block_s=0.03, max_block=20000, block_from="pool").best
+                for k in got:
+                    best[(fam, p, n)][k] = min(best[(fam, p, n)][k], got[k])
+    finally:
+        _fastpath.set_one_thread(saved, entries)
+    limits: dict[str, float] = {}
+    rows: dict[str, Any] = {}
+    for fam in families:
+        found = []
+        for p in "dz":
+            pts = []
+            for (f, q, n), b in best.items():
+                if f == fam and q == p:
+                    ratio = b["pool"] / b["one"]
+                    pts.append((n, ratio))
+                    rows.setdefault(fam, []).append([p, n, b["pool"], b["one"], ratio])
+                    say(f"{p}{fam} n={n}: pool {b['pool'] * 1e6:.2f} us, one thread {b['one'] * 1e6:.2f} us "
+                        f"(one thread {ratio:.2f}x)")
+            found.append(_gain_limit(pts, lambda m, c=(4.0 if p == "z" else 1.0): c * m ** 3, margin))
+        limits[fam] = min(found)
     return limits, rows

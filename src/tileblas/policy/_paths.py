@@ -28,7 +28,9 @@ The policy
 
     Apart from families and classes, ``rank_gemm`` holds what tune measured for the C small-call path's
     gemm route of real syrk/syr2k (``{'dsyrk': (one_call, split)}`` flops, see
-    :data:`tileblas.blas._dispatch.RANK_GEMM_FLOPS`); a routine it does not name keeps that shipped value.
+    :data:`tileblas.blas._dispatch.RANK_GEMM_FLOPS`), and ``one_thread`` the flops below which that path
+    runs a family's calls on the one-thread instance (``{'trmm': flops}``, see
+    :data:`tileblas.blas._dispatch.ONE_THREAD_FLOPS`); what they do not name keeps its shipped value.
 
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
     rule of :mod:`tileblas.policy._recursion`.  On the development machine ``tileblas tune --paths-only``
@@ -110,11 +112,13 @@ class PathPolicy:
         What tune measured (kept for ``tileblas info``), possibly empty.
     rank_gemm : dict
         ``{'dsyrk': (one_call, split)}``: the gemm route's limits tune measured (empty: the shipped ones).
+    one_thread : dict
+        ``{'trmm': flops}``: the one-thread limits tune measured (empty: the shipped ones).
     """
 
     def __init__(self, tile_flops: dict | None = None, recursion: dict | None = None, source: str = "shipped default",
                  file: str | None = None, note: str = "", measured: dict | None = None, threads: int = 0,
-                 rank_gemm: dict | None = None) -> None:
+                 rank_gemm: dict | None = None, one_thread: dict | None = None) -> None:
         self.tile_flops = {(f, c): math.inf for f in FAMILIES for c in CLASSES}
         self.tile_flops.update(tile_flops or {})
         self.recursion: dict = {(f, c): None for f in ("trmm", "trsm") for c in CLASSES}
@@ -125,6 +129,7 @@ class PathPolicy:
         self.measured = measured or {}
         self.threads = threads
         self.rank_gemm: dict[str, tuple[float, float]] = dict(rank_gemm or {})
+        self.one_thread: dict[str, float] = dict(one_thread or {})
         self._limits: dict[str, float] | None = None
 
     def tile_limit(self, name: str, dtype_char: str) -> float:
@@ -149,6 +154,7 @@ class PathPolicy:
                           for (f, c), v in self.recursion.items()},
             "measured": self.measured,
             "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
+            "one_thread": dict(self.one_thread),
         }
 
     def describe(self) -> dict[str, Any]:
@@ -157,7 +163,8 @@ class PathPolicy:
                 "tile_flops": {f"{f}/{c}": (None if math.isinf(v) else v) for (f, c), v in self.tile_flops.items()},
                 "recursion": {f"{f}/{c}": (None if v is None else [None if math.isinf(x) else x for x in v])
                               for (f, c), v in self.recursion.items()},
-                "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()}}
+                "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
+                "one_thread": dict(self.one_thread)}
 
 
 def _parse(data: Any, file: str) -> PathPolicy:
@@ -186,9 +193,16 @@ def _parse(data: Any, file: str) -> PathPolicy:
         if not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, (int, float)) and x >= 0 for x in v):
             raise ValueError(f"rank_gemm {key!r} must be [one_call, split] flops >= 0; got {v!r}")
         rank[key] = (float(v[0]), float(v[1]))
+    one: dict = {}
+    for key, v in (data.get("one_thread") or {}).items():
+        if key not in FAMILY:
+            raise ValueError(f"one_thread: unknown family {key!r} (one of {tuple(FAMILY)})")
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"one_thread {key!r} must be flops >= 0; got {v!r}")
+        one[key] = float(v)
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(data.get("created", 0))))
     return PathPolicy(tiles, rec, f"tuned on {when}", file, "", data.get("measured") or {},
-                      int(data.get("threads", 0)), rank)
+                      int(data.get("threads", 0)), rank, one)
 
 
 _lock = threading.Lock()
