@@ -206,6 +206,29 @@ def _prev(values: Sequence[int], v: int) -> int | None:
     return s[i - 1] if i else None
 
 
+def _check_ladder(reps: int, **ladders: Sequence[int]) -> None:
+    """Refuse, by name, a ladder of orders that is empty or holds an order below 1, and reps below 1."""
+    for name, orders in ladders.items():
+        if not orders or any(int(n) < 1 for n in orders):
+            raise ValueError(f"{name} must be a non-empty list of orders >= 1; got {list(orders)!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1; got {reps}")
+
+
+def _c_path() -> tuple[Any, str]:
+    """The C small-call path's module, on for the default runtime; or (None, why not)."""
+    from tileblas import blas as tb
+
+    try:
+        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        return None, "no C small-call path in this build"
+    tb.dgemm(1.0, [[1.0]], [[1.0]])  # a Python-path call: the C path goes on for the default runtime
+    if not _fastpath.enabled() or not hasattr(_fastpath, "set_rank_gemm"):
+        return None, "the C small-call path is off here (TILEBLAS_SMALL_PATH=0 or a runtime in force)"
+    return _fastpath, ""
+
+
 def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
                       one_orders: Sequence[int] = (16, 32, 48, 64, 80, 96, 112, 128),
                       split_orders: Sequence[int] = (64, 80, 96, 112, 128, 144, 160, 176), reps: int = 5,
@@ -222,19 +245,11 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
     for r in routines:
         if r not in RANK_GEMM_ROUTINES:
             raise ValueError(f"routines must be among {RANK_GEMM_ROUTINES}; got {r!r}")
-    for name, orders in (("one_orders", one_orders), ("split_orders", split_orders)):
-        if not orders or any(int(n) < 1 for n in orders):
-            raise ValueError(f"{name} must be a non-empty list of orders >= 1; got {list(orders)!r}")
-    if reps < 1:
-        raise ValueError(f"reps must be >= 1; got {reps}")
+    _check_ladder(reps, one_orders=one_orders, split_orders=split_orders)
     say = progress or (lambda s: None)
-    try:
-        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
-    except ImportError:
-        return {}, {"note": "no C small-call path in this build"}
-    tb.dgemm(1.0, [[1.0]], [[1.0]])  # a Python-path call: the C path goes on for the default runtime
-    if not _fastpath.enabled() or not hasattr(_fastpath, "set_rank_gemm"):
-        return {}, {"note": "the C small-call path is off here (TILEBLAS_SMALL_PATH=0 or a runtime in force)"}
+    _fastpath, why = _c_path()
+    if _fastpath is None:
+        return {}, {"note": why}
     saved = _fastpath.get_rank_gemm()
     can_split = any(k.endswith("gemm") for k in _fastpath.get_split())
     modes = ("one_call", "split") if can_split else ("one_call",)
@@ -323,18 +338,11 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     for f in families:
         if f not in ("trmm",):
             raise ValueError(f"families must be among ('trmm',); got {f!r}")
-    if not orders or any(int(n) < 1 for n in orders):
-        raise ValueError(f"orders must be a non-empty list of orders >= 1; got {list(orders)!r}")
-    if reps < 1:
-        raise ValueError(f"reps must be >= 1; got {reps}")
+    _check_ladder(reps, orders=orders)
     say = progress or (lambda s: None)
-    try:
-        from tileblas.blas import _fastpath  # type: ignore[attr-defined]
-    except ImportError:
-        return {}, {"note": "no C small-call path in this build"}
-    tb.dgemm(1.0, [[1.0]], [[1.0]])  # a Python-path call: the C path goes on for the default runtime
-    if not _fastpath.enabled() or not _fastpath.get_one_thread():
-        return {}, {"note": "the C small-call path is off here or runs on one thread"}
+    _fastpath, why = _c_path()
+    if _fastpath is None or not _fastpath.get_one_thread():
+        return {}, {"note": why or "the C small-call path runs on one thread here: nothing to choose"}
     saved = _fastpath.get_one_thread()
     one = _openblas.get_library(1)
     entries = {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps}
