@@ -402,6 +402,17 @@ def test_save_policy_under_a_file_names_the_path(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing left behind
 
 
+def _assert_refused(f, field, bads):
+    """Each of ``bads`` as the policy file's ``field`` leaves the shipped default in force, with a note
+    naming the field."""
+    for bad in bads:
+        data = json.loads(f.read_text())
+        data[field] = bad
+        f.write_text(json.dumps(data))
+        p = _paths.reload()
+        assert p.source == "shipped default" and field in p.note, bad
+
+
 def test_tuned_rank_gemm_limits_reach_the_c_path_and_info(tmp_path, monkeypatch, capsys):
     """A policy file's rank_gemm limits (what tune measured for the syrk/syr2k gemm route) are written and
     read back, handed to the C path in place of the shipped ones for the routines they name, and shown as
@@ -424,12 +435,8 @@ def test_tuned_rank_gemm_limits_reach_the_c_path_and_info(tmp_path, monkeypatch,
         assert got["dsyrk"] == (1e5, 2e5) and got["dsyr2k"] == _dispatch.RANK_GEMM_FLOPS["dsyr2k"]
         main(["info"])
         assert "dsyrk below 1e+05 (2e+05 split) (tuned)" in capsys.readouterr().out
-        for bad in ({"zsyrk": [1.0, 2.0]}, {"dsyrk": [1.0]}, {"dsyrk": [-1.0, 2.0]}, {"dsyrk": "x"}):
-            data = json.loads(f.read_text())
-            data["rank_gemm"] = bad
-            f.write_text(json.dumps(data))
-            p = _paths.reload()
-            assert p.source == "shipped default" and "rank_gemm" in p.note, bad
+        _assert_refused(f, "rank_gemm", ({"zsyrk": [1.0, 2.0]}, {"dsyrk": [1.0]}, {"dsyrk": [-1.0, 2.0]},
+                                         {"dsyrk": "x"}, {"dsyrk": [True, 2.0]}))
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
@@ -526,12 +533,7 @@ def test_tuned_one_thread_limit_reaches_the_c_path_and_info(tmp_path, monkeypatc
         out = capsys.readouterr().out
         if multi:
             assert "trmm below 1e+05 flops (tuned)" in out
-        for bad in ({"trsv": 1.0}, {"trmm": -1.0}, {"trmm": "x"}, {"trmm": True}):
-            data = json.loads(f.read_text())
-            data["one_thread"] = bad
-            f.write_text(json.dumps(data))
-            p = _paths.reload()
-            assert p.source == "shipped default" and "one_thread" in p.note, bad
+        _assert_refused(f, "one_thread", ({"trsv": 1.0}, {"trmm": -1.0}, {"trmm": "x"}, {"trmm": True}))
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)

@@ -765,6 +765,14 @@ run_parts(pool_dojob_t dojob, void *job, int jobs, size_t elsize)
     return 1;
 }
 
+/* The least part of a split along an order: an eighth of it, 16 at least (every part packs all of the
+ * other operand: thinner parts spend more on that than they gain). */
+static int
+least_part(int order)
+{
+    return order / 8 > 16 ? order / 8 : 16;
+}
+
 /* Run the call `whole` split where set_split asks for it: parts along its `len` rows (rows) or columns,
  * each at least `least` long, part i's b and c advanced by bstep and cstep bytes per row or column
  * before it.  1 when done; 0 (nothing written) where the call is not split. */
@@ -953,7 +961,7 @@ rank_gemm_parts(int fam, int prec, double rkflops, int n, int k)
 {
     int jobs;
     if (!(rkflops < rank_gemm[fam][prec][1]) || entry[GEMM][prec] == NULL) return -1;
-    jobs = split_parts(GEMM, prec, 2.0 * n * n * k, n / (n / 8 > 16 ? n / 8 : 16));
+    jobs = split_parts(GEMM, prec, 2.0 * n * n * k, n / least_part(n));
     return jobs > 0 || rkflops < rank_gemm[fam][prec][0] ? jobs : -1;
 }
 
@@ -1192,7 +1200,7 @@ level3_call(Routine *routine, PyObject *const *args)
             SplitJob whole = {.gemm = 1, .prec = prec, .f1 = tra, .f2 = trb, .m = m, .n = n, .k = k, .lda = lda,
                               .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .a = (char *)PyArray_DATA(a),
                               .b = (char *)PyArray_DATA(b), .c = (char *)PyArray_DATA(out)};
-            if (run_split(fam, prec, flops, &whole, n, m / 8 > 16 ? m / 8 : 16, 0,
+            if (run_split(fam, prec, flops, &whole, n, least_part(m), 0,
                           (trb == 'N' ? (size_t)ldb : 1) * es, (size_t)ldc * es))
                 break;
         }
@@ -1280,7 +1288,7 @@ level3_call(Routine *routine, PyObject *const *args)
             /* independent parts of C: columns for side L, rows for side R; each part at least an eighth
              * of the order (every part packs all of A: thinner parts spend more on that than they gain) */
             size_t es = (size_t)PyArray_ITEMSIZE(out);
-            split = run_split(fam, prec, flops, &whole, sd ? m : n, s / 8 > 16 ? s / 8 : 16, sd,
+            split = run_split(fam, prec, flops, &whole, sd ? m : n, least_part(s), sd,
                               sd ? es : (size_t)ldb * es, sd ? es : (size_t)ldc * es);
         }
         if (!split) {

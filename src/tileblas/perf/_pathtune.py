@@ -35,6 +35,7 @@ What it must not touch
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Callable, Sequence
@@ -229,6 +230,34 @@ def _c_path() -> tuple[Any, str]:
     return _fastpath, ""
 
 
+def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, int | None]], ways: dict[str, Any],
+                      reps: int, settle: float, say: Callable[[str], None]) -> dict[Any, dict[str, float]]:
+    """``{key: {way: best seconds per call}}`` for the points ``(key, setter, (call, args), threads)``,
+    each way of ``ways`` (``{way: value}``) timed as ``setter(value)`` (untimed) and then ``call(*args)``.
+    Every round times every point once (a busy spell of the machine spoils one round of each point, not
+    every round of some), ``reps`` rounds; where ``threads`` is set, tileblas' instances are held to that
+    many threads meanwhile.  Blocks are sized from the first way."""
+    from threadpoolctl import threadpool_limits
+
+    best = {key: dict.fromkeys(ways, math.inf) for key, *_ in points}
+    for r in range(reps):
+        say(f"round {r + 1} of {reps}: {len(points)} points")
+        for key, setter, (call, args), threads in points:
+            def way(value: Any, setter: Callable[[Any], None] = setter, call: Any = call,
+                    args: tuple = args) -> Callable[[], Callable[[], None]]:
+                def prep() -> Callable[[], None]:
+                    setter(value)
+                    return lambda: call(*args)
+                return prep
+
+            with threadpool_limits(threads) if threads is not None else contextlib.nullcontext():
+                got = interleaved({k: way(v) for k, v in ways.items()}, 1, fresh=True, settle=settle, warmup=1,
+                                  block_s=0.03, max_block=20000, block_from=next(iter(ways))).best
+            for k, v in got.items():
+                best[key][k] = min(best[key][k], v)
+    return best
+
+
 def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
                       one_orders: Sequence[int] = (16, 32, 48, 64, 80, 96, 112, 128),
                       split_orders: Sequence[int] = (64, 80, 96, 112, 128, 144, 160, 176), reps: int = 5,
@@ -238,8 +267,6 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
     notes): ``({'dsyrk': (one_call, split)}, rows measured)``.  Needs the C small-call path on the default
     runtime; where it is off (no extension, ``TILEBLAS_SMALL_PATH=0``, a runtime in force) the result is
     empty and the rows say why.  The C path's settings are restored afterwards."""
-    from threadpoolctl import threadpool_limits
-
     from tileblas import blas as tb
 
     for r in routines:
@@ -258,33 +285,18 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
     for name in routines:
         dt = np.float32 if name[0] == "s" else np.float64
         for mode in modes:
+            # one_call: the route always, tileblas' instances held to one thread; split: only where split
+            route = (1e300, 1e300) if mode == "one_call" else (0.0, 1e300)
             for n in sorted({int(x) for x in (one_orders if mode == "one_call" else split_orders)}):
                 ops = [np.asfortranarray(rng.standard_normal((n, n)).astype(dt)) for _ in range(1 + name.endswith("2k"))]
-                points.append((name, mode, n, (1.0, *ops)))
-    best = {p[:3]: {"rank_k": math.inf, "gemm": math.inf} for p in points}
+
+                def setter(by_gemm: bool, name: str = name, route: tuple = route) -> None:
+                    _fastpath.set_rank_gemm(dict(saved, **{name: route if by_gemm else (0.0, 0.0)}))
+
+                points.append(((name, mode, n), setter, (getattr(tb, name), (1.0, *ops)),
+                               1 if mode == "one_call" else None))
     try:
-        # every point once per round, the rounds one after another: a spell of a busy machine spoils one
-        # round of each point, not every round of some
-        for r in range(reps):
-            say(f"round {r + 1} of {reps}: {len(points)} points")
-            for name, mode, n, args in points:
-                call = getattr(tb, name)
-                # one_call: the route always (tileblas' instances held to one thread); split: only where split
-                route = (1e300, 1e300) if mode == "one_call" else (0.0, 1e300)
-
-                def contender(lim: tuple[float, float], name: str = name, call: Any = call,
-                              args: tuple = args) -> Callable[[], Callable[[], None]]:
-                    def prep() -> Callable[[], None]:
-                        _fastpath.set_rank_gemm(dict(saved, **{name: lim}))
-                        return lambda: call(*args)
-                    return prep
-
-                with threadpool_limits(1 if mode == "one_call" else None):
-                    got = interleaved({"rank_k": contender((0.0, 0.0)), "gemm": contender(route)}, 1, fresh=True,
-                                      settle=settle, warmup=1, block_s=0.03, max_block=20000,
-                                      block_from="rank_k").best
-                for k in got:
-                    best[(name, mode, n)][k] = min(best[(name, mode, n)][k], got[k])
+        best = _best_over_rounds(points, {"rank_k": False, "gemm": True}, reps, settle, say)
     finally:
         _fastpath.set_rank_gemm(saved)
     limits: dict[str, tuple[float, float]] = {}
@@ -349,28 +361,17 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     rng = np.random.default_rng(0)
     points = []
     for fam in families:
+        def setter(lim: float, fam: str = fam) -> None:
+            _fastpath.set_one_thread(dict(saved, **{fam: lim}), entries)
+
         for p, dt in (("d", np.float64), ("z", np.complex128)):
             for n in sorted({int(x) for x in orders}):
                 x = rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if p == "z" else 0)
                 a = np.asfortranarray((np.tril(x) / np.sqrt(n) + 2.0 * np.eye(n)).astype(dt))
                 b = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
-                points.append((fam, p, n, getattr(tb, p + fam), (1.0, a, b)))
-    best = {pt[:3]: {"pool": math.inf, "one": math.inf} for pt in points}
+                points.append(((fam, p, n), setter, (getattr(tb, p + fam), (1.0, a, b)), None))
     try:
-        for r in range(reps):
-            say(f"round {r + 1} of {reps}: {len(points)} points")
-            for fam, p, n, call, args in points:
-                def contender(lim: float, fam: str = fam, call: Any = call,
-                              args: tuple = args) -> Callable[[], Callable[[], None]]:
-                    def prep() -> Callable[[], None]:
-                        _fastpath.set_one_thread(dict(saved, **{fam: lim}), entries)
-                        return lambda: call(*args)
-                    return prep
-
-                got = interleaved({"pool": contender(0.0), "one": contender(1e300)}, 1, fresh=True, settle=settle,
-                                  warmup=1, block_s=0.03, max_block=20000, block_from="pool").best
-                for k in got:
-                    best[(fam, p, n)][k] = min(best[(fam, p, n)][k], got[k])
+        best = _best_over_rounds(points, {"pool": 0.0, "one": 1e300}, reps, settle, say)
     finally:
         _fastpath.set_one_thread(saved, entries)
     limits: dict[str, float] = {}

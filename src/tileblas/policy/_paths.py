@@ -167,6 +167,11 @@ class PathPolicy:
                 "one_thread": dict(self.one_thread)}
 
 
+def _is_flops(x: Any) -> bool:
+    """A flop count of a policy file: a number (not a bool) >= 0."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+
+
 def _parse(data: Any, file: str) -> PathPolicy:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"schema {data.get('schema') if isinstance(data, dict) else None!r}, expected {SCHEMA}")
@@ -190,14 +195,14 @@ def _parse(data: Any, file: str) -> PathPolicy:
     for key, v in (data.get("rank_gemm") or {}).items():
         if key not in RANK_GEMM_ROUTINES:
             raise ValueError(f"rank_gemm: unknown routine {key!r} (one of {RANK_GEMM_ROUTINES})")
-        if not isinstance(v, list) or len(v) != 2 or not all(isinstance(x, (int, float)) and x >= 0 for x in v):
+        if not isinstance(v, list) or len(v) != 2 or not all(_is_flops(x) for x in v):
             raise ValueError(f"rank_gemm {key!r} must be [one_call, split] flops >= 0; got {v!r}")
         rank[key] = (float(v[0]), float(v[1]))
     one: dict = {}
     for key, v in (data.get("one_thread") or {}).items():
         if key not in FAMILY:
             raise ValueError(f"one_thread: unknown family {key!r} (one of {tuple(FAMILY)})")
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+        if not _is_flops(v):
             raise ValueError(f"one_thread {key!r} must be flops >= 0; got {v!r}")
         one[key] = float(v)
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(data.get("created", 0))))
