@@ -501,6 +501,106 @@ def test_gemm_runs_split_on_the_pool_with_scipys_results(prefix, settings):
 
 
 @pytest.mark.parametrize("prefix", "sdcz")
+def test_trmm_trsm_run_split_on_the_pool_with_scipys_results(prefix, settings):
+    """trmm/trsm split into parts of b (columns for side L, rows for side R), each part copying its own
+    piece where b is not written in place: every side, triangle, trans, diag, order of a and b (Fortran,
+    C, strided), b in place or not, give SciPy's results within the error bound, leave the caller's b as
+    it was where not in place, and run split exactly where the parts and the flops allow; the shipped
+    ranges are in force, and a call at the lower end of one runs split."""
+    import itertools
+
+    import scipy.linalg.blas as sb
+
+    from tileblas import blas as tb
+    from tileblas.blas import _dispatch, _fastpath
+
+    tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))  # the C path is set up for the default runtime
+    shipped = _fastpath.get_split()
+    if not shipped:
+        pytest.skip("no split here (one thread, or the C path is off)")
+    for f in ("trmm", "trsm"):
+        assert shipped[prefix + f] == _dispatch.TRI_SPLIT_FLOPS[prefix]
+    dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
+    eps = EPS[dtype]
+    cplx = prefix in "cz"
+    rng = np.random.default_rng(13)
+    # the shipped lower end: an order whose flops just reach it runs split (side L, square), one below not
+    lo = _dispatch.TRI_SPLIT_FLOPS[prefix][0] / (4 if cplx else 1)
+    n_at = int(np.ceil(lo ** (1 / 3)))
+    while n_at ** 3 < lo:
+        n_at += 1
+    for n, want in ((n_at, 1), (n_at - 1, 0)):
+        a = np.asfortranarray(np.triu(_rand(rng, (n, n), dtype)) / n + 2 * np.eye(n, dtype=dtype))
+        b = _rand(rng, (n, n), dtype)
+        before = _fastpath.split_calls()
+        got = getattr(tb, prefix + "trsm")(1.0, a, b)
+        assert _fastpath.split_calls() - before == want, (n, lo)
+        _check(got, getattr(sb, prefix + "trsm")(1.0, a, b).astype(np.complex128), 16 * n * eps * np.abs(b).max(), n)
+    lib = _openblas.get_library(2)
+    get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
+    wide = dict(shipped, **{prefix + f: (1e3, 1e12) for f in ("trmm", "trsm")})
+    alpha = 1.5 - 0.5j if cplx else 1.5
+    one = _openblas.get_library(1)
+    from tileblas.blas._level3 import LEVEL3_FAMILIES
+
+    entries = {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps}
+    try:
+        _fastpath.set_split(lib.pool_slot, get, wide)
+        # below the one-thread limit a trmm runs on one thread, never split
+        limit = _dispatch.one_thread_limits()["trmm"]
+        n = max(s_ for s_ in range(32, 200) if s_ ** 3 * (4 if cplx else 1) < limit) if limit > 32 ** 3 * 4 else 0
+        if n:
+            before = _fastpath.split_calls()
+            getattr(tb, prefix + "trmm")(1.0, np.asfortranarray(np.eye(n, dtype=dtype)), _rand(rng, (n, n), dtype))
+            assert _fastpath.split_calls() == before, (n, limit)
+        _fastpath.set_one_thread({}, entries)  # no one-thread limit: the split alone decides below
+        for fam in ("trmm", "trsm"):
+            f, g = getattr(tb, prefix + fam), getattr(sb, prefix + fam)
+            # order 40, 24 others: 2 parts along b's 40 (side R: rows); 40 x 12: too thin, one call
+            for (s_, other), side, lower, ta, diag, oa, ob in itertools.product(
+                    ((40, 40), (40, 24), (40, 12)), (0, 1), (0, 1), (0, 1, 2) if cplx else (0, 1), (0, 1), "FC",
+                    "FCS"):
+                tri = np.tril if lower else np.triu
+                a = tri(_rand(rng, (s_, s_), dtype)) / s_ + (1.5 * np.eye(s_, dtype=dtype))  # well conditioned
+                a = np.asarray(a, order=oa)
+                shape = (s_, other) if side == 0 else (other, s_)
+                b = _rand(rng, shape, dtype)
+                if ob == "C":
+                    b = np.ascontiguousarray(b)
+                elif ob == "S":
+                    big = np.zeros((shape[0], 2 * shape[1]), dtype, order="F")
+                    big[:, ::2] = b
+                    b = big[:, ::2]
+                what = f"{prefix}{fam} {s_}x{other} side={side} lower={lower} trans={ta} diag={diag} a {oa} b {ob}"
+                kw = dict(side=side, lower=lower, trans_a=ta, diag=diag)
+                ref = g(alpha, a, b.copy(order="A"), **kw)
+                rdt, ref = ref.dtype, ref.astype(np.complex128)
+                if fam == "trmm":
+                    bound = 8 * s_ * eps * abs(alpha) * 2 * np.abs(b).max()
+                else:
+                    bound = 16 * s_ * eps * abs(alpha) * max(np.abs(b).max(), np.abs(ref).max())
+                len_ = shape[1] if side == 0 else shape[0]
+                parts = len_ // 16
+                for ow in (0, 1):
+                    b_in, b_keep = b.copy(order="A") if ob != "S" else b, b.copy()
+                    before = _fastpath.split_calls()
+                    got = f(alpha, a, b_in, overwrite_b=ow, **kw)
+                    ran = _fastpath.split_calls() - before
+                    _check(got, ref, bound, f"{what} overwrite_b={ow}")
+                    assert got.dtype == rdt and got.shape == ref.shape and got.flags.f_contiguous, what
+                    if ow and ob == "F":
+                        assert got is b_in, what  # in place, as SciPy
+                    else:
+                        np.testing.assert_array_equal(b_in, b_keep)  # the caller's b as it was
+                    # a C-ordered a with trans 2 (conjugate, no transpose) is copied first: not split
+                    copied = oa == "C" and ta == 2
+                    assert ran == (1 if parts >= 2 and not copied else 0), (what, ow, ran)
+    finally:
+        _fastpath.set_split(lib.pool_slot, get, shipped)
+        _fastpath.set_one_thread(_dispatch.one_thread_limits(), entries)
+
+
+@pytest.mark.parametrize("prefix", "sdcz")
 def test_symm_hemm_with_copied_or_conjugated_operands(prefix, settings):
     """Every order of a, b and c, beta zero or not, c updated in place or not, below, inside and above the
     split's flops: a C-ordered a is used as it lies (hemm through conj(a), b and c conjugated), b is copied

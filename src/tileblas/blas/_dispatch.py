@@ -72,6 +72,21 @@ SPLIT_COMPLEX_GEMM_LO = 7e5
 #: (zherk with k = 64 1.16x against 0.95x, dsyrk square 1.005x against 0.95x) and was even at 1536.
 RANK_SPLIT_FLOPS = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}
 
+#: trmm/trsm calls of the C path with flops in [lo, hi) (m n times the order of a, complex 4x) on several
+#: threads run as independent parts of b (columns for side L, rows for side R; each at least an eighth
+#: of the order, 16 at least) on the one-thread instance, at once on the pool; a b not written in place
+#: is copied by each part, its own piece, on the thread that then works on it.  Measured against SciPy
+#: with b copied (interleaved, 3-5 rounds, best of each, split against OpenBLAS's own threading in the
+#: same process; Fortran order side L, C order side R): from order 64-96 on split won or tied at every
+#: point up to 1024 (dtrsm n = 64-128 1.05-1.13x -> 1.23-1.45x, ztrmm/ctrmm 48-128 1.02-1.10x ->
+#: 1.27-1.44x, s/d/c/z trsm 192-512 0.99-1.23x -> 1.04-1.26x, 768-1024 1.01-1.08x -> 1.05-1.13x) and
+#: was even at 2048 (dtrmm 1.01x against 1.00x, ztrmm 1.05x against 1.09x).  Below, the small calls:
+#: side R order 32 split lost (ctrmm 0.50x against 1.83x, dtrsm 0.75x against 1.56x), ctrsm side L 48
+#: (4.4e5 flops) 0.93x against 0.98x, strsm 64 (2.6e5) 0.99x against 1.03x, ctrmm side R 64 (1.0e6)
+#: 1.05x against 1.25x; trmm below the one-thread limit stays on one thread (strmm 64 split 1.14x
+#: against 1.73x).
+TRI_SPLIT_FLOPS = {"s": (5e5, 4e9), "d": (5e5, 4e9), "c": (1.5e6, 1.5e10), "z": (1.5e6, 1.5e10)}
+
 
 #: Real syrk/syr2k calls of the C path with a new c (c None, beta zero) and op(a) = a in Fortran order
 #: (trans 0 on a Fortran-ordered a, or trans 1 on a C-ordered one) below these flops (n(n+1)k, twice that
@@ -120,6 +135,7 @@ def split_ranges() -> dict[str, tuple[float, float]]:
     out = {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm") for p in LEVEL3_FAMILIES[f]}
     out.update({p + "gemm": (SPLIT_COMPLEX_GEMM_LO, SPLIT_FLOPS[1]) for p in "cz"})
     out.update({p + f: RANK_SPLIT_FLOPS[p] for f in ("syrk", "herk") for p in LEVEL3_FAMILIES[f]})
+    out.update({p + f: TRI_SPLIT_FLOPS[p] for f in ("trmm", "trsm") for p in LEVEL3_FAMILIES[f]})
     return out
 
 

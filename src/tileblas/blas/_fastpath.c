@@ -816,23 +816,24 @@ typedef struct {
 static const PoolAPI *pool_api = NULL;
 static int (*pool_crowded)(void) = NULL;
 
-/* gemm/symm/hemm split into independent parts of C, each one call on the one-thread instance, run at once
- * on the pool's workers: for the routines and flops set by set_split (OpenBLAS's own threading of these
- * scales worse on two threads than two independent halves do) */
+/* gemm/symm/hemm split into independent parts of C (trmm/trsm: of b), each one call on the one-thread
+ * instance, run at once on the pool's workers: for the routines and flops set by set_split (OpenBLAS's
+ * own threading of these scales worse on two threads than two independent halves do) */
 #define MAX_SPLIT 64
 static int split_slot = -1;
 static unsigned long long split_calls = 0; /* calls run split (counted under the GIL) */
 static int (*split_threads)(void) = NULL; /* openblas_get_num_threads of the instance of that slot */
 static double split_lo[9][4], split_hi[9][4];
 
-/* One part: a gemm (f1, f2 = transa, transb) or a symm/hemm (f1, f2 = side, uplo; k unused).  A symm/hemm
- * part may first fill its m x n piece of b (Fortran order) from bsrc (element (i, j) at i * bsr + j * bsc
+/* One part: a gemm (f1, f2 = transa, transb), a symm/hemm (f1, f2 = side, uplo; k unused) or a trmm/trsm
+ * (tri: f1-f4 = side, uplo, transa, diag; on c, b = c).  A symm/hemm or trmm/trsm part may first fill its m x n piece of b (Fortran order) from bsrc (element (i, j) at i * bsr + j * bsc
  * bytes), conjugated where bconj; and conjugate its piece of c after the call (cconj; before it as well
  * where cpre): conj(A) conj(B) is conj(A B), the way a C-ordered Hermitian a is used without a copy. */
 typedef struct {
     void *fn;
     int gemm, prec;
-    char f1, f2;
+    char f1, f2, f3, f4; /* f3, f4: trans_a and diag of a trmm/trsm part (tri) */
+    int tri;
     int m, n, k, lda, ldb, ldc;
     scalar_t alpha, beta;
     char *a, *b, *c;
@@ -849,7 +850,10 @@ split_job(int i, void *p, int unused)
     (void)unused;
     if (j->bsrc != NULL) copy_piece(j->b, j->ldb, j->bsrc, j->bsr, j->bsc, j->m, j->n, j->prec, j->bconj);
     if (j->cpre) conj_piece(j->c, j->ldc, j->m, j->n, j->prec);
-    if (j->gemm)
+    if (j->tri)  /* trmm/trsm on its piece of the output (b = c there), filled from bsrc first */
+        ((trmm_t)j->fn)(&j->f1, &j->f2, &j->f3, &j->f4, &j->m, &j->n, &j->alpha, j->a, &j->lda, j->c, &j->ldc, 1, 1,
+                        1, 1);
+    else if (j->gemm)
         ((gemm_t)j->fn)(&j->f1, &j->f2, &j->m, &j->n, &j->k, &j->alpha, j->a, &j->lda, j->b, &j->ldb, &j->beta,
                         j->c, &j->ldc, 1, 1);
     else
@@ -866,6 +870,7 @@ split_parts(int fam, int prec, double flops, int most)
 {
     int jobs;
     if (split_slot < 0 || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
+        flops < one_limits[fam] /* one thread below its limit */ ||
         entry1[fam][prec] == NULL || entry1[GEMM][prec] == NULL || split_threads == NULL)
         return 0;
     jobs = split_threads();
@@ -1537,7 +1542,7 @@ level3_call(Routine *routine, PyObject *const *args)
         int sd = get_flag(args[3], 1), lo = get_flag(args[4], 1), ta = get_flag(args[5], 2);
         int dg = get_flag(args[6], 1), ow = get_overwrite(args[7]);
         char side, uplo, transa, diag;
-        int m, n, s, lda, ldb;
+        int m, n, s, lda, ldb, jobs, fill = 0;
         PyArrayObject *bin;
         if (sd < 0 || lo < 0 || ta < 0 || dg < 0 || ow < 0) NOT_HANDLED;
         if (!cplx && ta == 2) ta = 1;
@@ -1565,15 +1570,41 @@ level3_call(Routine *routine, PyObject *const *args)
             if (layout(a) != 'F') { if ((a = acopy = fortran_copy_as(a, prec, 0)) == NULL) FAIL; }
             lda = ld(a);
         }
-        {
+        side = sd ? 'R' : 'L';
+        diag = dg ? 'U' : 'N';
+        /* split where set_split asks for it: independent parts of b (columns for side L, rows for side
+         * R), each solved or multiplied on the one-thread instance; a b not written in place is copied by
+         * each part, its own piece, on the thread that then works on it (copied by this thread, the
+         * other thread's half crossed cores after the copy) */
+        jobs = acopy == NULL ? split_parts(fam, prec, flops, (sd ? m : n) / least_part(s)) : 0;
+        if (jobs && !(ow && PyArray_IS_F_CONTIGUOUS(bin) && PyArray_ISWRITEABLE(bin))) {
+            if ((out = fortran_empty(bin)) == NULL) FAIL;
+            fill = 1;
+        }
+        else {
             PyArrayObject *ins[1] = {a};
             out = output(args[2], prec, ow, m, n, 0, ins, 1, unalias);
             a = ins[0];
         }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldb = ld(out);
-        side = sd ? 'R' : 'L';
-        diag = dg ? 'U' : 'N';
+        if (jobs) {
+            size_t es = (size_t)PyArray_ITEMSIZE(out);
+            SplitJob whole = {.tri = 1, .prec = prec, .f1 = side, .f2 = uplo, .f3 = transa, .f4 = diag, .m = m,
+                              .n = n, .lda = lda, .ldb = ldb, .ldc = ldb, .alpha = alpha, .a = PyArray_BYTES(a),
+                              .b = PyArray_BYTES(out), .c = PyArray_BYTES(out)};
+            if (fill) {
+                whole.bsrc = PyArray_BYTES(bin);
+                whole.bsr = PyArray_STRIDE(bin, 0);
+                whole.bsc = PyArray_STRIDE(bin, 1);
+            }
+            if (!run_split(fam, prec, flops, &whole, sd ? m : n, least_part(s), sd, sd ? es : (size_t)ldb * es,
+                           sd ? es : (size_t)ldb * es)) {
+                whole.fn = pick_entry(fam, prec, flops);  /* the pool declined after all: one part, here */
+                RUN3(split_job(0, &whole, 0));
+            }
+            break;
+        }
         fn = pick_entry(fam, prec, flops);
         RUN3(((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out), &ldb,
                           1, 1, 1, 1));
@@ -2736,9 +2767,8 @@ set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     while (PyDict_Next(args[2], &pos, &key, &value)) {
         int p, f = routine_key(key, &p);
         double l, h;
-        if (f < GEMM || f > HER2K) {
-            PyErr_Format(PyExc_ValueError, "set_split: %R is not a gemm, symm, hemm, syrk, herk, syr2k or her2k "
-                                           "routine", key);
+        if (f < GEMM || f >= NFAM) {
+            PyErr_Format(PyExc_ValueError, "set_split: %R is not a Level-3 routine", key);
             return NULL;
         }
         if (!PyTuple_Check(value)) {

@@ -96,7 +96,9 @@ def paths_info() -> dict[str, Any]:
     d["fastpath_split"] = ({"routines": "gemm, symm, hemm", "flops": list(_dispatch.SPLIT_FLOPS),
                             "complex_gemm_from": _dispatch.SPLIT_COMPLEX_GEMM_LO,
                             "rank_k": {"routines": "syrk, herk",
-                                       "flops": {p: list(v) for p, v in _dispatch.RANK_SPLIT_FLOPS.items()}}}
+                                       "flops": {p: list(v) for p, v in _dispatch.RANK_SPLIT_FLOPS.items()}},
+                            "triangular": {"routines": "trmm, trsm",
+                                           "flops": {p: list(v) for p, v in _dispatch.TRI_SPLIT_FLOPS.items()}}}
                            if d["native_threads"] > 1 else {})
     d["fastpath_rank_gemm"] = {k: list(v) for k, v in _dispatch.rank_gemm_limits().items()}
     d["fastpath_rank_gemm_tuned"] = sorted(pol.rank_gemm)
@@ -206,6 +208,8 @@ def _print_paths(p: dict[str, Any]) -> None:
           + (f"{sp['routines']} from {sp['flops'][0]:.3g} (cgemm/zgemm {sp['complex_gemm_from']:.3g}) to "
              f"{sp['flops'][1]:.3g} flops; {sp['rank_k']['routines']} in strips, flops "
              + ", ".join(f"{p} {lo:.3g}-{hi:.3g}" for p, (lo, hi) in sp['rank_k']['flops'].items())
+             + f"; {sp['triangular']['routines']} in parts of b, flops "
+             + ", ".join(f"{p} {lo:.3g}-{hi:.3g}" for p, (lo, hi) in sp['triangular']['flops'].items())
              if sp else "none"))
     tuned = set(p.get("fastpath_rank_gemm_tuned", ()))
     rg = ", ".join(f"{k} below {lo:.3g} ({hi:.3g} split){' (tuned)' if k in tuned else ''}"
