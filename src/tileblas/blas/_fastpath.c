@@ -43,7 +43,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#define NPY_TARGET_VERSION NPY_1_22_API_VERSION /* PyDataMem_SetHandler */
+#define NPY_TARGET_VERSION NPY_1_22_API_VERSION /* PyDataMem_Handler, an array's mem_handler */
 #include <numpy/arrayobject.h>
 #include <limits.h>
 #include <math.h>
@@ -533,7 +533,7 @@ new_array(int nd, npy_intp *dims, int typenum, int fortran, int zero)
     r = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, data,
                              NPY_ARRAY_WRITEABLE | (fortran ? NPY_ARRAY_F_CONTIGUOUS : NPY_ARRAY_C_CONTIGUOUS), NULL);
     if (r == NULL) {
-        free(data);
+        aligned_free(NULL, data, nbytes);
         return NULL;
     }
     PyArray_ENABLEFLAGS((PyArrayObject *)r, NPY_ARRAY_OWNDATA);
@@ -567,11 +567,17 @@ static PyArrayObject *
 fortran_copy_as(PyArrayObject *a, int prec, int conj)
 {
     PyArrayObject *c;
-    if (!conj && layout(a) != 'C') return fortran_copy(a);
     if ((c = fortran_empty(a)) == NULL) return NULL;
     copy_piece(PyArray_BYTES(c), PyArray_DIM(c, 0), PyArray_BYTES(a), PyArray_STRIDE(a, 0), PyArray_STRIDE(a, 1),
                PyArray_DIM(a, 0), PyArray_DIM(a, 1), prec, conj);
     return c;
+}
+
+/* Whether an output c given with overwrite set is written in place (else the call writes a copy). */
+static int
+writes_in_place(PyArrayObject *c, int overwrite)
+{
+    return overwrite && PyArray_IS_F_CONTIGUOUS(c) && PyArray_ISWRITEABLE(c);
 }
 
 static int
@@ -598,7 +604,7 @@ output(PyObject *given, int prec, int overwrite, npy_intp m, npy_intp n, int zer
     }
     c = plain_matrix(given, prec);
     if (c == NULL || PyArray_DIM(c, 0) != m || PyArray_DIM(c, 1) != n) return NULL;
-    if (overwrite && PyArray_IS_F_CONTIGUOUS(c) && PyArray_ISWRITEABLE(c)) {
+    if (writes_in_place(c, overwrite)) {
         for (int i = 0; i < ninputs; i++)
             if (overlaps(c, inputs[i])) {
                 PyArrayObject *cp = (PyArrayObject *)PyArray_NewCopy(inputs[i], NPY_KEEPORDER);
@@ -1541,8 +1547,8 @@ level3_call(Routine *routine, PyObject *const *args)
         /* trmm(alpha, a, b, side, lower, trans_a, diag, overwrite_b); a square of order m (side 0) or n */
         int sd = get_flag(args[3], 1), lo = get_flag(args[4], 1), ta = get_flag(args[5], 2);
         int dg = get_flag(args[6], 1), ow = get_overwrite(args[7]);
-        char side, uplo, transa, diag;
-        int m, n, s, lda, ldb, jobs, fill = 0;
+        char uplo, transa;
+        int m, n, s, lda, ldb, fill = 0;
         PyArrayObject *bin;
         if (sd < 0 || lo < 0 || ta < 0 || dg < 0 || ow < 0) NOT_HANDLED;
         if (!cplx && ta == 2) ta = 1;
@@ -1570,44 +1576,38 @@ level3_call(Routine *routine, PyObject *const *args)
             if (layout(a) != 'F') { if ((a = acopy = fortran_copy_as(a, prec, 0)) == NULL) FAIL; }
             lda = ld(a);
         }
-        side = sd ? 'R' : 'L';
-        diag = dg ? 'U' : 'N';
-        /* split where set_split asks for it: independent parts of b (columns for side L, rows for side
-         * R), each solved or multiplied on the one-thread instance; a b not written in place is copied by
-         * each part, its own piece, on the thread that then works on it (copied by this thread, the
-         * other thread's half crossed cores after the copy) */
-        jobs = acopy == NULL ? split_parts(fam, prec, flops, (sd ? m : n) / least_part(s)) : 0;
-        if (jobs && !(ow && PyArray_IS_F_CONTIGUOUS(bin) && PyArray_ISWRITEABLE(bin))) {
-            if ((out = fortran_empty(bin)) == NULL) FAIL;
-            fill = 1;
-        }
-        else {
+        /* independent parts of b (columns for side L, rows for side R) where set_split asks for it, each
+         * solved or multiplied on the one-thread instance, at once on the pool; else one call.  A b not
+         * written in place is copied by the part that works on it, its own piece, on its thread (copied
+         * by this thread first, the other thread's half crossed cores after the copy). */
+        if (writes_in_place(bin, ow)) {
             PyArrayObject *ins[1] = {a};
             out = output(args[2], prec, ow, m, n, 0, ins, 1, unalias);
             a = ins[0];
         }
+        else {
+            out = fortran_empty(bin);
+            fill = 1;
+        }
         if (out == NULL) { if (PyErr_Occurred()) FAIL; NOT_HANDLED; }
         ldb = ld(out);
-        if (jobs) {
+        {
             size_t es = (size_t)PyArray_ITEMSIZE(out);
-            SplitJob whole = {.tri = 1, .prec = prec, .f1 = side, .f2 = uplo, .f3 = transa, .f4 = diag, .m = m,
-                              .n = n, .lda = lda, .ldb = ldb, .ldc = ldb, .alpha = alpha, .a = PyArray_BYTES(a),
-                              .b = PyArray_BYTES(out), .c = PyArray_BYTES(out)};
+            SplitJob whole = {.tri = 1, .prec = prec, .f1 = sd ? 'R' : 'L', .f2 = uplo, .f3 = transa,
+                              .f4 = dg ? 'U' : 'N', .m = m, .n = n, .lda = lda, .ldb = ldb, .ldc = ldb, .alpha = alpha,
+                              .a = PyArray_BYTES(a), .b = PyArray_BYTES(out), .c = PyArray_BYTES(out)};
             if (fill) {
                 whole.bsrc = PyArray_BYTES(bin);
                 whole.bsr = PyArray_STRIDE(bin, 0);
                 whole.bsc = PyArray_STRIDE(bin, 1);
             }
-            if (!run_split(fam, prec, flops, &whole, sd ? m : n, least_part(s), sd, sd ? es : (size_t)ldb * es,
-                           sd ? es : (size_t)ldb * es)) {
-                whole.fn = pick_entry(fam, prec, flops);  /* the pool declined after all: one part, here */
+            /* an a copied here (neither C- nor Fortran-ordered, or conjugated): not split */
+            if (acopy != NULL || !run_split(fam, prec, flops, &whole, sd ? m : n, least_part(s), sd,
+                                            sd ? es : (size_t)ldb * es, sd ? es : (size_t)ldb * es)) {
+                whole.fn = pick_entry(fam, prec, flops);
                 RUN3(split_job(0, &whole, 0));
             }
-            break;
         }
-        fn = pick_entry(fam, prec, flops);
-        RUN3(((trmm_t)fn)(&side, &uplo, &transa, &diag, &m, &n, &alpha, PyArray_DATA(a), &lda, PyArray_DATA(out), &ldb,
-                          1, 1, 1, 1));
         break;
     }
     default:
