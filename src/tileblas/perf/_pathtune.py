@@ -258,6 +258,22 @@ def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, 
     return best
 
 
+def _gains(best: dict[Any, dict[str, float]], first: str, second: str, slow: tuple[str, str],
+           fast: tuple[str, str], rows: dict[str, Any], say: Callable[[str], None], title: str) -> list:
+    """The points ``(order, slow time / fast time)`` of the keys ``(first, second, order)`` of
+    :func:`_best_over_rounds`' result, ``slow`` and ``fast`` each (way, name in the progress line); each
+    point is also a row ``[second, order, slow s, fast s, ratio]`` of ``rows[first]`` and a progress line."""
+    pts = []
+    for (f, s, n), b in best.items():
+        if f == first and s == second:
+            ratio = b[slow[0]] / b[fast[0]]
+            pts.append((n, ratio))
+            rows.setdefault(first, []).append([second, n, b[slow[0]], b[fast[0]], ratio])
+            say(f"{title} n={n}: {slow[1]} {b[slow[0]] * 1e6:.2f} us, {fast[1]} {b[fast[0]] * 1e6:.2f} us "
+                f"({fast[1]} {ratio:.2f}x)")
+    return pts
+
+
 def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
                       one_orders: Sequence[int] = (16, 32, 48, 64, 80, 96, 112, 128),
                       split_orders: Sequence[int] = (64, 80, 96, 112, 128, 144, 160, 176), reps: int = 5,
@@ -305,14 +321,7 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
         two = name.endswith("2k")
         found = []
         for mode in modes:
-            pts = []
-            for (nm, md, n), b in best.items():
-                if nm == name and md == mode:
-                    ratio = b["rank_k"] / b["gemm"]
-                    pts.append((n, ratio))
-                    rows.setdefault(name, []).append([mode, n, b["rank_k"], b["gemm"], ratio])
-                    say(f"{name} {mode} n={n}: rank-k {b['rank_k'] * 1e6:.2f} us, gemm {b['gemm'] * 1e6:.2f} us "
-                        f"(gemm {ratio:.2f}x)")
+            pts = _gains(best, name, mode, ("rank_k", "rank-k"), ("gemm", "gemm"), rows, say, f"{name} {mode}")
             found.append(_gain_limit(pts, lambda m: (2.0 if two else 1.0) * m * (m + 1.0) * m, margin))
         if len(found) == 1:
             found.append(found[0])  # no split here: the route runs as one call
@@ -379,14 +388,7 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     for fam in families:
         found = []
         for p in "dz":
-            pts = []
-            for (f, q, n), b in best.items():
-                if f == fam and q == p:
-                    ratio = b["pool"] / b["one"]
-                    pts.append((n, ratio))
-                    rows.setdefault(fam, []).append([p, n, b["pool"], b["one"], ratio])
-                    say(f"{p}{fam} n={n}: pool {b['pool'] * 1e6:.2f} us, one thread {b['one'] * 1e6:.2f} us "
-                        f"(one thread {ratio:.2f}x)")
+            pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}")
             found.append(_gain_limit(pts, lambda m, c=(4.0 if p == "z" else 1.0): c * m ** 3, margin))
         limits[fam] = min(found)
     return limits, rows
