@@ -593,3 +593,134 @@ def test_tune_measures_and_stores_the_one_thread_limit(tmp_path, monkeypatch, ca
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
+
+
+def test_split_routines_are_the_c_paths_split_ranges():
+    """The routines a policy file may name in split_from are exactly those the C path splits, and each
+    measured routine stands for routines of its own family group and precision class."""
+    assert set(_paths.SPLIT_ROUTINES) == set(_dispatch.shipped_split_ranges())
+    assert len(_paths.SPLIT_ROUTINES) == len(set(_paths.SPLIT_ROUTINES))
+    for name, names in _paths.SPLIT_TUNE.items():
+        assert name in names
+        for r in names:
+            assert _paths.FAMILY[r[1:]] == _paths.FAMILY[name[1:]]
+            assert (r[0] in "cz") == (name[0] in "cz")
+
+
+def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch, capsys):
+    """A policy file's split_from (the lower ends of the split tune measured; null: never) replaces the
+    shipped lower ends for the routines it names, upper ends kept; calls split exactly from the tuned
+    end; info marks them; a damaged entry leaves the shipped default in force, with a note naming it."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.cli import main
+
+    pol = _policy()
+    pol.split_from = {"sgemm": 1e6, "dgemm": 1e6, "ztrsm": math.inf}
+    f = tmp_path / "paths.json"
+    _paths.save_policy(pol, f)
+    assert json.loads(f.read_text())["split_from"] == {"sgemm": 1e6, "dgemm": 1e6, "ztrsm": None}
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    shipped = _dispatch.shipped_split_ranges()
+    rng = np.random.default_rng(3)
+    try:
+        _runtime.set_runtime(None)
+        blas.dgemm(1.0, [[1.0]], [[1.0]])
+        _dispatch.apply_policy(reload=True)
+        ranges = _dispatch.split_ranges()
+        assert ranges["dgemm"] == (1e6, shipped["dgemm"][1]) and ranges["ztrsm"] == (0.0, 0.0)
+        assert {k: v for k, v in ranges.items() if k not in ("sgemm", "dgemm", "ztrsm")} == \
+            {k: v for k, v in shipped.items() if k not in ("sgemm", "dgemm", "ztrsm")}
+        split = fp.get_split()
+        if split:  # several threads and a pool: the C path splits
+            assert split["dgemm"] == (1e6, shipped["dgemm"][1]) and "ztrsm" not in split
+            assert split["zgemm"] == shipped["zgemm"]
+            for n, parts in ((64, False), (96, True)):  # 2 n^3 = 5.2e5 (below the tuned end), 1.8e6
+                a, b = (np.asfortranarray(rng.standard_normal((n, n))) for _ in range(2))
+                before = fp.split_calls()
+                c = blas.dgemm(1.0, a, b)
+                assert (fp.split_calls() > before) is parts, n
+                np.testing.assert_allclose(c, a @ b, rtol=0, atol=4 * n * np.finfo(float).eps
+                                           * (np.abs(a) @ np.abs(b)).max())
+            n = 128
+            a = np.asfortranarray(np.tril(rng.standard_normal((n, n)) + 1j) / n + 2 * np.eye(n))
+            b = np.asfortranarray(rng.standard_normal((n, n)) + 0j)
+            before = fp.split_calls()
+            x = blas.ztrsm(1.0, a, b, lower=1)
+            assert fp.split_calls() == before  # never split
+            np.testing.assert_allclose(x, sb.ztrsm(1.0, a, b, lower=1), rtol=1e-12, atol=1e-12)
+        main(["info"])
+        out = capsys.readouterr().out
+        if split:
+            assert "sgemm, dgemm 1e+06-3e+08 (lower end tuned)" in out and "ztrsm never (lower end tuned)" in out
+        _assert_refused(f, "split_from", ({"dsyr2k": 1.0}, {"dgemm": -1.0}, {"dgemm": "x"}, {"dgemm": True},
+                                          {"dgemm": [1.0, 2.0]}))
+        assert _dispatch.split_ranges() == shipped
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)
+    assert _paths.policy().file != str(f)
+    if fp.get_split():
+        assert fp.get_split() == {k: v for k, v in _dispatch.split_ranges().items() if v[1] > v[0]}
+
+
+def test_measure_split_measures_and_restores_the_c_path():
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.perf._pathtune import measure_split
+
+    _runtime.set_runtime(None)
+    blas.dgemm(1.0, [[1.0]], [[1.0]])
+    before = fp.get_split()
+    limits, rows = measure_split(("dgemm", "ztrsm"), orders=(24, 48), reps=1, settle=0.0)
+    assert fp.get_split() == before
+    if not before:
+        assert limits == {} and "note" in rows  # one thread here: nothing to split
+        return
+    assert set(limits) == {"dgemm", "ztrsm"}
+    assert limits["dgemm"] == math.inf or 2 * 24 ** 3 <= limits["dgemm"] <= 2 * 48 ** 3
+    assert limits["ztrsm"] == math.inf or 4 * 24 ** 3 <= limits["ztrsm"] <= 4 * 48 ** 3
+    assert [r[:2] for r in rows["dgemm"]] == [["square", 24], ["square", 48]]
+    assert [r[:2] for r in rows["ztrsm"]] == [["L", 24], ["L", 48], ["R", 24], ["R", 48]]  # both sides
+    assert all(r[2] > 0 and r[3] > 0 and r[4] == pytest.approx(r[2] / r[3]) for r in rows["ztrsm"])
+
+
+@pytest.mark.parametrize("kwargs, match", [({"routines": ("dsyr2k",)}, "routines"), ({"routines": ("sgemm",)}, "routines"),
+                                           ({"reps": 0}, "reps"), ({"orders": ()}, "orders"),
+                                           ({"orders": (0, 32)}, "orders")])
+def test_measure_split_refuses_bad_arguments_by_name(kwargs, match):
+    from tileblas.perf._pathtune import measure_split
+
+    with pytest.raises(ValueError, match=match):
+        measure_split(**kwargs)
+
+
+def test_tune_measures_and_stores_where_the_split_starts(tmp_path, monkeypatch, capsys):
+    """`tileblas tune --paths-only` measures the lower end of the split for the families and classes
+    asked for and stores it for every routine the measured one stands for."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.cli import main
+
+    _runtime.set_runtime(None)
+    blas.dgemm(1.0, [[1.0]], [[1.0]])
+    multi = bool(fp.get_split())
+    f = tmp_path / "paths.json"
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        rc = main(["tune", "--paths-only", "--path-sizes", "32", "--path-orders", "64", "--path-rhs", "8",
+                   "--path-reps", "1", "--settle", "0", "--families", "gemm", "--classes", "real",
+                   "--split-orders", "24,48", "--split-reps", "1", "--no-rank-gemm", "--no-progress"])
+        assert rc in (0, None)
+        data = json.loads(f.read_text())
+        assert set(data["split_from"]) == ({"sgemm", "dgemm"} if multi else set())
+        if multi:
+            v = data["split_from"]["dgemm"]
+            assert data["split_from"]["sgemm"] == v and "split" in data["measured"]
+            out = capsys.readouterr().out
+            assert "where the C path's split on the pool starts: dgemm" in out
+            blas.dgemm(1.0, [[1.0]], [[1.0]])
+            if v is None:  # never split
+                assert "dgemm" not in fp.get_split()
+            else:
+                assert fp.get_split()["dgemm"] == (v, _dispatch.SPLIT_FLOPS[1])
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)

@@ -20,12 +20,14 @@ tileblas.blas).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any
 
 __all__ = ["level3", "apply_policy", "fastpath_limits", "fastpath_off", "fastpath_windows", "one_thread_limits",
-           "rank_gemm_limits", "set_small_path"]
+           "rank_gemm_limits", "set_small_path", "shipped_split_ranges", "split_ranges",
+           "set_split_ranges"]
 
 _APPLIED = [False]
 
@@ -128,8 +130,8 @@ def rank_gemm_limits() -> dict[str, tuple[float, float]]:
     return out
 
 
-def split_ranges() -> dict[str, tuple[float, float]]:
-    """Per routine name ('dgemm', 'zherk', ...), the flops [lo, hi) of the C path's calls run split."""
+def shipped_split_ranges() -> dict[str, tuple[float, float]]:
+    """Per routine name ('dgemm', 'zherk', ...), the shipped flops [lo, hi) of the C path's calls run split."""
     from tileblas.blas._level3 import LEVEL3_FAMILIES
 
     out = {p + f: SPLIT_FLOPS for f in ("gemm", "symm", "hemm") for p in LEVEL3_FAMILIES[f]}
@@ -137,6 +139,38 @@ def split_ranges() -> dict[str, tuple[float, float]]:
     out.update({p + f: RANK_SPLIT_FLOPS[p] for f in ("syrk", "herk") for p in LEVEL3_FAMILIES[f]})
     out.update({p + f: TRI_SPLIT_FLOPS[p] for f in ("trmm", "trsm") for p in LEVEL3_FAMILIES[f]})
     return out
+
+
+def split_ranges() -> dict[str, tuple[float, float]]:
+    """Per routine name, the flops [lo, hi) of the C path's calls run split, in force: the lower ends
+    ``tileblas tune`` measured (the path policy's ``split_from``; never split: an empty range) over the
+    shipped ranges of :func:`shipped_split_ranges`, whose upper ends stay."""
+    from tileblas.policy import _paths
+
+    out = shipped_split_ranges()
+    for name, lo in _paths.policy().split_from.items():
+        out[name] = (0.0, 0.0) if math.isinf(lo) else (lo, out[name][1])
+    return out
+
+
+def set_split_ranges(ranges: dict[str, tuple[float, float]]) -> bool:
+    """Hand the C path ``ranges`` (``{'dgemm': (lo, hi)}``; routines not named: never split) for the
+    runtime it stands in for, on that runtime's OpenBLAS instance and the pool; False (nothing changed)
+    where the path is off or cannot split (one thread, no pool)."""
+    from tileblas.kernels import _openblas
+
+    rt = _FAST[0]
+    threads = int(getattr(rt, "_policy_threads", 0) or 0)
+    if rt is None or threads < 2:
+        return False
+    lib = _openblas.get_library(threads)
+    if lib.pool_slot is None:
+        return False
+    from tileblas.blas import _fastpath  # type: ignore[attr-defined]
+
+    get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
+    _fastpath.set_split(lib.pool_slot, get, ranges)
+    return True
 
 
 def fastpath_limits() -> dict[str, float]:
@@ -251,15 +285,11 @@ def _sync_fastpath(rt: Any) -> None:
         _fastpath.set_one_thread(one_thread_limits(), {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items()
                                                        for p in ps})
         _fastpath.set_crowded(*_openblas.CROWDED_FLOPS)
-        if lib.pool_slot is not None and hasattr(_fastpath, "set_split"):
-            get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
-            _fastpath.set_split(lib.pool_slot, get, split_ranges())
-        else:
-            _fastpath.set_split(-1, 0, {})
     else:
         _fastpath.set_one_thread({}, {})
-        _fastpath.set_split(-1, 0, {})
     _FAST[0] = rt
+    if not set_split_ranges(split_ranges()):
+        _fastpath.set_split(-1, 0, {})
     _fastpath.set_state(True, _runtime._CURRENT)
 
 

@@ -93,13 +93,9 @@ def paths_info() -> dict[str, Any]:
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
     d["fastpath_one_thread"] = (_dispatch.one_thread_limits() if d["native_threads"] > 1 else {})
     d["fastpath_one_thread_tuned"] = sorted(pol.one_thread)
-    d["fastpath_split"] = ({"routines": "gemm, symm, hemm", "flops": list(_dispatch.SPLIT_FLOPS),
-                            "complex_gemm_from": _dispatch.SPLIT_COMPLEX_GEMM_LO,
-                            "rank_k": {"routines": "syrk, herk",
-                                       "flops": {p: list(v) for p, v in _dispatch.RANK_SPLIT_FLOPS.items()}},
-                            "triangular": {"routines": "trmm, trsm",
-                                           "flops": {p: list(v) for p, v in _dispatch.TRI_SPLIT_FLOPS.items()}}}
+    d["fastpath_split"] = ({k: list(v) for k, v in _dispatch.split_ranges().items()}
                            if d["native_threads"] > 1 else {})
+    d["fastpath_split_tuned"] = sorted(pol.split_from)
     d["fastpath_rank_gemm"] = {k: list(v) for k, v in _dispatch.rank_gemm_limits().items()}
     d["fastpath_rank_gemm_tuned"] = sorted(pol.rank_gemm)
     d["fastpath_recursion"] = {k: (None if w is None else [int(x) if x < 1e300 else None for x in w])
@@ -203,25 +199,30 @@ def _print_paths(p: dict[str, Any]) -> None:
     one = ", ".join(f"{k} below {v:.3g} flops{' (tuned)' if k in one_tuned else ''}"
                     for k, v in p.get("fastpath_one_thread", {}).items())
     print(f"             on one thread (tileblas' one-thread instance): {one or 'none'}")
-    sp = p.get("fastpath_split") or {}
-    print("             split on the thread pool (parts on the one-thread instance): "
-          + (f"{sp['routines']} from {sp['flops'][0]:.3g} (cgemm/zgemm {sp['complex_gemm_from']:.3g}) to "
-             f"{sp['flops'][1]:.3g} flops; {sp['rank_k']['routines']} in strips, flops "
-             + ", ".join(f"{p} {lo:.3g}-{hi:.3g}" for p, (lo, hi) in sp['rank_k']['flops'].items())
-             + f"; {sp['triangular']['routines']} in parts of b, flops "
-             + ", ".join(f"{p} {lo:.3g}-{hi:.3g}" for p, (lo, hi) in sp['triangular']['flops'].items())
-             if sp else "none"))
+    print("             split on the thread pool (parts on the one-thread instance; gemm, symm, hemm in parts of "
+          "c, syrk, herk in strips, trmm, trsm in parts of b), flops: " + (_split_lines(p) or "none"))
     tuned = set(p.get("fastpath_rank_gemm_tuned", ()))
     rg = ", ".join(f"{k} below {lo:.3g} ({hi:.3g} split){' (tuned)' if k in tuned else ''}"
                    for k, (lo, hi) in p.get("fastpath_rank_gemm", {}).items())
     print(f"             real syrk/syr2k into a new c as gemm over all of C: {rg or 'none'}")
-    print("             (the split limits, and the one-thread and gemm limits not marked tuned: shipped constants "
+    print("             (the limits not marked tuned: shipped constants "
           "of tileblas.blas._dispatch, measured against SciPy on 2 cores)")
     win = ", ".join(f"{k} >= {w[0]}, {w[1]}-{w[2]}" for k, w in p.get("fastpath_recursion", {}).items() if w)
     print(f"             left to the Python path (recursion shapes: order, right-hand sides): {win or 'none'}")
     changed = p.get("tuning_changed") or {}
     print("Tuning       " + ("shipped defaults (tileblas.get_tuning())" if not changed else
                              "changed from the shipped defaults: " + ", ".join(f"{k}={v}" for k, v in changed.items())))
+
+
+def _split_lines(p: dict) -> str:
+    """The split ranges of ``info``'s dict, routines of one range together: 'sgemm, dgemm 2.5e+05-3e+08; ...'
+    (never: an empty range), a tuned lower end marked."""
+    tuned = set(p.get("fastpath_split_tuned", ()))
+    groups: dict = {}
+    for k, (lo, hi) in (p.get("fastpath_split") or {}).items():
+        groups.setdefault((lo, hi, k in tuned), []).append(k)
+    return "; ".join(", ".join(names) + (" never" if not hi > lo else f" {lo:.3g}-{hi:.3g}")
+                     + (" (lower end tuned)" if t else "") for (lo, hi, t), names in groups.items())
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -189,7 +189,7 @@ def _tune_paths(args: argparse.Namespace) -> int:
 
     from tileblas.blas import _dispatch
     from tileblas.policy import _paths
-    from tileblas.perf._pathtune import measure_one_thread, measure_policy, measure_rank_gemm
+    from tileblas.perf._pathtune import measure_one_thread, measure_policy, measure_rank_gemm, measure_split
 
     if args.paths_file:
         target = Path(args.paths_file)
@@ -222,6 +222,14 @@ def _tune_paths(args: argparse.Namespace) -> int:
         pol.one_thread, rows = measure_one_thread(("trmm",), args.one_thread_orders, args.one_thread_reps,
                                                   args.settle, args.margin, progress=say)
         pol.measured["one_thread"] = rows
+    split = [r for r in _paths.SPLIT_TUNE if _paths.FAMILY[r[1:]] in args.families
+             and ("complex" if r[0] == "z" else "real") in args.classes]
+    if split and not args.no_split:
+        print(f"measuring where the C path's split on the pool starts: {', '.join(split)}, orders "
+              f"{args.split_orders}, best of {args.split_reps}")
+        lows, rows = measure_split(split, args.split_orders, args.split_reps, args.settle, args.margin, progress=say)
+        pol.split_from = {r: lo for name, lo in lows.items() for r in _paths.SPLIT_TUNE[name]}
+        pol.measured["split"] = rows
     path = _paths.save_policy(pol, target)
     print(f"path policy stored in {path}")
     for (fam, cls), v in sorted(pol.tile_flops.items()):
@@ -233,6 +241,9 @@ def _tune_paths(args: argparse.Namespace) -> int:
         print(line)
     for fam, lim in sorted(pol.one_thread.items()):
         print(f"  {fam:6s} on the one-thread instance below {lim:.3g} flops")
+    for name, lo in sorted(pol.split_from.items()):
+        print(f"  {name:6s} " + ("never split on the pool" if math.isinf(lo) else
+                                 f"split on the pool from {lo:.3g} flops (to the shipped upper end)"))
     for name, (one, split) in sorted(pol.rank_gemm.items()):
         print(f"  {name:6s} as gemm over all of C below {one:.3g} flops (one call), {split:.3g} (split)")
     if path == _paths.policy_path():
@@ -402,5 +413,10 @@ def register(subparsers: Any) -> None:
     g.add_argument("--one-thread-reps", type=int, default=5, help="interleaved rounds per one-thread point")
     g.add_argument("--no-one-thread", action="store_true",
                    help="do not measure the one-thread limit (its shipped value stays in force)")
+    g.add_argument("--split-orders", type=_ints, default=[24, 32, 48, 64, 80, 96, 128, 160],
+                   help="square orders for the C path's calls in parts on the pool against one call")
+    g.add_argument("--split-reps", type=int, default=5, help="interleaved rounds per split point")
+    g.add_argument("--no-split", action="store_true",
+                   help="do not measure where the split starts (its shipped ranges stay in force)")
     _add_common(t)
     t.set_defaults(func=_cmd_tune)

@@ -26,6 +26,17 @@ Design note
       ``tileblas.blas`` on the pool's instance against the one-thread instance, float64 and complex128,
       every point once per round; the limit (:func:`_gain_limit`) is the smaller of the two precisions'.
 
+    * the lower end of the C small-call path's split (:func:`measure_split`): square calls through
+      ``tileblas.blas`` (Fortran order; trmm/trsm with b copied, side L on a Fortran-ordered b and side R
+      on a C-ordered one) as one call on OpenBLAS's own threads against the call run in parts on the
+      pool, one routine per family and precision class (:data:`~tileblas.policy._paths.SPLIT_TUNE`),
+      every point once per round.  The one call keeps the orders up to the one where its summed log gain
+      over ``1 - margin`` peaks (a tie keeps the one call: the split must gain more than ``margin``); the
+      split runs from halfway (in order) past it, from the smallest order measured where it won there
+      already, never where it won at no order measured; for trmm/trsm the two sides' ratios are taken
+      together (their geometric mean per order: the split pays on both taken together).
+      The upper ends (where the parts stop gaining, at orders 500-1600) stay shipped.
+
     Calls shorter than ``block_s`` are timed as a block of back-to-back calls on fresh outputs (the same
     rule for both sides), as in ``benchmarks/bench_trmm_trsm.py``.
 
@@ -36,6 +47,7 @@ What it must not touch
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from typing import Any, Callable, Sequence
@@ -43,9 +55,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tileblas._timing import interleaved
-from tileblas.policy._paths import CLASSES, FAMILIES, RANK_GEMM_ROUTINES, PathPolicy
+from tileblas.policy._paths import CLASSES, FAMILIES, RANK_GEMM_ROUTINES, SPLIT_TUNE, PathPolicy
 
-__all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread"]
+__all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread", "measure_split"]
 
 _DTYPE = {"real": np.float64, "complex": np.complex128}
 
@@ -391,4 +403,79 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
             pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}")
             found.append(_gain_limit(pts, lambda m, c=(4.0 if p == "z" else 1.0): c * m ** 3, margin))
         limits[fam] = min(found)
+    return limits, rows
+
+
+def _split_flops(name: str) -> Callable[[float], float]:
+    """Flops of a square call of ``name`` of order m as the C path counts them (complex 4x)."""
+    c = 4.0 if name[0] in "cz" else 1.0
+    fam = name[1:]
+    if fam in ("syrk", "herk"):
+        return lambda m: c * m * (m + 1.0) * m
+    if fam in ("trmm", "trsm"):
+        return lambda m: c * m ** 3
+    return lambda m: 2.0 * c * m ** 3
+
+
+def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
+                  orders: Sequence[int] = (24, 32, 48, 64, 80, 96, 128, 160), reps: int = 5, settle: float = 0.2,
+                  margin: float = 0.03,
+                  progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], dict]:
+    """Measure per routine of :data:`~tileblas.policy._paths.SPLIT_TUNE` the flops from which the C path's
+    calls are faster in parts on the pool than as one call on OpenBLAS's threads (see the module notes):
+    ``({'dgemm': flops}, rows measured)``, ``inf`` where the parts won at no order measured.  Empty where
+    the C path is off or does not split here (one thread, no pool); its settings are restored afterwards."""
+    from tileblas import blas as tb
+    from tileblas.blas import _dispatch
+
+    for r in routines:
+        if r not in SPLIT_TUNE:
+            raise ValueError(f"routines must be among {tuple(SPLIT_TUNE)}; got {r!r}")
+    _check_ladder(reps, orders=orders)
+    say = progress or (lambda s: None)
+    _fastpath, why = _c_path()
+    if _fastpath is None or not _fastpath.get_split():
+        return {}, {"note": why or "the C small-call path does not split here (one thread, or no thread pool)"}
+    saved = _fastpath.get_split()
+    rng = np.random.default_rng(0)
+    ladder = sorted({int(x) for x in orders})
+    points = []
+    for name in routines:
+        dt = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[name[0]]
+
+        def setter(split: bool, name: str = name) -> None:
+            _dispatch.set_split_ranges(dict(saved, **{name: (0.0, 1e300) if split else (0.0, 0.0)}))
+
+        for n in ladder:
+            def r() -> np.ndarray:
+                x = rng.standard_normal((n, n))
+                return np.asfortranarray((x + 1j * rng.standard_normal((n, n)) if name[0] in "cz" else x).astype(dt))
+
+            a, call = r(), getattr(tb, name)
+            if name[1:] not in ("trmm", "trsm"):
+                points.append(((name, "square", n), setter, (call, (1.0, a) if name[1:] in ("syrk", "herk")
+                                                                 else (1.0, a, r())), None))
+                continue
+            # both sides: L on a Fortran-ordered b (parts of its columns), R on a C-ordered one (rows);
+            # a well-conditioned lower triangle
+            a = np.asfortranarray((np.tril(a) / np.sqrt(n) + 2.0 * np.eye(n)).astype(dt))
+            for side, b in (("L", r()), ("R", np.ascontiguousarray(r()))):
+                points.append(((name, side, n), setter,
+                               (functools.partial(call, side=int(side == "R"), lower=1), (1.0, a, b)), None))
+    try:
+        best = _best_over_rounds(points, {"one": False, "split": True}, reps, settle, say)
+    finally:
+        _dispatch.set_split_ranges(saved)
+    limits: dict[str, float] = {}
+    rows: dict[str, Any] = {}
+    for name in routines:
+        flops = _split_flops(name)
+        shapes = ("L", "R") if name[1:] in ("trmm", "trsm") else ("square",)
+        per = [dict(_gains(best, name, sh, ("split", "split"), ("one", "one call"), rows, say, f"{name} {sh}"))
+               for sh in shapes]
+        # the shapes together: per order the geometric mean of their ratios
+        pts = [(n, math.prod(p[n] for p in per) ** (1.0 / len(per))) for n in ladder]
+        lim = _gain_limit(pts, flops, -margin)  # below it the one call: it keeps ties
+        # never where the one call kept every order measured; else not below the smallest order
+        limits[name] = math.inf if lim > flops(ladder[-1]) else max(lim, flops(ladder[0]))
     return limits, rows

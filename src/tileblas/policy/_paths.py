@@ -30,7 +30,10 @@ The policy
     gemm route of real syrk/syr2k (``{'dsyrk': (one_call, split)}`` flops, see
     :data:`tileblas.blas._dispatch.RANK_GEMM_FLOPS`), and ``one_thread`` the flops below which that path
     runs a family's calls on the one-thread instance (``{'trmm': flops}``, see
-    :data:`tileblas.blas._dispatch.ONE_THREAD_FLOPS`); what they do not name keeps its shipped value.
+    :data:`tileblas.blas._dispatch.ONE_THREAD_FLOPS`), and ``split_from`` the flops from which that path
+    runs a routine's calls in parts on the thread pool (``{'dgemm': flops}``, ``inf``: never; the upper
+    ends stay shipped, see :func:`tileblas.blas._dispatch.split_ranges`); what they do not name keeps its
+    shipped value.
 
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
     rule of :mod:`tileblas.policy._recursion`.  On the development machine ``tileblas tune --paths-only``
@@ -57,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["default_path", "policy_path", "PathPolicy", "policy", "reload", "save_policy", "FAMILY",
-           "FAMILIES", "CLASSES", "precision_class", "SCHEMA", "RANK_GEMM_ROUTINES"]
+           "FAMILIES", "CLASSES", "precision_class", "SCHEMA", "RANK_GEMM_ROUTINES", "SPLIT_TUNE", "SPLIT_ROUTINES"]
 
 #: Routine -> routine family of the policy.
 FAMILY = {"gemm": "gemm", "symm": "symm", "hemm": "symm", "syrk": "syrk", "herk": "syrk",
@@ -68,6 +71,15 @@ CLASSES = ("real", "complex")
 SCHEMA = 1
 #: The routines of the C path's syrk/syr2k gemm route (``rank_gemm``).
 RANK_GEMM_ROUTINES = ("ssyrk", "dsyrk", "ssyr2k", "dsyr2k")
+#: The routines ``tileblas tune`` times for the lower end of the C path's split (``split_from``), each with
+#: the routines its limit is stored for: one per family and precision class, as the shipped ranges go
+#: (the same lower end for s and d, for c and z; symm with hemm, syrk with herk).
+SPLIT_TUNE = {"dgemm": ("sgemm", "dgemm"), "zgemm": ("cgemm", "zgemm"), "dsymm": ("ssymm", "dsymm"),
+              "zhemm": ("csymm", "zsymm", "chemm", "zhemm"), "dsyrk": ("ssyrk", "dsyrk"),
+              "zherk": ("csyrk", "zsyrk", "cherk", "zherk"), "dtrmm": ("strmm", "dtrmm"),
+              "ztrmm": ("ctrmm", "ztrmm"), "dtrsm": ("strsm", "dtrsm"), "ztrsm": ("ctrsm", "ztrsm")}
+#: The routines the C path may run split (the keys ``split_from`` accepts).
+SPLIT_ROUTINES = tuple(r for rs in SPLIT_TUNE.values() for r in rs)
 
 
 def default_path() -> Path:
@@ -114,11 +126,15 @@ class PathPolicy:
         ``{'dsyrk': (one_call, split)}``: the gemm route's limits tune measured (empty: the shipped ones).
     one_thread : dict
         ``{'trmm': flops}``: the one-thread limits tune measured (empty: the shipped ones).
+    split_from : dict
+        ``{'dgemm': flops}``: the lower ends of the C path's split tune measured (``inf``: never split;
+        empty: the shipped ones).
     """
 
     def __init__(self, tile_flops: dict | None = None, recursion: dict | None = None, source: str = "shipped default",
                  file: str | None = None, note: str = "", measured: dict | None = None, threads: int = 0,
-                 rank_gemm: dict | None = None, one_thread: dict | None = None) -> None:
+                 rank_gemm: dict | None = None, one_thread: dict | None = None,
+                 split_from: dict | None = None) -> None:
         self.tile_flops = {(f, c): math.inf for f in FAMILIES for c in CLASSES}
         self.tile_flops.update(tile_flops or {})
         self.recursion: dict = {(f, c): None for f in ("trmm", "trsm") for c in CLASSES}
@@ -130,6 +146,7 @@ class PathPolicy:
         self.threads = threads
         self.rank_gemm: dict[str, tuple[float, float]] = dict(rank_gemm or {})
         self.one_thread: dict[str, float] = dict(one_thread or {})
+        self.split_from: dict[str, float] = dict(split_from or {})
         self._limits: dict[str, float] | None = None
 
     def tile_limit(self, name: str, dtype_char: str) -> float:
@@ -155,6 +172,7 @@ class PathPolicy:
             "measured": self.measured,
             "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
             "one_thread": dict(self.one_thread),
+            "split_from": {k: num(v) for k, v in self.split_from.items()},
         }
 
     def describe(self) -> dict[str, Any]:
@@ -164,7 +182,8 @@ class PathPolicy:
                 "recursion": {f"{f}/{c}": (None if v is None else [None if math.isinf(x) else x for x in v])
                               for (f, c), v in self.recursion.items()},
                 "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
-                "one_thread": dict(self.one_thread)}
+                "one_thread": dict(self.one_thread),
+                "split_from": {k: (None if math.isinf(v) else v) for k, v in self.split_from.items()}}
 
 
 def _is_flops(x: Any) -> bool:
@@ -205,9 +224,16 @@ def _parse(data: Any, file: str) -> PathPolicy:
         if not _is_flops(v):
             raise ValueError(f"one_thread {key!r} must be flops >= 0; got {v!r}")
         one[key] = float(v)
+    split: dict = {}
+    for key, v in (data.get("split_from") or {}).items():
+        if key not in SPLIT_ROUTINES:
+            raise ValueError(f"split_from: unknown routine {key!r} (one of {SPLIT_ROUTINES})")
+        if v is not None and not _is_flops(v):
+            raise ValueError(f"split_from {key!r} must be flops >= 0 or null (never); got {v!r}")
+        split[key] = math.inf if v is None else float(v)
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(data.get("created", 0))))
     return PathPolicy(tiles, rec, f"tuned on {when}", file, "", data.get("measured") or {},
-                      int(data.get("threads", 0)), rank, one)
+                      int(data.get("threads", 0)), rank, one, split)
 
 
 _lock = threading.Lock()
