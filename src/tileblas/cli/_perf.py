@@ -223,7 +223,7 @@ def _tune_paths(args: argparse.Namespace) -> int:
                                                   args.settle, args.margin, progress=say)
         pol.measured["one_thread"] = rows
     split = [r for r in _paths.SPLIT_TUNE if _paths.FAMILY[r[1:]] in args.families
-             and ("complex" if r[0] == "z" else "real") in args.classes]
+             and _paths.precision_class(r[0]) in args.classes]
     if split and not args.no_split:
         print(f"measuring where the C path's split on the pool starts: {', '.join(split)}, orders "
               f"{args.split_orders}, best of {args.split_reps}")

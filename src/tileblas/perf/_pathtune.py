@@ -54,6 +54,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tileblas._dtypes import DTYPE_OF
 from tileblas._timing import interleaved
 from tileblas.policy._paths import CLASSES, FAMILIES, RANK_GEMM_ROUTINES, SPLIT_TUNE, PathPolicy
 
@@ -62,13 +63,23 @@ __all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread", "measure
 _DTYPE = {"real": np.float64, "complex": np.complex128}
 
 
+def _random(rng: np.random.Generator, dtype: Any, *shape: int) -> np.ndarray:
+    """A Fortran-ordered standard-normal array of ``dtype`` (complex: both parts drawn)."""
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return np.asfortranarray(x.astype(dtype))
+
+
+def _triangle(rng: np.random.Generator, n: int, dtype: Any) -> np.ndarray:
+    """A well-conditioned lower triangle of order ``n``, Fortran-ordered: tril(x) / sqrt(n) + 2 I."""
+    return np.asfortranarray(np.tril(_random(rng, dtype, n, n)) / np.sqrt(n) + 2.0 * np.eye(n, dtype=dtype))
+
+
 def _operands(family: str, n: int, rhs: int, dtype: Any, rng: np.random.Generator) -> tuple[list, dict, int]:
     """Kernel-layer arguments (output last in the positional list's writable slot) and the output index."""
     def r(*shape: int) -> np.ndarray:
-        x = rng.standard_normal(shape)
-        if np.dtype(dtype).kind == "c":
-            x = x + 1j * rng.standard_normal(shape)
-        return np.asfortranarray(x.astype(dtype))
+        return _random(rng, dtype, *shape)
 
     if family == "gemm":
         return [1.0, r(n, n), r(n, n), 0.5, r(n, n)], {}, 4
@@ -79,8 +90,7 @@ def _operands(family: str, n: int, rhs: int, dtype: Any, rng: np.random.Generato
         return [1.0, r(n, n), 0.5, r(n, n)], {"uplo": "L", "trans": "N"}, 3
     if family == "syr2k":
         return [1.0, r(n, n), r(n, n), 0.5, r(n, n)], {"uplo": "L", "trans": "N"}, 4
-    a = np.asfortranarray(np.tril(r(n, n)) / np.sqrt(n) + 2.0 * np.eye(n, dtype=dtype))
-    return [1.0, a, r(n, rhs)], {"side": "L", "uplo": "L", "transa": "N", "diag": "N"}, 2
+    return [1.0, _triangle(rng, n, dtype), r(n, rhs)], {"side": "L", "uplo": "L", "transa": "N", "diag": "N"}, 2
 
 
 def _flops(family: str, n: int, rhs: int, complex_: bool) -> float:
@@ -330,11 +340,10 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
     limits: dict[str, tuple[float, float]] = {}
     rows: dict[str, Any] = {}
     for name in routines:
-        two = name.endswith("2k")
         found = []
         for mode in modes:
             pts = _gains(best, name, mode, ("rank_k", "rank-k"), ("gemm", "gemm"), rows, say, f"{name} {mode}")
-            found.append(_gain_limit(pts, lambda m: (2.0 if two else 1.0) * m * (m + 1.0) * m, margin))
+            found.append(_gain_limit(pts, lambda m: _flops(name[1:], m, m, False), margin))
         if len(found) == 1:
             found.append(found[0])  # no split here: the route runs as one call
         limits[name] = (found[0], max(found[0], found[1]))
@@ -387,8 +396,7 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
 
         for p, dt in (("d", np.float64), ("z", np.complex128)):
             for n in sorted({int(x) for x in orders}):
-                x = rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if p == "z" else 0)
-                a = np.asfortranarray((np.tril(x) / np.sqrt(n) + 2.0 * np.eye(n)).astype(dt))
+                a = _triangle(rng, n, dt)
                 b = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
                 points.append(((fam, p, n), setter, (getattr(tb, p + fam), (1.0, a, b)), None))
     try:
@@ -401,20 +409,9 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
         found = []
         for p in "dz":
             pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}")
-            found.append(_gain_limit(pts, lambda m, c=(4.0 if p == "z" else 1.0): c * m ** 3, margin))
+            found.append(_gain_limit(pts, lambda m: _flops(fam, m, m, p == "z"), margin))
         limits[fam] = min(found)
     return limits, rows
-
-
-def _split_flops(name: str) -> Callable[[float], float]:
-    """Flops of a square call of ``name`` of order m as the C path counts them (complex 4x)."""
-    c = 4.0 if name[0] in "cz" else 1.0
-    fam = name[1:]
-    if fam in ("syrk", "herk"):
-        return lambda m: c * m * (m + 1.0) * m
-    if fam in ("trmm", "trsm"):
-        return lambda m: c * m ** 3
-    return lambda m: 2.0 * c * m ** 3
 
 
 def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
@@ -434,32 +431,28 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
     _check_ladder(reps, orders=orders)
     say = progress or (lambda s: None)
     _fastpath, why = _c_path()
-    if _fastpath is None or not _fastpath.get_split():
+    saved = _fastpath.get_split() if _fastpath is not None else {}
+    if not saved:
         return {}, {"note": why or "the C small-call path does not split here (one thread, or no thread pool)"}
-    saved = _fastpath.get_split()
     rng = np.random.default_rng(0)
     ladder = sorted({int(x) for x in orders})
     points = []
     for name in routines:
-        dt = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[name[0]]
+        dt, call, tri = DTYPE_OF[name[0]], getattr(tb, name), name[1:] in ("trmm", "trsm")
 
         def setter(split: bool, name: str = name) -> None:
             _dispatch.set_split_ranges(dict(saved, **{name: (0.0, 1e300) if split else (0.0, 0.0)}))
 
         for n in ladder:
-            def r() -> np.ndarray:
-                x = rng.standard_normal((n, n))
-                return np.asfortranarray((x + 1j * rng.standard_normal((n, n)) if name[0] in "cz" else x).astype(dt))
-
-            a, call = r(), getattr(tb, name)
-            if name[1:] not in ("trmm", "trsm"):
-                points.append(((name, "square", n), setter, (call, (1.0, a) if name[1:] in ("syrk", "herk")
-                                                                 else (1.0, a, r())), None))
+            if not tri:
+                args: tuple = (1.0, _random(rng, dt, n, n))
+                if name[1:] not in ("syrk", "herk"):
+                    args += (_random(rng, dt, n, n),)
+                points.append(((name, "square", n), setter, (call, args), None))
                 continue
-            # both sides: L on a Fortran-ordered b (parts of its columns), R on a C-ordered one (rows);
-            # a well-conditioned lower triangle
-            a = np.asfortranarray((np.tril(a) / np.sqrt(n) + 2.0 * np.eye(n)).astype(dt))
-            for side, b in (("L", r()), ("R", np.ascontiguousarray(r()))):
+            # both sides: L on a Fortran-ordered b (parts of its columns), R on a C-ordered one (rows)
+            a = _triangle(rng, n, dt)
+            for side, b in (("L", _random(rng, dt, n, n)), ("R", np.ascontiguousarray(_random(rng, dt, n, n)))):
                 points.append(((name, side, n), setter,
                                (functools.partial(call, side=int(side == "R"), lower=1), (1.0, a, b)), None))
     try:
@@ -469,7 +462,9 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
     limits: dict[str, float] = {}
     rows: dict[str, Any] = {}
     for name in routines:
-        flops = _split_flops(name)
+        def flops(m: float, name: str = name) -> float:  # of a square call, as the C path counts them
+            return _flops(name[1:], m, m, name[0] in "cz")
+
         shapes = ("L", "R") if name[1:] in ("trmm", "trsm") else ("square",)
         per = [dict(_gains(best, name, sh, ("split", "split"), ("one", "one call"), rows, say, f"{name} {sh}"))
                for sh in shapes]
