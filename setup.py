@@ -15,13 +15,15 @@ setup(
         Extension(
             "tileblas.kernels._pool",
             sources=["src/tileblas/kernels/_pool.c"],
+            depends=["src/tileblas/kernels/_pool.h"],
             extra_compile_args=["-O2"],
             extra_link_args=["-pthread"],
         ),
         Extension(
             "tileblas.blas._fastpath",
             sources=["src/tileblas/blas/_fastpath.c"],
-            include_dirs=[numpy.get_include()],
+            depends=["src/tileblas/kernels/_pool.h"],
+            include_dirs=[numpy.get_include(), "src/tileblas/kernels"],  # _pool.h
             extra_compile_args=["-O2"],
         ),
     ]

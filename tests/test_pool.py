@@ -1,6 +1,7 @@
-"""tileblas' thread pool for OpenBLAS's parallel calls (tileblas.kernels._pool): the calls it runs are right,
-concurrent callers and a forked child work, a worker that another thread preempts goes polite (sleeps
-after a short spin), the settings are checked by name, and TILEBLAS_POOL=0 gives OpenBLAS's own threads."""
+"""tileblas' thread pool (tileblas.kernels._pool): OpenBLAS's parallel calls it runs are right, concurrent
+callers and a forked child work, claimed parts run whoever is there (the calling thread alone when the
+workers sleep, are slow or the slot is busy) and every part exactly once, idle workers yield and then sleep,
+the settings are checked by name, and TILEBLAS_POOL=0 gives OpenBLAS's own threads."""
 
 import os
 import subprocess
@@ -31,14 +32,10 @@ def lib():
 
 @pytest.fixture
 def settings():
-    """Restores the pool's settings after a test that changes them.  Meanwhile no polite period starts by
-    itself (confirm_ns=0), so a busy machine cannot send a test's calls to the one-thread instance."""
+    """Restores the pool's settings after a test that changes them."""
     saved = _pool.configure()
-    _pool.polite(False)
-    _pool.configure(confirm_ns=0)
     yield saved
     _pool.configure(**saved)
-    _pool.polite(False)
 
 
 def _rand(rng, shape, dtype):
@@ -149,101 +146,89 @@ def test_concurrent_callers_on_one_instance_get_right_results(lib, settings):
     assert not errors, errors
 
 
-def test_a_polite_worker_sleeps_after_a_short_spin(lib, settings):
+def test_idle_workers_spin_then_sleep(lib, settings):
     rng = np.random.default_rng(4)
-    n = 400  # 1.3e8 flops: above CROWDED_FLOPS, so a crowded machine still sends it to the pool
-    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
-    c = np.zeros((n, n), order="F")
-    _pool.configure(spin_ns=10_000_000_000, polite_spin_ns=20_000, hold_ns=60_000_000_000,
-                    max_hold_ns=60_000_000_000)
-    _pool.polite(True)  # as if a worker had been preempted: polite for the next minute
-    assert _pool.stats()["polite"]
-    for _ in range(50):
-        before = _pool.stats()
-        _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
-        if _pool.stats()["calls"] > before["calls"]:
-            break
-        time.sleep(0.05)  # the machine was crowded: the call ran alone; again
-    else:
-        pytest.fail(f"no call reached the pool: {_pool.stats()}")
-    # the worker spins 20 us, not the 10 s of spin_ns, then sleeps
-    assert _wait_for(lambda: _pool.stats()["sleeps"] > before["sleeps"], timeout=2.0)
-
-
-def test_an_unpolite_worker_stays_awake_unless_preempted(lib, settings):
-    rng = np.random.default_rng(5)
     n = 300
     a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
     c = np.zeros((n, n), order="F")
-    _pool.configure(spin_ns=10_000_000_000, hold_ns=0)  # polite periods end at once
-    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
-    time.sleep(0.05)
-    s0 = _pool.stats()
-    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
-    time.sleep(0.2)
-    s1 = _pool.stats()
-    assert s1["calls"] > s0["calls"]
-    # asleep only where the scheduler took its core away (a noisy machine can do that to a spinner)
-    assert s1["sleeps"] == s0["sleeps"] or s1["preempted"] > s0["preempted"]
-
-
-def test_workers_preempted_by_busy_processes_turn_polite(lib, settings):
-    rng = np.random.default_rng(6)
-    n = 300
-    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
-    c = np.zeros((n, n), order="F")
-    _pool.configure(spin_ns=30_000_000_000, hold_ns=60_000_000_000, max_hold_ns=60_000_000_000,
-                    confirm_ns=10_000_000_000)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
+    _pool.configure(spin_ns=30_000_000, pause_ns=10_000)  # 10 us busy, yielding up to 30 ms
     before = _pool.stats()
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
+    assert _pool.stats()["calls"] > before["calls"]
+    assert _wait_for(lambda: _pool.stats()["sleeps"] > before["sleeps"], timeout=2.0)  # asleep after the spin
+    assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=2.0)
+
+
+def test_claimed_parts_each_run_once_by_whoever_is_there(lib, settings):
+    slot = lib.pool_slot
+    for nparts in (1, 2, 3, 7, 64):
+        got = _pool.run_parts(slot, nparts, spin_ns=20_000)
+        assert [i for i, _ in got] == list(range(nparts))  # every part, once (each records itself)
+    # hot workers take a share of long parts
+    _pool.configure(spin_ns=1_000_000_000)
+    _pool.run_parts(slot, 2)
+    by_worker = sum(w for _ in range(20) for _, w in _pool.run_parts(slot, 4, spin_ns=2_000_000))
+    assert by_worker > 0
+
+
+def test_the_calling_thread_runs_the_parts_the_workers_do_not_take(lib, settings):
+    slot = lib.pool_slot
+    # workers that wait 50 ms before they claim: the calling thread runs every part of a short batch
+    _pool.configure(worker_delay_ns=50_000_000)
+    s0 = _pool.stats()
+    got = _pool.run_parts(slot, 8, spin_ns=10_000)
+    s1 = _pool.stats()
+    assert [w for _, w in got] == [0] * 8
+    assert s1["caller_parts"] - s0["caller_parts"] == 8 and s1["parts"] - s0["parts"] == 8
+    # a slot busy with another call (held here): the calling thread runs them all, at once, alone
+    _pool.configure(worker_delay_ns=0)
+    _pool.hold(slot, True)
     try:
-        # one busy process per core and a worker spinning after each call: the scheduler must share a
-        # core; a preempted worker sleeps, and the second preemption starts a polite period
-        end = time.monotonic() + 30
-        ref = a @ b
-        bound = 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max()
-        while time.monotonic() < end and _pool.stats()["contended"] == before["contended"]:
-            c[:] = 0
-            _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)  # the caller may block for its worker here
-            _check(c, ref, bound, "dgemm on an oversubscribed machine")
-            time.sleep(0.05)
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(_pool.run_parts(slot, 5, spin_ns=10_000)))
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), "a batch waited for a busy slot"
     finally:
-        for p in burners:
-            p.kill()
-        for p in burners:
-            p.wait()
-    after = _pool.stats()
-    assert after["preempted"] >= before["preempted"] + 2, after
-    assert after["contended"] > before["contended"], after
-    assert after["polite"] and after["hold_ns"] >= 60_000_000_000
+        _pool.hold(slot, False)
+    assert [w for _, w in out[0]] == [0] * 5
+    assert _pool.stats()["alone"] > s1["alone"]
+    with pytest.raises(ValueError, match=r"slot is 99"):
+        _pool.run_parts(99, 2)
+    with pytest.raises(ValueError, match=r"nparts is 0"):
+        _pool.run_parts(slot, 0)
 
 
-def test_contention_that_comes_back_doubles_the_polite_period(settings):
-    _pool.configure(hold_ns=1_000_000_000, max_hold_ns=3_000_000_000)
-    _pool.polite(True)
-    assert _pool.stats()["hold_ns"] == 1_000_000_000
-    _pool.polite(True)  # within the period: contention goes on
-    assert _pool.stats()["hold_ns"] == 2_000_000_000
-    _pool.polite(True)
-    assert _pool.stats()["hold_ns"] == 3_000_000_000  # capped at max_hold_ns
-    _pool.polite(False)
-    assert not _pool.stats()["polite"]
-    _pool.polite(True)  # a new start after the end: the first period again
-    assert _pool.stats()["hold_ns"] == 1_000_000_000
+def test_parts_from_many_threads_at_once_all_run(lib, settings):
+    slot = lib.pool_slot
+    errors: list = []
+
+    def work():
+        for _ in range(200):
+            got = _pool.run_parts(slot, 5, spin_ns=2_000)
+            if [i for i, _ in got] != list(range(5)):
+                errors.append(got)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a batch hung"
+    assert not errors, errors[:3]
 
 
 def test_configure_checks_every_setting_by_name(settings):
     settings = _pool.configure()
+    assert set(settings) == {"spin_ns", "pause_ns", "worker_delay_ns"}
     with pytest.raises(ValueError, match=r"spin_ns is -1"):
         _pool.configure(spin_ns=-1)
-    with pytest.raises(TypeError, match=r"hold_ns must be an int .*'soon'"):
-        _pool.configure(hold_ns="soon")
-    with pytest.raises(ValueError, match=r"preempt_ns is -5"):
-        _pool.configure(spin_ns=7, preempt_ns=-5)
+    with pytest.raises(TypeError, match=r"pause_ns must be an int .*'soon'"):
+        _pool.configure(pause_ns="soon")
+    with pytest.raises(TypeError, match=r"spin_ns must be an int .*True"):
+        _pool.configure(spin_ns=True)
+    with pytest.raises(ValueError, match=r"worker_delay_ns is -5"):
+        _pool.configure(spin_ns=7, worker_delay_ns=-5)
     assert _pool.configure() == settings  # a refused call changes nothing, not even its good values
     with pytest.raises(TypeError):
         _pool.configure(1)  # keywords only
@@ -317,76 +302,6 @@ def test_turned_off_the_instances_keep_openblas_threads():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
-
-
-def _burn(cores):
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
-
-
-def _stop(burners):
-    for p in burners:
-        p.kill()
-    for p in burners:
-        p.wait()
-
-
-def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-@pytest.mark.skipif(not _pool.stats().get("runnable_check"), reason="needs /proc/loadavg")
-def test_crowded_only_in_a_polite_period_with_the_other_cpus_taken(settings):
-    _pool.polite(False)
-    burners = _burn(_cores())
-    try:
-        assert _wait_for(lambda: _pool.stats()["runnable_check"] and _pool.crowded() is False, timeout=1.0)
-        _pool.configure(hold_ns=60_000_000_000, max_hold_ns=60_000_000_000)
-        _pool.polite(True)
-        assert _wait_for(_pool.crowded, timeout=20.0)  # the busy processes hold the other CPUs
-    finally:
-        _stop(burners)
-    _pool.polite(False)
-    assert _pool.crowded() is False  # no contention: never asks for /proc/loadavg
-
-
-@pytest.mark.skipif(not _pool.stats().get("runnable_check"), reason="needs /proc/loadavg")
-def test_a_call_made_on_a_crowded_machine_runs_on_the_calling_thread(settings):
-    from tileblas import blas as tb
-
-    rng = np.random.default_rng(9)
-    n = 300
-    a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
-    ref = a @ b
-    bound = 4 * n * EPS[np.float64] * (np.abs(a) @ np.abs(b)).max()
-    if _cores() < 2:
-        pytest.skip("one CPU: tileblas.blas calls run on one thread anyway")
-    tb.dgemm(1.0, a, b)
-    _pool.configure(hold_ns=60_000_000_000, max_hold_ns=60_000_000_000)
-    burners = _burn(_cores())
-    try:
-        _pool.polite(True)
-        assert _wait_for(_pool.crowded, timeout=20.0)
-        for _ in range(20):  # crowded() reads the machine at each call: most calls find it crowded
-            before = _pool.stats()
-            c = tb.dgemm(1.0, a, b)
-            after = _pool.stats()
-            _check(c, ref, bound, "dgemm on a crowded machine")
-            if after["crowded"] > before["crowded"]:
-                # not on the pool (the C path or the runtime's kernel): the one-thread instance
-                assert after["calls"] == before["calls"]
-                break
-        else:
-            pytest.fail(f"no call found the machine crowded: {_pool.stats()}")
-    finally:
-        _stop(burners)
-    _pool.polite(False)
-    before = _pool.stats()
-    c = tb.dgemm(1.0, a, b)
-    _check(c, ref, bound, "dgemm")
-    assert _pool.stats()["calls"] > before["calls"]  # back on the pool
 
 
 def test_an_instance_the_pool_cannot_take_keeps_openblas_threads():

@@ -280,11 +280,9 @@ def _sync_fastpath(rt: Any) -> None:
         _fastpath.set_rank_gemm(rank_gemm_limits())
     if threads > 1:
         one = _openblas.get_library(1)
-        # every family's one-thread entry points: below ONE_THREAD_FLOPS, and where the thread pool finds
-        # the machine crowded (tileblas.kernels._pool.crowded)
+        # every family's one-thread entry points: below ONE_THREAD_FLOPS, and for the parts of split calls
         _fastpath.set_one_thread(one_thread_limits(), {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items()
                                                        for p in ps})
-        _fastpath.set_crowded(*_openblas.CROWDED_FLOPS)
     else:
         _fastpath.set_one_thread({}, {})
     _FAST[0] = rt

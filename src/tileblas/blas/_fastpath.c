@@ -28,11 +28,7 @@
  *   set_level3_library({name: address})  Fortran entry points ('dgemm' -> address of dgemm_)
  *   set_one_thread({family: flops}, {name: address})
  *                                        calls below these flops run on these entry points (the
- *                                        one-thread instance: OpenBLAS threads even tiny trmm calls);
- *                                        so does a call of set_crowded's lo to hi flops while tileblas'
- *                                        thread pool finds the machine crowded (tileblas.kernels._pool:
- *                                        other threads hold the other CPUs, the pool's workers would
- *                                        wait for one), asked through the pool's capsule
+ *                                        one-thread instance: OpenBLAS threads even tiny trmm calls)
  *   set_state(enabled, contextvar)       enabled: the default runtime takes the native path for small
  *                                        calls; contextvar: the current-runtime variable (a value in it
  *                                        means a `with Runtime(...)` block is active: Python path)
@@ -51,6 +47,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "_pool.h"
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -810,17 +807,8 @@ routine_dealloc(Routine *self)
 #define NOT_HANDLED goto python
 #define FAIL goto error
 #define RUN3(stmt) RUN_IF(flops > GIL_FLOPS, stmt)
-/* the flops (complex 4x) of calls that may run alone on a crowded machine: set from
- * tileblas.kernels._openblas.CROWDED_FLOPS (set_crowded), which says why these; none until then */
-static double crowded_lo = 0.0, crowded_hi = 0.0;
-/* tileblas.kernels._pool's C API (the same struct as PoolAPI there), where it is built */
-typedef void (*pool_dojob_t)(int, void *, int);
-typedef struct {
-    int (*crowded)(void);
-    int (*run)(int slot, pool_dojob_t dojob, int numjobs, size_t elsize, void *jobdata, int arg);
-} PoolAPI;
+/* tileblas.kernels._pool's C API (_pool.h), where it is built */
 static const PoolAPI *pool_api = NULL;
-static int (*pool_crowded)(void) = NULL;
 
 /* gemm/symm/hemm split into independent parts of C (trmm/trsm: of b), each one call on the one-thread
  * instance, run at once on the pool's workers: for the routines and flops set by set_split (OpenBLAS's
@@ -828,7 +816,8 @@ static int (*pool_crowded)(void) = NULL;
 #define MAX_SPLIT 64
 static int split_slot = -1;
 static unsigned long long split_calls = 0; /* calls run split (counted under the GIL) */
-static int (*split_threads)(void) = NULL; /* openblas_get_num_threads of the instance of that slot */
+/* openblas_get_num_threads of the instance of that slot: the thread setting in force (threadpoolctl) */
+static int (*split_threads)(void) = NULL;
 static double split_lo[9][4], split_hi[9][4];
 
 /* One part: a gemm (f1, f2 = transa, transb), a symm/hemm (f1, f2 = side, uplo; k unused) or a trmm/trsm
@@ -870,32 +859,31 @@ split_job(int i, void *p, int unused)
 
 /* How many parts a call of family fam splits into where set_split asks for it: one per thread of the
  * pool's instance, at most `most`; 0 where it is not split (outside its flops, one-thread entries
- * missing, fewer than two parts, a crowded machine). */
+ * missing, fewer than two parts).  A function of the call and the settings alone. */
 static int
 split_parts(int fam, int prec, double flops, int most)
 {
     int jobs;
-    if (split_slot < 0 || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
+    if (split_slot < 0 || pool_api == NULL || !(flops >= split_lo[fam][prec] && flops < split_hi[fam][prec]) ||
         flops < one_limits[fam] /* one thread below its limit */ ||
         entry1[fam][prec] == NULL || entry1[GEMM][prec] == NULL || split_threads == NULL)
         return 0;
     jobs = split_threads();
     if (jobs > MAX_SPLIT) jobs = MAX_SPLIT;
     if (jobs > most) jobs = most;
-    if (jobs < 2 || (pool_crowded != NULL && pool_crowded())) return 0;
-    return jobs;
+    return jobs < 2 ? 0 : jobs;
 }
 
-/* Run the parts `job` (jobs of elsize bytes) at once on the pool, the GIL released: 1 when done, 0 when
- * the pool ran none of them. */
+/* Run the parts `job` (jobs of elsize bytes) on the calling thread and the pool's workers, claimed by
+ * whichever comes first (_pool.h), the GIL released: 1 when done, 0 when none was run (no such slot). */
 static int
-run_parts(pool_dojob_t dojob, void *job, int jobs, size_t elsize)
+run_parts(pool_job_fn dojob, void *job, int jobs, size_t elsize)
 {
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = pool_api->run(split_slot, dojob, jobs, elsize, job, 0);
+    rc = pool_api->run_parts(split_slot, dojob, jobs, elsize, job);
     Py_END_ALLOW_THREADS
-    if (rc != 0) return 0;
+    if (rc < 0) return 0;
     split_calls++;
     return 1;
 }
@@ -1028,13 +1016,11 @@ run_rank_split(int fam, int prec, double flops, const RankJob *whole)
 }
 
 /* The entry point of a call of family fam, precision prec and these flops: the one-thread instance's
- * below the family's one-thread limit, or where the pool would run short of cores; else the pool's. */
+ * below the family's one-thread limit, else the instance of the path's thread count. */
 static void *
 pick_entry(int fam, int prec, double flops)
 {
-    if (entry1[fam][prec] != NULL &&
-        (flops < one_limits[fam] ||
-         (flops >= crowded_lo && flops < crowded_hi && pool_crowded != NULL && pool_crowded())))
+    if (entry1[fam][prec] != NULL && flops < one_limits[fam])
         return entry1[fam][prec];
     return entry[fam][prec];
 }
@@ -2761,6 +2747,10 @@ set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_RuntimeError, "set_split: no thread pool in this build");
             return NULL;
         }
+        if (pool_api->threads(slot) < 2) {
+            PyErr_Format(PyExc_ValueError, "set_split: slot %d is not a slot of a multi-threaded instance", slot);
+            return NULL;
+        }
     }
     for (int f = 0; f < NFAM; f++)
         for (int p = 0; p < 4; p++) lo[f][p] = hi[f][p] = 0.0;
@@ -2783,23 +2773,6 @@ set_split(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     memcpy(split_hi, hi, sizeof hi);
     split_threads = (int (*)(void))get;
     split_slot = slot;
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-set_crowded(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
-{
-    double lo, hi;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "set_crowded takes two flop counts: lo and hi");
-        return NULL;
-    }
-    lo = PyFloat_AsDouble(args[0]);
-    if (lo == -1.0 && PyErr_Occurred()) return NULL;
-    hi = PyFloat_AsDouble(args[1]);
-    if (hi == -1.0 && PyErr_Occurred()) return NULL;
-    crowded_lo = lo;
-    crowded_hi = hi;
     Py_RETURN_NONE;
 }
 
@@ -2963,14 +2936,11 @@ static PyMethodDef methods[] = {
      "shapes (the recursion may take them) take the Python path."},
     {"get_recursion_windows", get_recursion_windows, METH_NOARGS, "The recursion windows in force."},
     {"set_split", (PyCFunction)(void (*)(void))set_split, METH_FASTCALL,
-     "set_split(slot, get_num_threads_address, {'zhemm': (lo, hi), ...}): symm/hemm calls with flops in\n"
-     "[lo, hi) run as independent parts on the one-thread instance, at once on the pool slot's workers;\n"
-     "slot -1 turns it off"},
+     "set_split(slot, get_num_threads_address, {'zhemm': (lo, hi), ...}): calls with flops in [lo, hi) run as\n"
+     "independent parts (one per thread of the instance's setting in force) on the\n"
+     "one-thread instance, claimed by the calling thread and the pool slot's workers; slot -1 turns it off"},
     {"get_split", get_split, METH_NOARGS, "The split limits in force: {'zhemm': (lo, hi), ...}."},
     {"split_calls", get_split_calls, METH_NOARGS, "How many calls ran split so far."},
-    {"set_crowded", (PyCFunction)(void (*)(void))set_crowded, METH_FASTCALL,
-     "set_crowded(lo, hi): calls of lo to hi flops run on the one-thread instance while the pool finds the\n"
-     "machine crowded (tileblas.kernels._openblas.CROWDED_FLOPS)"},
     {"set_one_thread", (PyCFunction)(void (*)(void))set_one_thread, METH_FASTCALL,
      "set_one_thread({family: flops}, {'dtrmm': address, ...}): calls below these flops run on these entry\n"
      "points (tileblas' one-thread OpenBLAS instance); replaces the previous setting."},
@@ -3021,11 +2991,11 @@ PyInit__fastpath(void)
         return NULL;
     }
     {
-        pool_api = (const PoolAPI *)PyCapsule_Import("tileblas.kernels._pool._api", 0);
-        if (pool_api != NULL)
-            pool_crowded = pool_api->crowded;
-        else
-            PyErr_Clear(); /* no pool here: calls keep their instance */
+        pool_api = (const PoolAPI *)PyCapsule_Import(POOL_CAPSULE, 0);
+        if (pool_api == NULL)
+            PyErr_Clear(); /* no pool here: calls are not split */
+        else if (pool_api->version != POOL_API_VERSION)
+            pool_api = NULL; /* a _pool of another build: not split */
     }
     return m;
 }

@@ -160,14 +160,13 @@ def _print_pool(p: dict[str, Any]) -> None:
         return
     c, st = p["settings"], p["stats"]
     print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers "
-          f"spin {c['spin_ns'] / 1e6:g} ms; a worker preempted while spinning sleeps, and two preemptions within "
-          f"{c['confirm_ns'] / 1e9:g} s (another thread wants the cores) make all spin {c['polite_spin_ns'] / 1e3:g} us "
-          f"for {c['hold_ns'] / 1e9:g}-{c['max_hold_ns'] / 1e9:g} s")
-    print("             meanwhile a call finding the other CPUs taken (another library's spinning threads) "
-          "runs on the calling thread alone")
-    print(f"             so far: {st['calls']} parallel call(s), {st['workers']} worker(s), {st['preempted']} "
-          f"preemption(s), {st['contended']} polite period(s), {st['sleeps']} sleep(s), {st['crowded']} call(s) "
-          f"alone; polite now: {'yes' if st['polite'] else 'no'}")
+          f"spin {c['pause_ns'] / 1e3:g} us, then yield their core to any other thread up to {c['spin_ns'] / 1e6:g} ms, "
+          "then sleep")
+    print("             split calls: fixed parts claimed by the calling thread and the workers (same bits whoever "
+          "runs them)")
+    print(f"             so far: {st['calls']} OpenBLAS parallel call(s), {st['batches']} split call(s) in "
+          f"{st['parts']} part(s), {st['caller_parts']} run by the calling thread ({st['alone']} call(s) alone), "
+          f"{st['workers']} worker(s), {st['sleeps']} sleep(s)")
 
 
 def _print_paths(p: dict[str, Any]) -> None:

@@ -10,10 +10,11 @@ What this module owns
       share the ``threads=1`` instance, which computes in the calling thread and is safe to call from many
       threads at once.
     * The threads of parallel calls.  Each multi-threaded instance (and its ILP64 twin) hands the jobs of
-      its parallel calls to :mod:`tileblas.kernels._pool`, whose idle workers spin like OpenBLAS's own but
-      go to sleep as soon as another thread wants their core (NumPy's or SciPy's OpenBLAS, the user's
-      threads): OpenBLAS's own workers would spin 0.1 s after every call, and a program that alternates
-      tileblas with NumPy or SciPy calls would then run about ten times slower.  ``TILEBLAS_POOL=0`` keeps
+      its parallel calls to :mod:`tileblas.kernels._pool`, whose idle workers yield their core to any
+      other thread that wants it (NumPy's or SciPy's OpenBLAS, the user's threads) while they wait for the
+      next call: OpenBLAS's own workers would hold it for 0.1 s after every call, and a program that
+      alternates tileblas with NumPy or SciPy calls would then run about ten times slower.  The same
+      workers run the parts of tileblas' own split calls (tileblas.blas).  ``TILEBLAS_POOL=0`` keeps
       OpenBLAS's own threads.
     * 64-bit sizes (ILP64).  Where the ``scipy-openblas64`` wheel is installed (``tileblas[ilp64]``), each
       instance has an ILP64 twin with the same thread count (symbols ``scipy_<name>64_``), loaded on first
@@ -247,25 +248,9 @@ def _attach_pool(lib: BlasLibrary) -> int | None:
         return None
 
 
-#: Level-3 calls with flops in [lo, hi) (complex counted 4x) run on the one-thread instance while the
-#: thread pool finds the machine crowded (:func:`tileblas.kernels._pool.crowded`).  Below: OpenBLAS runs
-#: them on one thread anyway.  Above: a call outlasts the 0.1 s another library's threads spin, and alone
-#: it would take twice as long all through (measured on 2 cores, between SciPy lu_factor calls: syrk
-#: n = 256 alone 0.68 ms against 2.0-3.5 ms on two threads; n = 512 4.5 against 4.0 ms).  The same
-#: limits hold in tileblas.blas's C path (``_fastpath.set_crowded``, from tileblas.blas._dispatch).
-CROWDED_FLOPS = (1e6, 1e8)
-
-
-def _uncrowded(lib: BlasLibrary | None, flops: float, prefix: str) -> BlasLibrary:
-    """The instance a Level-3 kernel call of ``flops`` runs on: ``lib`` (default: one thread), but the
-    one-thread instance where ``lib``'s pool would find the machine crowded (see :data:`CROWDED_FLOPS`)."""
-    if lib is None:
-        return get_library(1)
-    if lib.pool_slot is not None:
-        f = flops * (4.0 if prefix in "cz" else 1.0)
-        if CROWDED_FLOPS[0] <= f < CROWDED_FLOPS[1] and _pool.crowded():
-            return get_library(1)
-    return lib
+def _instance(lib: BlasLibrary | None) -> BlasLibrary:
+    """The instance a Level-3 kernel call runs on: ``lib``, or the one-thread instance where none is given."""
+    return get_library(1) if lib is None else lib
 
 
 def pool_info() -> dict[str, Any]:
@@ -477,7 +462,7 @@ def gemm(alpha, a, b, beta, c, transa="N", transb="N", lib: BlasLibrary | None =
         return gemm(alpha, b.T, a.T, beta, c.T, transb, transa, lib)
     m, n = c.shape
     k = a.shape[0] if _OPS[transa][0] else a.shape[1]
-    lib = _uncrowded(lib, 2.0 * m * n * k, prefix)
+    lib = _instance(lib)
     if m == 0 or n == 0:
         return None
     if k == 0:
@@ -505,7 +490,7 @@ def _symm_like(name, side, uplo, alpha, a, b, beta, c, lib, hermitian):
         return _symm_like(name, "R" if side == "L" else "L", _flip(uplo), alpha, a.T, b.T, beta, c.T,
                           lib, hermitian)
     m, n = c.shape
-    lib = _uncrowded(lib, 2.0 * m * n * (m if side == "L" else n), prefix)
+    lib = _instance(lib)
     if m == 0 or n == 0:
         return None
     cc, ldc, copied = _writable_colmajor_output(c)
@@ -555,7 +540,7 @@ def _rank_k(name, uplo, trans, alpha, a, b, beta, c, lib, hermitian):
     if n == 0:
         return None
     k = a.shape[0] if trans != "N" else a.shape[1]
-    lib = _uncrowded(lib, (1.0 if b is None else 2.0) * n * n * k, prefix)
+    lib = _instance(lib)
     cc, ldc, copied = _writable_colmajor_output(c)
 
     def operand(x):
@@ -628,7 +613,7 @@ def _triangular(name, side, uplo, transa, diag, alpha, a, b, lib):
         # b^T := alpha b^T op(a)^T: side flips, a.T is triangular in the other half, letters unchanged.
         return _triangular(name, "R" if side == "L" else "L", _flip(uplo), transa, diag, alpha, a.T, b.T, lib)
     m, n = b.shape
-    lib = _uncrowded(lib, 1.0 * m * n * (m if side == "L" else n), prefix)
+    lib = _instance(lib)
     if m == 0 or n == 0:
         return None
     bb, ldb, copied = _writable_colmajor_output(b)

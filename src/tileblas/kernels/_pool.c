@@ -1,61 +1,59 @@
 /*
- * tileblas.kernels._pool -- the threads that run OpenBLAS's parallel work for tileblas' instances.
+ * tileblas.kernels._pool -- the threads that run the parallel work of tileblas' OpenBLAS instances.
  *
- * Why: an OpenBLAS thread pool keeps its idle workers spinning for about 0.1 s after every call (2**28
- * cycles; on x86-64 the spin is a run of NOPs that never yields).  NumPy, SciPy and tileblas each load
- * their own OpenBLAS, so a program that alternates their calls has two pools spinning at once: on a
- * machine with as many cores as threads, each call then waits for scheduler time slices held by the other
- * pool's spinning workers, and both run about ten times slower.  OpenBLAS fixes its spin time when it is
- * loaded; it cannot be changed afterwards.
+ * Two kinds of work, one set of workers per instance (a slot):
  *
- * What: OpenBLAS (0.3.27 and later) hands the jobs of a parallel call to a callback where one is set
- * (openblas_set_threads_callback_function).  tileblas sets one for each of its multi-threaded instances,
- * and runs the jobs on the workers of this module: the calling thread runs job 0, one worker per other
- * job runs the rest, all at once (OpenBLAS's Level-3 jobs wait for one another, so they must run
- * concurrently).  A worker with no job spins, then sleeps on a condition variable:
- *   - it spins up to spin_ns (0.1 s, as OpenBLAS does) so that back-to-back calls start at once;
- *   - while spinning it watches for threads it keeps from running (another library's BLAS pool, the
- *     user's threads, another process): a clock gap longer than preempt_ns between two readings means the
- *     scheduler took its core; and every check_ns (Linux) it reads how many threads are runnable on the
- *     machine (/proc/loadavg): more than there are CPUs at two readings in a row means some thread waits
- *     for one.  Either way the worker sleeps at once.  Two such preemptions within confirm_ns mean
- *     the contention goes on (one alone may be the machine's noise): every worker then spins only
- *     polite_spin_ns (25 us: enough for the next call of a tight loop, short of the next foreign call)
- *     for a polite period of hold_ns (0.25 s), doubled, up to max_hold_ns (4 s), each time contention
- *     comes back within hold_ns of the end of the last period.
- * So a loop of tileblas calls keeps its workers hot, and a loop that mixes tileblas with NumPy or SciPy
- * leaves their pools the cores while they run.  The other way round, their pools' spinning threads hold
- * cores for 0.1 s after each of their calls, and a tileblas call made then would have its workers wait
- * for a core behind them (for whole scheduler slices: tens of times the call): crowded() tells the
- * callers (tileblas.blas's C path) to run such a call on the calling thread alone.
+ *   Parts (tileblas' own split of a call, tileblas.blas's C path).  A call cut into independent parts,
+ *   each one call on the one-thread instance, fixed by the call alone.  The parts are *claimed*: the
+ *   calling thread and every worker take the next unclaimed part until none is left, so the calling
+ *   thread never waits for a worker that has not started (asleep, descheduled, on a crowded machine), it
+ *   runs that part itself; it waits only for parts a worker is running.  Where the slot is busy with
+ *   another thread's call, or has no workers, the calling thread runs every part, one after the other.
+ *   What a part computes never depends on which thread runs it, so the result of a call is the same bits
+ *   whatever the machine is doing (docs/drop-in.md, "Same call, same bits").
  *
- * Each instance has its own slot: a lock (one parallel call at a time per instance: OpenBLAS indexes its
- * per-thread buffers by job number, so two calls' jobs of one number must not overlap; OpenBLAS's own
- * pool serializes them the same way) and its own workers (threads - 1, made when the slot is attached,
- * more on demand).  After fork() the child has none of the workers; they are made again on its first
- * parallel call.
+ *   Jobs (OpenBLAS's own parallel calls).  OpenBLAS (0.3.27 and later) hands the jobs of a parallel call
+ *   to a callback where one is set (openblas_set_threads_callback_function); tileblas sets one for each
+ *   multi-threaded instance and runs job 0 on the calling thread, job i on worker i - 1, all at once
+ *   (OpenBLAS's Level-3 jobs wait for one another, so they must run concurrently).  OpenBLAS partitions
+ *   such a call by its shape and thread count alone, so these too give the same bits every time.
+ *
+ * Waiting for work.  A worker with nothing to do spins, then sleeps on a condition variable.  The spin is
+ * first a busy wait of pause_ns (20 us: the next call of a tight loop starts at once), then a loop of
+ * sched_yield() up to spin_ns (100 ms, as long as OpenBLAS's own workers spin): a yielding spinner gives
+ * its core to any other thread that wants it at once, so it never holds a core from another library's
+ * threads, the user's threads or another process.  No state of the machine is read and nothing is
+ * decided from timings: the moment only chooses which thread runs a part.
+ *
+ * Why a worker's wake-up is not waited for: on a small virtual machine the kernel often puts a woken
+ * worker on the CPU of the thread that woke it, where it waits for that thread's time slice (1-4 ms) while
+ * the other CPU idles.  A call that waited for its worker lost 10x after an idle pause (dtrmm of order
+ * 128: 3.3 ms against 0.2 ms).  With claimed parts the calling thread goes on with the parts; the worker
+ * joins when it runs.
+ *
+ * Each slot has a lock (one call at a time per instance: OpenBLAS indexes its per-thread buffers by job
+ * number, so two calls' jobs of one number must not overlap; parts take the lock only to be claimed by
+ * the slot's workers).  After fork() the child has none of the workers; they are made again on its first
+ * call that needs them.
  *
  * Python API
  *   supported                      whether this build has the pool (POSIX threads)
  *   attach(setter, threads) -> int  set the callback through the library's setter (its address); makes
  *                                   threads - 1 workers; returns the slot number
- *   configure(spin_ns=, polite_spin_ns=, hold_ns=, max_hold_ns=, preempt_ns=, confirm_ns=, check_ns=)
+ *   configure(spin_ns=, pause_ns=, worker_delay_ns=)
  *                                   set (each optional, all checked before any is set); returns the
- *                                   settings
- *   stats() -> dict                 counters: calls, jobs, sleeps, wakes, preempted, contended (polite
- *                                   periods begun), crowded (calls told to run alone), workers, slots;
- *                                   polite (now), hold_ns (current), runnable_check (whether spinners
- *                                   read /proc/loadavg)
- *   crowded() -> bool               whether a parallel call now should run on the calling thread alone:
- *                                   during a polite period, the threads runnable besides the caller and
- *                                   the pool's spinning workers fill every other CPU (one /proc/loadavg
- *                                   reading; outside polite periods one clock reading).  The C fast path
- *                                   of tileblas.blas asks it through the capsule _api before each
- *                                   parallel-sized call and then uses the one-thread instance.
- *   _api                            capsule of the C API (struct PoolAPI): crowded(), and run(slot, ...)
- *                                   that runs tileblas' own jobs on a slot's workers
- *   polite(on)                      start a polite period now (as contention does; counted in contended),
- *                                   or end the one in force and forget past preemptions
+ *                                   settings.  worker_delay_ns: each worker waits this long before it
+ *                                   claims a part (0; for tests that force the calling thread to run them)
+ *   stats() -> dict                 counters: calls and jobs (OpenBLAS's parallel calls), batches and
+ *                                   parts (tileblas' claimed parts), caller_parts (those the calling
+ *                                   thread ran), alone (batches the calling thread ran by itself: slot
+ *                                   busy or no workers), sleeps, wakes, workers, slots, spinning (now)
+ *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
+ *                                   other threads' batches on it run on their calling thread alone (tests)
+ *   run_parts(slot, nparts, spin_ns=0) -> list
+ *                                   run nparts parts that each spin spin_ns and record which thread ran
+ *                                   them: [(index, 0 caller / 1 worker)] (tests)
+ *   _api                            capsule of the C API (struct PoolAPI, _pool.h)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -64,11 +62,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_pool.h"
+
 #if defined(_WIN32) || defined(__STDC_NO_ATOMICS__)
 #define POOL_SUPPORTED 0
 #else
 #define POOL_SUPPORTED 1
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -84,6 +83,7 @@ typedef void (*set_cb_fn)(threads_cb callback);
 
 #define MAX_SLOTS 32
 #define MAX_JOBS 1024
+#define MAX_PARTS 0xffff
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_RELAX() __builtin_ia32_pause()
@@ -95,24 +95,39 @@ typedef void (*set_cb_fn)(threads_cb callback);
 
 enum { CMD_NONE = 0, CMD_JOB = 1 };
 
+struct Slot;
+
 typedef struct Worker {
-    _Atomic int cmd;    /* CMD_JOB once a job is posted; the worker puts CMD_NONE back before done */
-    _Atomic int done;   /* 1 once the posted job has run */
-    _Atomic int asleep; /* 1 while waiting on wake */
+    _Atomic int cmd;                 /* CMD_JOB once an OpenBLAS job is posted; CMD_NONE again before done */
+    _Atomic int done;                /* 1 once the posted job has run */
+    _Atomic int asleep;              /* 1 while waiting on wake */
+    _Atomic unsigned long long told; /* batches of parts the worker was told of */
+    unsigned long long seen;         /* ... and has looked at (the worker's own) */
     dojob_fn fn;
     void *data;
     int index;
     int arg;
+    struct Slot *slot;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
 } Worker;
 
 typedef struct Slot {
-    pthread_mutex_t lock; /* one parallel call at a time on this instance */
+    pthread_mutex_t lock; /* one call at a time on this instance */
     int used;
+    int threads;          /* the instance's thread count */
     int nworkers;
     Worker *workers[MAX_JOBS];
+    /* the batch of parts in progress: claim = generation << 32 | parts << 16 | next part.  The fields of
+     * a batch are written before its claim word and stay until all its parts are done; a thread that
+     * claims part i by compare-and-swap on the word it read knows the fields it read are that batch's. */
+    _Atomic unsigned long long claim;
+    _Atomic uintptr_t part_fn, part_data;
+    _Atomic size_t part_elsize;
+    _Atomic int parts_done;
+    unsigned long long generation;
+    _Atomic int caller_cpu; /* the CPU the calling thread of the call in progress was on (-1: unknown) */
 } Slot;
 
 static Slot slots[MAX_SLOTS];
@@ -120,22 +135,14 @@ static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int nslots = 0;
 
 /* settings, in nanoseconds */
-static _Atomic long long spin_ns = 100000000LL;      /* 0.1 s: OpenBLAS's own 2**28 cycles */
-static _Atomic long long polite_spin_ns = 25000LL;   /* while polite */
-static _Atomic long long hold_ns = 250000000LL;      /* first polite period */
-static _Atomic long long max_hold_ns = 4000000000LL; /* longest polite period */
-static _Atomic long long preempt_ns = 100000LL;      /* a clock gap this long while spinning = preempted */
-static _Atomic long long confirm_ns = 200000000LL;   /* two preemptions this close = contention */
-static _Atomic long long check_ns = 100000LL;        /* how often a spinner reads the runnable threads (0: never) */
+static _Atomic long long spin_ns = 100000000LL; /* idle spin before sleeping: OpenBLAS's own 0.1 s */
+static _Atomic long long pause_ns = 20000LL;    /* of which busy (no yield) */
+static _Atomic long long worker_delay_ns = 0LL; /* tests: a worker's wait before it claims a part */
 
-static int loadavg_fd = -1; /* /proc/loadavg, where there is one */
-static long cpus_online = 1;
-
-/* state and counters */
-static _Atomic long long polite_until = 0, last_preempt = -1000000000000LL, cur_hold = 0;
-static _Atomic long long n_calls = 0, n_jobs = 0, n_sleeps = 0, n_wakes = 0, n_preempted = 0, n_contended = 0,
-                         n_workers = 0, n_crowded = 0;
-static _Atomic int n_spinning = 0; /* workers spinning now */
+/* counters */
+static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_caller_parts = 0, n_alone = 0,
+                         n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0;
+static _Atomic int n_spinning = 0;
 
 static inline long long
 now_ns(void)
@@ -145,166 +152,176 @@ now_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static inline long long
-spin_limit(long long t)
-{
-    return t < atomic_load_explicit(&polite_until, memory_order_relaxed)
-               ? atomic_load_explicit(&polite_spin_ns, memory_order_relaxed)
-               : atomic_load_explicit(&spin_ns, memory_order_relaxed);
-}
-
-/* Start a polite period at t: hold_ns, or twice the last one (up to max_hold_ns) where contention
- * comes back within hold_ns of the end of the last period. */
 static void
-note_contention(long long t)
+pause_for(long long ns)
 {
-    long long base = atomic_load_explicit(&hold_ns, memory_order_relaxed);
-    long long top = atomic_load_explicit(&max_hold_ns, memory_order_relaxed);
-    long long until = atomic_load_explicit(&polite_until, memory_order_relaxed);
-    long long hold = atomic_load_explicit(&cur_hold, memory_order_relaxed);
-    hold = (until > 0 && t < until + base && hold > 0) ? 2 * hold : base;
-    if (hold > top)
-        hold = top < base ? base : top;
-    atomic_store_explicit(&cur_hold, hold, memory_order_relaxed);
-    atomic_store_explicit(&polite_until, t + hold, memory_order_relaxed);
-    atomic_fetch_add_explicit(&n_contended, 1, memory_order_relaxed);
-}
-
-/* A worker found at t that it had been preempted while spinning. */
-static void
-note_preempted(long long t)
-{
-    atomic_fetch_add_explicit(&n_preempted, 1, memory_order_relaxed);
-    long long prev = atomic_exchange_explicit(&last_preempt, t, memory_order_relaxed);
-    if (t - prev <= atomic_load_explicit(&confirm_ns, memory_order_relaxed))
-        note_contention(t);
-}
-
-/* Threads runnable on the machine now (the fourth field of /proc/loadavg, "runnable/total"), or -1. */
-static long
-runnable_now(void)
-{
-    char buf[160];
-    if (loadavg_fd < 0)
-        return -1;
-    ssize_t k = pread(loadavg_fd, buf, sizeof buf - 1, 0);
-    if (k <= 0)
-        return -1;
-    buf[k] = '\0';
-    char *p = buf;
-    for (int field = 0; field < 3; field++) {
-        while (*p && *p != ' ')
-            p++;
-        while (*p == ' ')
-            p++;
+    long long end = now_ns() + ns;
+    while (now_ns() < end) {
+        for (int k = 0; k < 64; k++)
+            CPU_RELAX();
     }
-    return strtol(p, NULL, 10);
 }
 
-/* Whether more threads are runnable than the machine has CPUs (the count includes the reader). */
-static int
-oversubscribed(void)
+/* The CPU the calling thread runs on, or -1. */
+static inline int
+this_cpu(void)
 {
-    return runnable_now() > cpus_online;
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
 }
 
-/* Whether a parallel call started now would find the other CPUs taken: while contention goes on (a polite
- * period), the threads runnable besides the caller and this pool's spinning workers fill every other CPU
- * (another library's spinning BLAS threads, say).  Its workers would wait for a core, so the call is
- * better run on the calling thread alone.  Costs one clock reading outside polite periods. */
-static int
-crowded(void)
+/* A worker about to work that finds itself on the CPU of the call's calling thread moves to another CPU
+ * it may run on: there it would only take turns with the thread it is to work beside, while another CPU
+ * may idle (the kernel often wakes a thread on the CPU of the thread that woke it).  The move: the
+ * worker's CPU mask without that CPU, then the mask as it was (the kernel moves a thread at once when its
+ * CPU leaves its mask). */
+static void
+step_aside(int cpu)
 {
-    if (now_ns() >= atomic_load_explicit(&polite_until, memory_order_relaxed))
-        return 0;
-    long r = runnable_now();
-    if (r < 0)
-        return 0;
-    int busy = r - atomic_load_explicit(&n_spinning, memory_order_relaxed) >= cpus_online;
-    if (busy)
-        atomic_fetch_add_explicit(&n_crowded, 1, memory_order_relaxed);
-    return busy;
+#if defined(__linux__)
+    cpu_set_t mask, other;
+    if (cpu < 0 || sched_getcpu() != cpu)
+        return;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0 || !CPU_ISSET(cpu, &mask) || CPU_COUNT(&mask) < 2)
+        return;
+    other = mask;
+    CPU_CLR(cpu, &other);
+    if (sched_setaffinity(0, sizeof other, &other) == 0) {
+        sched_setaffinity(0, sizeof mask, &mask);
+        atomic_fetch_add_explicit(&n_moved, 1, memory_order_relaxed);
+    }
+#else
+    (void)cpu;
+#endif
 }
 
-/* Spin until a job is posted, the spin limit passes, or the worker finds it keeps another thread from
- * running.  Returns 1 when a job is there. */
-static int spin_loop(Worker *w);
+/* ---------------------------------------------------------------------------------- claimed parts */
 
+/* Claim and run parts of the slot's batch until none is left; the number run. */
 static int
-spin_for_job(Worker *w)
+claim_parts(Slot *s)
 {
-    atomic_fetch_add_explicit(&n_spinning, 1, memory_order_relaxed);
-    int got = spin_loop(w);
-    atomic_fetch_sub_explicit(&n_spinning, 1, memory_order_relaxed);
-    return got;
-}
-
-static int
-spin_loop(Worker *w)
-{
-    long long start = now_ns(), last = start;
-    long long every = atomic_load_explicit(&check_ns, memory_order_relaxed);
-    long long next_check = every > 0 ? start + every : -1;
-    int seen = 0;
+    int ran = 0;
+    unsigned long long c = atomic_load(&s->claim);
     for (;;) {
-        for (int k = 0; k < 32; k++) {
-            if (atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE)
-                return 1;
+        unsigned next = (unsigned)(c & 0xffff), parts = (unsigned)((c >> 16) & 0xffff);
+        if (next >= parts)
+            return ran;
+        pool_job_fn fn = (pool_job_fn)atomic_load_explicit(&s->part_fn, memory_order_relaxed);
+        char *data = (char *)atomic_load_explicit(&s->part_data, memory_order_relaxed);
+        size_t elsize = atomic_load_explicit(&s->part_elsize, memory_order_relaxed);
+        if (!atomic_compare_exchange_weak(&s->claim, &c, c + 1))
+            continue; /* c now holds the word as it is */
+        fn((int)next, data + (size_t)next * elsize, 0);
+        ran++;
+        atomic_fetch_add_explicit(&s->parts_done, 1, memory_order_release);
+        c = atomic_load(&s->claim);
+    }
+}
+
+/* Wait until every part of the slot's batch is done: a short busy wait, then yielding (a worker running a
+ * part may be queued on this core). */
+static void
+wait_parts(Slot *s, int parts)
+{
+    long long start = 0;
+    while (atomic_load_explicit(&s->parts_done, memory_order_acquire) < parts) {
+        for (int k = 0; k < 64; k++)
+            CPU_RELAX();
+        long long t = now_ns();
+        if (start == 0)
+            start = t;
+        else if (t - start > atomic_load_explicit(&pause_ns, memory_order_relaxed))
+            sched_yield();
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- workers */
+
+static inline int
+has_work(Worker *w)
+{
+    return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE ||
+           atomic_load_explicit(&w->told, memory_order_acquire) != w->seen;
+}
+
+/* Spin for work up to spin_ns (busy for pause_ns, then yielding); 1 when there is some. */
+static int
+spin_for_work(Worker *w)
+{
+    long long start = now_ns();
+    long long busy = atomic_load_explicit(&pause_ns, memory_order_relaxed);
+    long long total = atomic_load_explicit(&spin_ns, memory_order_relaxed);
+    int got = 0;
+    atomic_fetch_add_explicit(&n_spinning, 1, memory_order_relaxed);
+    for (;;) {
+        for (int k = 0; k < 64; k++) {
+            if (has_work(w)) {
+                got = 1;
+                goto out;
+            }
             CPU_RELAX();
         }
-        long long t = now_ns();
-        if (t - last > atomic_load_explicit(&preempt_ns, memory_order_relaxed)) {
-            note_preempted(t);
-            return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
+        long long t = now_ns() - start;
+        if (t >= total) {
+            got = has_work(w);
+            goto out;
         }
-        last = t;
-        if (next_check >= 0 && t >= next_check) {
-            /* two readings in a row, check_ns apart: a thread that waits that long, not one passing by */
-            if (!oversubscribed())
-                seen = 0;
-            else if (++seen >= 2) {
-                note_preempted(t);
-                return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
-            }
-            next_check = t + every;
-        }
-        if (t - start >= spin_limit(t))
-            return atomic_load_explicit(&w->cmd, memory_order_acquire) != CMD_NONE;
+        if (t >= busy)
+            sched_yield();
     }
+out:
+    atomic_fetch_sub_explicit(&n_spinning, 1, memory_order_relaxed);
+    return got;
 }
 
 static void *
 worker_main(void *arg)
 {
     Worker *w = (Worker *)arg;
-    int first = 1; /* a new worker sleeps until its first job: there is no call to keep it hot for */
+    int first = 1; /* a new worker sleeps until its first work: there is no call to keep it hot for */
 #if defined(__linux__)
     pthread_setname_np(pthread_self(), "tileblas-pool"); /* as top, gdb and py-spy show it */
 #endif
     for (;;) {
-        if (first || !spin_for_job(w)) {
+        if (first || !spin_for_work(w)) {
             first = 0;
             pthread_mutex_lock(&w->lock);
-            atomic_store(&w->asleep, 1); /* seq_cst: pairs with the poster's store of cmd, then load of asleep */
+            atomic_store(&w->asleep, 1); /* seq_cst: pairs with the poster's store, then load of asleep */
             atomic_fetch_add_explicit(&n_sleeps, 1, memory_order_relaxed);
-            while (atomic_load(&w->cmd) == CMD_NONE)
+            while (atomic_load(&w->cmd) == CMD_NONE && atomic_load(&w->told) == w->seen)
                 pthread_cond_wait(&w->wake, &w->lock);
             atomic_store(&w->asleep, 0);
             pthread_mutex_unlock(&w->lock);
         }
-        w->fn(w->index, w->data, w->arg);
-        atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
-        atomic_store_explicit(&w->done, 1, memory_order_release);
+        step_aside(atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
+        if (atomic_load_explicit(&w->cmd, memory_order_acquire) == CMD_JOB) {
+            w->fn(w->index, w->data, w->arg);
+            atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
+            atomic_store_explicit(&w->done, 1, memory_order_release);
+        }
+        unsigned long long told = atomic_load(&w->told);
+        if (told != w->seen) {
+            w->seen = told;
+            long long delay = atomic_load_explicit(&worker_delay_ns, memory_order_relaxed);
+            if (delay > 0)
+                pause_for(delay);
+            claim_parts(w->slot);
+        }
     }
     return NULL;
 }
 
 static Worker *
-worker_new(void)
+worker_new(Slot *s)
 {
     Worker *w = (Worker *)calloc(1, sizeof(Worker));
     if (w == NULL)
         return NULL;
+    w->slot = s;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
     atomic_store(&w->done, 1);
@@ -323,12 +340,13 @@ worker_new(void)
     return w;
 }
 
-/* Make sure the slot has n workers (called with the slot's lock held).  0 or -1. */
+/* Make sure the slot has n workers (called with the slot's lock held).  0, or -1 where fewer could be
+ * made (those made are kept). */
 static int
 ensure_workers(Slot *s, int n)
 {
     while (s->nworkers < n) {
-        Worker *w = worker_new();
+        Worker *w = worker_new(s);
         if (w == NULL)
             return -1;
         s->workers[s->nworkers++] = w;
@@ -336,15 +354,10 @@ ensure_workers(Slot *s, int n)
     return 0;
 }
 
+/* Wake w where it sleeps (after the poster's seq_cst store of what it is to see). */
 static inline void
-post(Worker *w, dojob_fn fn, int index, void *data, int arg)
+wake(Worker *w)
 {
-    w->fn = fn;
-    w->index = index;
-    w->data = data;
-    w->arg = arg;
-    atomic_store_explicit(&w->done, 0, memory_order_relaxed);
-    atomic_store(&w->cmd, CMD_JOB); /* seq_cst */
     if (atomic_load(&w->asleep)) {
         pthread_mutex_lock(&w->lock);
         pthread_cond_signal(&w->wake);
@@ -353,23 +366,33 @@ post(Worker *w, dojob_fn fn, int index, void *data, int arg)
     }
 }
 
-/* Wait for a worker's job: spin; after a long wait, yield now and then (a descheduled worker may be
- * queued on this core). */
+/* --------------------------------------------------------------------- OpenBLAS's parallel calls */
+
+static inline void
+post_job(Worker *w, dojob_fn fn, int index, void *data, int arg)
+{
+    w->fn = fn;
+    w->index = index;
+    w->data = data;
+    w->arg = arg;
+    atomic_store_explicit(&w->done, 0, memory_order_relaxed);
+    atomic_store(&w->cmd, CMD_JOB); /* seq_cst */
+    wake(w);
+}
+
+/* Wait for a worker's job: a short busy wait, then yielding (a worker may be queued on this core). */
 static inline void
 wait_done(Worker *w)
 {
-    unsigned spins = 0;
     long long start = 0;
     while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
-        CPU_RELAX();
-        if (++spins == 1024) {
-            spins = 0;
-            long long t = now_ns();
-            if (start == 0)
-                start = t;
-            else if (t - start > 1000000LL)
-                sched_yield();
-        }
+        for (int k = 0; k < 64; k++)
+            CPU_RELAX();
+        long long t = now_ns();
+        if (start == 0)
+            start = t;
+        else if (t - start > atomic_load_explicit(&pause_ns, memory_order_relaxed))
+            sched_yield();
     }
 }
 
@@ -384,16 +407,18 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
     pthread_mutex_lock(&s->lock);
     if (numjobs > MAX_JOBS || ensure_workers(s, numjobs - 1) != 0) {
         /* The jobs must run at once (Level-3 jobs wait for one another): running them one after the
-         * other could hang, so stop with a message instead. */
+         * other could hang.  The workers are made when the instance is attached, so this is reached only
+         * in a forked child that cannot start threads. */
         fprintf(stderr, "tileblas: cannot start %d threads for an OpenBLAS call; set TILEBLAS_POOL=0 or "
                         "fewer threads\n", numjobs - 1);
         abort();
     }
     atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_jobs, numjobs, memory_order_relaxed);
+    atomic_store_explicit(&s->caller_cpu, this_cpu(), memory_order_relaxed);
     char *base = (char *)jobdata;
     for (int i = 1; i < numjobs; i++)
-        post(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
+        post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
     dojob(0, jobdata, arg);
     for (int i = 1; i < numjobs; i++)
         wait_done(s->workers[i - 1]);
@@ -419,8 +444,65 @@ static const threads_cb trampolines[MAX_SLOTS] = {
     tramp_24, tramp_25, tramp_26, tramp_27, tramp_28, tramp_29, tramp_30, tramp_31,
 };
 
+/* -------------------------------------------------------------------------------- tileblas' parts */
+
+static int
+run_inline(pool_job_fn part, int nparts, size_t elsize, void *data)
+{
+    for (int i = 0; i < nparts; i++)
+        part(i, (char *)data + (size_t)i * elsize, 0);
+    atomic_fetch_add_explicit(&n_alone, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_parts, nparts, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_caller_parts, nparts, memory_order_relaxed);
+    return nparts;
+}
+
+static int
+pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data)
+{
+    if (slot < 0 || slot >= atomic_load(&nslots))
+        return -1;
+    if (nparts <= 0)
+        return 0;
+    Slot *s = &slots[slot];
+    atomic_fetch_add_explicit(&n_batches, 1, memory_order_relaxed);
+    if (nparts == 1 || nparts > MAX_PARTS || pthread_mutex_trylock(&s->lock) != 0)
+        return run_inline(part, nparts, elsize, data);
+    int helpers = s->nworkers < nparts - 1 ? s->nworkers : nparts - 1;
+    if (helpers == 0) {
+        pthread_mutex_unlock(&s->lock);
+        return run_inline(part, nparts, elsize, data);
+    }
+    atomic_store_explicit(&s->part_fn, (uintptr_t)part, memory_order_relaxed);
+    atomic_store_explicit(&s->part_data, (uintptr_t)data, memory_order_relaxed);
+    atomic_store_explicit(&s->part_elsize, elsize, memory_order_relaxed);
+    atomic_store_explicit(&s->parts_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->caller_cpu, this_cpu(), memory_order_relaxed);
+    s->generation++;
+    atomic_store(&s->claim, (s->generation << 32) | ((unsigned long long)nparts << 16)); /* seq_cst */
+    for (int i = 0; i < helpers; i++) {
+        Worker *w = s->workers[i];
+        atomic_fetch_add(&w->told, 1); /* seq_cst, before wake() reads asleep */
+        wake(w);
+    }
+    int ran = claim_parts(s);
+    wait_parts(s, nparts);
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_add_explicit(&n_parts, nparts, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_caller_parts, ran, memory_order_relaxed);
+    return ran;
+}
+
+static int
+pool_threads(int slot)
+{
+    if (slot < 0 || slot >= atomic_load(&nslots))
+        return -1;
+    return slots[slot].threads;
+}
+
 /* In a child after fork() the workers do not exist: forget them (their memory is left), make the
- * locks usable again; the first parallel call makes new workers. */
+ * locks usable again; the first call that needs workers makes new ones. */
 static void
 after_fork_child(void)
 {
@@ -428,15 +510,18 @@ after_fork_child(void)
     for (int k = 0; k < n; k++) {
         pthread_mutex_init(&slots[k].lock, NULL);
         slots[k].nworkers = 0;
+        atomic_store(&slots[k].claim, slots[k].generation << 32);
     }
     pthread_mutex_init(&attach_lock, NULL);
     atomic_store(&n_workers, 0);
     atomic_store(&n_spinning, 0);
 }
 
+static const PoolAPI pool_api = {POOL_API_VERSION, pool_run_parts, pool_threads};
+
 #endif /* POOL_SUPPORTED */
 
-/* ------------------------------------------------------------------------------------------------- */
+/* ------------------------------------------------------------------------------------------- Python */
 
 static PyObject *
 pool_attach(PyObject *self, PyObject *args)
@@ -464,8 +549,10 @@ pool_attach(PyObject *self, PyObject *args)
         pthread_mutex_init(&s->lock, NULL);
         s->nworkers = 0;
         s->used = 1;
+        atomic_store(&s->caller_cpu, -1);
+        s->threads = threads;
         if (ensure_workers(s, threads - 1) != 0)
-            failed = 1;
+            failed = 1; /* the slot is not handed out; the workers made wait, asleep, for nothing */
         else {
             ((set_cb_fn)(uintptr_t)setter)(trampolines[k]);
             atomic_store(&nslots, k + 1);
@@ -490,33 +577,13 @@ pool_attach(PyObject *self, PyObject *args)
 #endif
 }
 
-#if POOL_SUPPORTED
-static int
-set_setting(PyObject *value, const char *name, _Atomic long long *target)
-{
-    if (value == NULL || value == Py_None)
-        return 0;
-    long long v = PyLong_AsLongLong(value);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    if (v < 0) {
-        PyErr_Format(PyExc_ValueError, "configure: %s is %lld; it must be >= 0 (nanoseconds)", name, v);
-        return -1;
-    }
-    atomic_store(target, v);
-    return 0;
-}
-#endif
-
 static PyObject *
 settings_dict(void)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns),
-                         "polite_spin_ns", (long long)atomic_load(&polite_spin_ns), "hold_ns",
-                         (long long)atomic_load(&hold_ns), "max_hold_ns", (long long)atomic_load(&max_hold_ns),
-                         "preempt_ns", (long long)atomic_load(&preempt_ns), "confirm_ns",
-                         (long long)atomic_load(&confirm_ns), "check_ns", (long long)atomic_load(&check_ns));
+    return Py_BuildValue("{s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "pause_ns",
+                         (long long)atomic_load(&pause_ns), "worker_delay_ns",
+                         (long long)atomic_load(&worker_delay_ns));
 #else
     return PyDict_New();
 #endif
@@ -525,36 +592,34 @@ settings_dict(void)
 static PyObject *
 pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"spin_ns", "polite_spin_ns", "hold_ns", "max_hold_ns", "preempt_ns", "confirm_ns",
-                             "check_ns", NULL};
-    PyObject *vals[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOOOO:configure", kwlist, &vals[0], &vals[1], &vals[2],
-                                     &vals[3], &vals[4], &vals[5], &vals[6]))
+    static char *kwlist[] = {"spin_ns", "pause_ns", "worker_delay_ns", NULL};
+    PyObject *vals[3] = {NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOO:configure", kwlist, &vals[0], &vals[1], &vals[2]))
         return NULL;
 #if POOL_SUPPORTED
+    long long v[3];
     /* check all before setting any, so a bad value leaves the settings as they were */
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 3; i++) {
         if (vals[i] == NULL || vals[i] == Py_None)
             continue;
-        if (!PyLong_Check(vals[i])) {
+        if (!PyLong_Check(vals[i]) || PyBool_Check(vals[i])) {
             PyErr_Format(PyExc_TypeError, "configure: %s must be an int (nanoseconds); got %R", kwlist[i],
                          vals[i]);
             return NULL;
         }
-        long long v = PyLong_AsLongLong(vals[i]);
-        if (v == -1 && PyErr_Occurred())
+        v[i] = PyLong_AsLongLong(vals[i]);
+        if (v[i] == -1 && PyErr_Occurred())
             return NULL;
-        if (v < 0) {
-            PyErr_Format(PyExc_ValueError, "configure: %s is %lld; it must be >= 0 (nanoseconds)",
-                         kwlist[i], v);
+        if (v[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "configure: %s is %lld; it must be >= 0 (nanoseconds)", kwlist[i],
+                         v[i]);
             return NULL;
         }
     }
-    _Atomic long long *targets[7] = {&spin_ns,    &polite_spin_ns, &hold_ns, &max_hold_ns,
-                                     &preempt_ns, &confirm_ns,     &check_ns};
-    for (int i = 0; i < 7; i++)
-        if (set_setting(vals[i], kwlist[i], targets[i]))
-            return NULL;
+    _Atomic long long *targets[3] = {&spin_ns, &pause_ns, &worker_delay_ns};
+    for (int i = 0; i < 3; i++)
+        if (vals[i] != NULL && vals[i] != Py_None)
+            atomic_store(targets[i], v[i]);
 #endif
     return settings_dict();
 }
@@ -563,87 +628,139 @@ static PyObject *
 pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
-    long long t = now_ns();
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:O,s:L,s:O,s:L}", "calls", (long long)atomic_load(&n_calls),
-                         "jobs", (long long)atomic_load(&n_jobs), "sleeps", (long long)atomic_load(&n_sleeps),
-                         "wakes", (long long)atomic_load(&n_wakes), "preempted", (long long)atomic_load(&n_preempted),
-                         "contended", (long long)atomic_load(&n_contended), "workers",
-                         (long long)atomic_load(&n_workers), "slots", (int)atomic_load(&nslots), "polite",
-                         t < atomic_load(&polite_until) ? Py_True : Py_False, "hold_ns",
-                         (long long)atomic_load(&cur_hold), "runnable_check", loadavg_fd >= 0 ? Py_True : Py_False, "crowded",
-                         (long long)atomic_load(&n_crowded));
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
+                         "jobs", (long long)atomic_load(&n_jobs), "batches", (long long)atomic_load(&n_batches),
+                         "parts", (long long)atomic_load(&n_parts), "caller_parts",
+                         (long long)atomic_load(&n_caller_parts), "alone", (long long)atomic_load(&n_alone),
+                         "sleeps", (long long)atomic_load(&n_sleeps), "wakes", (long long)atomic_load(&n_wakes),
+                         "moved", (long long)atomic_load(&n_moved), "workers", (long long)atomic_load(&n_workers),
+                         "slots", (int)atomic_load(&nslots),
+                         "spinning", (int)atomic_load(&n_spinning));
 #else
     return PyDict_New();
 #endif
 }
 
-static PyObject *
-pool_polite(PyObject *self, PyObject *arg)
+#if POOL_SUPPORTED
+static int
+slot_arg(PyObject *o, int *slot)
 {
-    int on = PyObject_IsTrue(arg);
-    if (on < 0)
+    long k = PyLong_AsLong(o);
+    if (k == -1 && PyErr_Occurred())
+        return 0;
+    if (k < 0 || k >= atomic_load(&nslots)) {
+        PyErr_Format(PyExc_ValueError, "slot is %ld; there are %d slots", k, (int)atomic_load(&nslots));
+        return 0;
+    }
+    *slot = (int)k;
+    return 1;
+}
+#endif
+
+static PyObject *
+pool_hold(PyObject *self, PyObject *args)
+{
+    PyObject *slot_o;
+    int on;
+    if (!PyArg_ParseTuple(args, "Op:hold", &slot_o, &on))
         return NULL;
 #if POOL_SUPPORTED
-    if (on)
-        note_contention(now_ns());
-    else {
-        atomic_store(&polite_until, 0);
-        atomic_store(&cur_hold, 0);
-        atomic_store(&last_preempt, -1000000000000LL);
+    int slot;
+    if (!slot_arg(slot_o, &slot))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = on ? pthread_mutex_lock(&slots[slot].lock) : pthread_mutex_unlock(&slots[slot].lock);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        PyErr_Format(PyExc_RuntimeError, "hold: the slot's lock %s failed (%d)", on ? "lock" : "unlock", rc);
+        return NULL;
     }
-#endif
     Py_RETURN_NONE;
+#else
+    (void)slot_o;
+    (void)on;
+    PyErr_SetString(PyExc_RuntimeError, "hold: this build of tileblas has no thread pool");
+    return NULL;
+#endif
 }
+
+#if POOL_SUPPORTED
+typedef struct {
+    long long spin;
+    pthread_t caller;
+    int by_worker;
+} TestPart;
+
+static void
+test_part(int i, void *p, int unused)
+{
+    TestPart *t = (TestPart *)p;
+    (void)i;
+    (void)unused;
+    if (t->spin > 0)
+        pause_for(t->spin);
+    t->by_worker = !pthread_equal(pthread_self(), t->caller);
+}
+#endif
 
 static PyObject *
-pool_crowded(PyObject *self, PyObject *unused)
+pool_run_parts_py(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *kwlist[] = {"slot", "nparts", "spin_ns", NULL};
+    PyObject *slot_o;
+    int nparts;
+    long long spin = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oi|$L:run_parts", kwlist, &slot_o, &nparts, &spin))
+        return NULL;
 #if POOL_SUPPORTED
-    if (crowded())
-        Py_RETURN_TRUE;
+    int slot;
+    if (!slot_arg(slot_o, &slot))
+        return NULL;
+    if (nparts < 1 || nparts > MAX_PARTS) {
+        PyErr_Format(PyExc_ValueError, "run_parts: nparts is %d, not between 1 and %d", nparts, MAX_PARTS);
+        return NULL;
+    }
+    TestPart *t = (TestPart *)calloc((size_t)nparts, sizeof(TestPart));
+    if (t == NULL)
+        return PyErr_NoMemory();
+    for (int i = 0; i < nparts; i++) {
+        t[i].spin = spin;
+        t[i].caller = pthread_self();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pool_run_parts(slot, test_part, nparts, sizeof(TestPart), t);
+    Py_END_ALLOW_THREADS
+    PyObject *out = PyList_New(nparts);
+    for (int i = 0; out != NULL && i < nparts; i++)
+        PyList_SET_ITEM(out, i, Py_BuildValue("(ii)", i, t[i].by_worker));
+    free(t);
+    return out;
+#else
+    (void)slot_o;
+    (void)nparts;
+    PyErr_SetString(PyExc_RuntimeError, "run_parts: this build of tileblas has no thread pool");
+    return NULL;
 #endif
-    Py_RETURN_FALSE;
 }
-
-#if POOL_SUPPORTED
-/* Run numjobs jobs at once on the workers of slot `slot` (the caller runs job 0), as for the OpenBLAS
- * instance of that slot, and under its lock: tileblas' own parallel work (jobs that call the one-thread
- * instance).  -1 where there is no such slot. */
-static int
-pool_run(int slot, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int arg)
-{
-    if (slot < 0 || slot >= atomic_load(&nslots))
-        return -1;
-    run_jobs(&slots[slot], dojob, numjobs, elsize, jobdata, arg);
-    return 0;
-}
-
-/* The C API other modules of tileblas import (tileblas.blas._fastpath), in a capsule named
- * "tileblas.kernels._pool._api"; its users declare the same struct. */
-typedef struct PoolAPI {
-    int (*crowded)(void);
-    int (*run)(int slot, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int arg);
-} PoolAPI;
-static const PoolAPI pool_api = {crowded, pool_run};
-#endif
 
 static PyMethodDef methods[] = {
     {"attach", pool_attach, METH_VARARGS,
      "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
      "openblas_set_threads_callback_function is at address setter on this pool"},
     {"configure", (PyCFunction)(void (*)(void))pool_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, spin_ns=None, polite_spin_ns=None, hold_ns=None, max_hold_ns=None, preempt_ns=None, "
-     "confirm_ns=None, check_ns=None) -> settings"},
+     "configure(*, spin_ns=None, pause_ns=None, worker_delay_ns=None) -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
-    {"crowded", pool_crowded, METH_NOARGS,
-     "crowded() -> bool: whether a parallel call now should run on the calling thread alone (contention goes "
-     "on and other threads fill the other CPUs)"},
-    {"polite", pool_polite, METH_O, "polite(on): start a polite period now (as after a preemption), or end it and forget past preemptions"},
+    {"hold", pool_hold, METH_VARARGS,
+     "hold(slot, on): take (True) or give back (False) the slot's lock from this thread; meanwhile other "
+     "threads' parts on it run on their calling thread alone"},
+    {"run_parts", (PyCFunction)(void (*)(void))pool_run_parts_py, METH_VARARGS | METH_KEYWORDS,
+     "run_parts(slot, nparts, *, spin_ns=0) -> [(index, by_worker)]: run test parts that each spin spin_ns"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_pool", "The threads that run OpenBLAS's parallel jobs for tileblas' instances.",
+    PyModuleDef_HEAD_INIT, "_pool", "The threads that run the parallel work of tileblas' OpenBLAS instances.",
     -1, methods,
 };
 
@@ -657,11 +774,6 @@ PyInit__pool(void)
     static int registered = 0;
     if (!registered) {
         pthread_atfork(NULL, NULL, after_fork_child);
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cpus_online = n > 0 ? n : 1;
-#ifdef __linux__
-        loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-#endif
         registered = 1;
     }
 #endif
@@ -670,7 +782,7 @@ PyInit__pool(void)
         return NULL;
     }
 #if POOL_SUPPORTED
-    PyObject *cap = PyCapsule_New((void *)&pool_api, "tileblas.kernels._pool._api", NULL);
+    PyObject *cap = PyCapsule_New((void *)&pool_api, POOL_CAPSULE, NULL);
     if (cap == NULL || PyModule_AddObject(m, "_api", cap) < 0) {
         Py_XDECREF(cap);
         Py_DECREF(m);

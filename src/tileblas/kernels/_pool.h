@@ -1,0 +1,30 @@
+/*
+ * tileblas.kernels._pool's C API: what other compiled modules of tileblas (tileblas.blas._fastpath) take
+ * from the capsule POOL_CAPSULE.  Declared here once; _pool.c fills it, its users include this header.
+ */
+#ifndef TILEBLAS_POOL_H
+#define TILEBLAS_POOL_H
+
+#include <stddef.h>
+
+#define POOL_CAPSULE "tileblas.kernels._pool._api"
+#define POOL_API_VERSION 2
+
+/* One part of a batch (or one job of an OpenBLAS parallel call): index, its data, an argument. */
+typedef void (*pool_job_fn)(int index, void *data, int arg);
+
+typedef struct PoolAPI {
+    int version; /* POOL_API_VERSION */
+    /* Run the nparts independent parts part(i, data + i * elsize, 0), i = 0 .. nparts - 1, on the calling
+     * thread and the workers of slot `slot`: each part is claimed by whichever thread comes first, the
+     * calling thread claiming parts until none is left, then waiting for those that workers took.  What
+     * each part computes is fixed by the caller; only which thread runs it depends on the moment (where
+     * the slot is busy with another call, or has no workers, the calling thread runs them all, one after
+     * the other).  Returns how many parts the calling thread ran, or -1 (nothing run) where there is no
+     * such slot. */
+    int (*run_parts)(int slot, pool_job_fn part, int nparts, size_t elsize, void *data);
+    /* The threads of slot `slot` (its workers and the caller), or -1 where there is no such slot. */
+    int (*threads)(int slot);
+} PoolAPI;
+
+#endif
