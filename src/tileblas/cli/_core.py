@@ -160,8 +160,7 @@ def _print_pool(p: dict[str, Any]) -> None:
         return
     c, st = p["settings"], p["stats"]
     print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers "
-          f"spin {c['pause_ns'] / 1e3:g} us, then yield their core to any other thread up to {c['spin_ns'] / 1e6:g} ms, "
-          "then sleep")
+          f"spin {c['spin_ns'] / 1e3:g} us, then sleep until told of work")
     print("             split calls: fixed parts claimed by the calling thread and the workers (same bits whoever "
           "runs them)")
     print(f"             so far: {st['calls']} OpenBLAS parallel call(s), {st['batches']} split call(s) in "

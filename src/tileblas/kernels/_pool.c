@@ -18,12 +18,16 @@
  *   (OpenBLAS's Level-3 jobs wait for one another, so they must run concurrently).  OpenBLAS partitions
  *   such a call by its shape and thread count alone, so these too give the same bits every time.
  *
- * Waiting for work.  A worker with nothing to do spins, then sleeps on a condition variable.  The spin is
- * first a busy wait of pause_ns (20 us: the next call of a tight loop starts at once), then a loop of
- * sched_yield() up to spin_ns (100 ms, as long as OpenBLAS's own workers spin): a yielding spinner gives
- * its core to any other thread that wants it at once, so it never holds a core from another library's
- * threads, the user's threads or another process.  No state of the machine is read and nothing is
- * decided from timings: the moment only chooses which thread runs a part.
+ * Waiting for work.  A worker with nothing to do spins spin_ns (200 us: the next call of a loop starts at
+ * once), then sleeps on a condition variable until it is told of work.  The spin is a busy wait, not a
+ * loop of sched_yield(): a yielding worker sharing a core with a busy thread (another process, another
+ * library's spinning threads) gives it whole time slices and then answers late (dgemm of order 128 in a
+ * loop of tileblas calls alone took 97 us yielding, 53 us spinning; after SciPy calls or beside a busy
+ * process tileblas lost 0.5-0.8x to SciPy yielding, 0.9-2.3x ahead spinning 200 us then sleeping, while
+ * a woken sleeper is scheduled promptly).  Spinning 200 us, not OpenBLAS's 100 ms, it holds a core from
+ * another thread for at most that long after a call.  A thread waiting for the parts or jobs of others
+ * spins as long, then yields between its checks (one of them may be queued on its core).  No state of the
+ * machine is read and nothing is decided from timings: the moment only chooses which thread runs a part.
  *
  * Why a worker's wake-up is not waited for: on a small virtual machine the kernel often puts a woken
  * worker on the CPU of the thread that woke it, where it waits for that thread's time slice (1-4 ms) while
@@ -40,7 +44,7 @@
  *   supported                      whether this build has the pool (POSIX threads)
  *   attach(setter, threads) -> int  set the callback through the library's setter (its address); makes
  *                                   threads - 1 workers; returns the slot number
- *   configure(spin_ns=, pause_ns=, worker_delay_ns=)
+ *   configure(spin_ns=, worker_delay_ns=)
  *                                   set (each optional, all checked before any is set); returns the
  *                                   settings.  worker_delay_ns: each worker waits this long before it
  *                                   claims a part (0; for tests that force the calling thread to run them)
@@ -135,8 +139,7 @@ static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int nslots = 0;
 
 /* settings, in nanoseconds */
-static _Atomic long long spin_ns = 100000000LL; /* idle spin before sleeping: OpenBLAS's own 0.1 s */
-static _Atomic long long pause_ns = 20000LL;    /* of which busy (no yield) */
+static _Atomic long long spin_ns = 200000LL;    /* idle spin before sleeping; a waiter's spin before yielding */
 static _Atomic long long worker_delay_ns = 0LL; /* tests: a worker's wait before it claims a part */
 
 /* counters */
@@ -222,19 +225,19 @@ claim_parts(Slot *s)
     }
 }
 
-/* Wait until every part of the slot's batch is done: a short busy wait, then yielding (a worker running a
- * part may be queued on this core). */
+/* Spin until *flag reaches at least `want`: busy for spin_ns, then yielding between checks (the thread
+ * waited for may be queued on this core). */
 static void
-wait_parts(Slot *s, int parts)
+wait_until(_Atomic int *flag, int want)
 {
     long long start = 0;
-    while (atomic_load_explicit(&s->parts_done, memory_order_acquire) < parts) {
+    while (atomic_load_explicit(flag, memory_order_acquire) < want) {
         for (int k = 0; k < 64; k++)
             CPU_RELAX();
         long long t = now_ns();
         if (start == 0)
             start = t;
-        else if (t - start > atomic_load_explicit(&pause_ns, memory_order_relaxed))
+        else if (t - start > atomic_load_explicit(&spin_ns, memory_order_relaxed))
             sched_yield();
     }
 }
@@ -248,12 +251,11 @@ has_work(Worker *w)
            atomic_load_explicit(&w->told, memory_order_acquire) != w->seen;
 }
 
-/* Spin for work up to spin_ns (busy for pause_ns, then yielding); 1 when there is some. */
+/* Spin for work up to spin_ns; 1 when there is some. */
 static int
 spin_for_work(Worker *w)
 {
     long long start = now_ns();
-    long long busy = atomic_load_explicit(&pause_ns, memory_order_relaxed);
     long long total = atomic_load_explicit(&spin_ns, memory_order_relaxed);
     int got = 0;
     atomic_fetch_add_explicit(&n_spinning, 1, memory_order_relaxed);
@@ -265,13 +267,10 @@ spin_for_work(Worker *w)
             }
             CPU_RELAX();
         }
-        long long t = now_ns() - start;
-        if (t >= total) {
+        if (now_ns() - start >= total) {
             got = has_work(w);
             goto out;
         }
-        if (t >= busy)
-            sched_yield();
     }
 out:
     atomic_fetch_sub_explicit(&n_spinning, 1, memory_order_relaxed);
@@ -380,21 +379,6 @@ post_job(Worker *w, dojob_fn fn, int index, void *data, int arg)
     wake(w);
 }
 
-/* Wait for a worker's job: a short busy wait, then yielding (a worker may be queued on this core). */
-static inline void
-wait_done(Worker *w)
-{
-    long long start = 0;
-    while (!atomic_load_explicit(&w->done, memory_order_acquire)) {
-        for (int k = 0; k < 64; k++)
-            CPU_RELAX();
-        long long t = now_ns();
-        if (start == 0)
-            start = t;
-        else if (t - start > atomic_load_explicit(&pause_ns, memory_order_relaxed))
-            sched_yield();
-    }
-}
 
 static void
 run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int arg)
@@ -421,7 +405,7 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
         post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
     dojob(0, jobdata, arg);
     for (int i = 1; i < numjobs; i++)
-        wait_done(s->workers[i - 1]);
+        wait_until(&s->workers[i - 1]->done, 1);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -486,7 +470,7 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
         wake(w);
     }
     int ran = claim_parts(s);
-    wait_parts(s, nparts);
+    wait_until(&s->parts_done, nparts);
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_add_explicit(&n_parts, nparts, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_caller_parts, ran, memory_order_relaxed);
@@ -581,8 +565,7 @@ static PyObject *
 settings_dict(void)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "pause_ns",
-                         (long long)atomic_load(&pause_ns), "worker_delay_ns",
+    return Py_BuildValue("{s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "worker_delay_ns",
                          (long long)atomic_load(&worker_delay_ns));
 #else
     return PyDict_New();
@@ -592,14 +575,14 @@ settings_dict(void)
 static PyObject *
 pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"spin_ns", "pause_ns", "worker_delay_ns", NULL};
-    PyObject *vals[3] = {NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOO:configure", kwlist, &vals[0], &vals[1], &vals[2]))
+    static char *kwlist[] = {"spin_ns", "worker_delay_ns", NULL};
+    PyObject *vals[2] = {NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OO:configure", kwlist, &vals[0], &vals[1]))
         return NULL;
 #if POOL_SUPPORTED
-    long long v[3];
+    long long v[2];
     /* check all before setting any, so a bad value leaves the settings as they were */
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 2; i++) {
         if (vals[i] == NULL || vals[i] == Py_None)
             continue;
         if (!PyLong_Check(vals[i]) || PyBool_Check(vals[i])) {
@@ -616,8 +599,8 @@ pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    _Atomic long long *targets[3] = {&spin_ns, &pause_ns, &worker_delay_ns};
-    for (int i = 0; i < 3; i++)
+    _Atomic long long *targets[2] = {&spin_ns, &worker_delay_ns};
+    for (int i = 0; i < 2; i++)
         if (vals[i] != NULL && vals[i] != Py_None)
             atomic_store(targets[i], v[i]);
 #endif
@@ -749,7 +732,7 @@ static PyMethodDef methods[] = {
      "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
      "openblas_set_threads_callback_function is at address setter on this pool"},
     {"configure", (PyCFunction)(void (*)(void))pool_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, spin_ns=None, pause_ns=None, worker_delay_ns=None) -> settings"},
+     "configure(*, spin_ns=None, worker_delay_ns=None) -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
     {"hold", pool_hold, METH_VARARGS,
      "hold(slot, on): take (True) or give back (False) the slot's lock from this thread; meanwhile other "
