@@ -38,6 +38,7 @@ costs microseconds, which would make tiny Level-1 calls many times slower than S
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -141,7 +142,8 @@ class BlasLibrary:
         self.threads = threads
         self.ilp64 = ilp64
         self._suffix = "64_" if ilp64 else ""
-        self._dll = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
+        with _idle_server_threads():
+            self._dll = ctypes.CDLL(path, mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
         self._ctypes = ctypes
         self._addr: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -229,6 +231,29 @@ class BlasLibrary:
 
 
 _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in ("0", "false", "no", "off")}
+
+
+@contextlib.contextmanager
+def _idle_server_threads():
+    """While an instance loads: OpenBLAS's own server threads of it, which tileblas' pool makes idle (its
+    parallel jobs run on the pool), sleep at once instead of spinning.  OpenBLAS starts them when it loads
+    and reads ``OPENBLAS_THREAD_TIMEOUT`` then (2**4 cycles here; 2**28, about 0.1 s, by default); an idle
+    server thread of tileblas' two-thread instance was seen spinning through ten dgemm calls of order 2048
+    (2.2 s of CPU, never asleep), which then ran at one core's rate.  With the pool off (``TILEBLAS_POOL=0``)
+    those threads do the work and keep OpenBLAS's own setting."""
+    key = "OPENBLAS_THREAD_TIMEOUT"
+    if not (_POOL["enabled"] and _pool.supported):
+        yield
+        return
+    saved = os.environ.get(key)
+    os.environ[key] = "4"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = saved
 
 
 def _attach_pool(lib: BlasLibrary) -> int | None:
