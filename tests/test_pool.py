@@ -304,7 +304,7 @@ def test_turned_off_the_instances_keep_openblas_threads():
     assert out.stdout.strip() == "ok"
 
 
-def test_an_instance_the_pool_cannot_take_keeps_openblas_threads():
+def test_an_instance_the_pool_cannot_take_runs_on_one_thread():
     code = (
         "import ctypes, numpy as np\n"
         "from tileblas.kernels import _openblas, _pool\n"
@@ -320,7 +320,8 @@ def test_an_instance_the_pool_cannot_take_keeps_openblas_threads():
         "else:\n"
         "    raise AssertionError('a 33rd slot')\n"
         "lib = _openblas.get_library(2)\n"
-        "assert lib.pool_slot is None\n"
+        "assert lib.pool_slot is None and lib.num_threads() == 1, (lib.pool_slot, lib.num_threads())\n"
+        "assert 'runs on one thread' in lib.note, lib.note\n"
         "a = np.asfortranarray(np.random.rand(300, 300)); c = np.zeros((300, 300), order='F')\n"
         "_openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
         "assert np.abs(c - a @ a).max() <= 4 * 300 * 2.3e-16 * (np.abs(a) @ np.abs(a)).max()\n"

@@ -166,6 +166,8 @@ def _print_pool(p: dict[str, Any]) -> None:
     print(f"             so far: {st['calls']} OpenBLAS parallel call(s), {st['batches']} split call(s) in "
           f"{st['parts']} part(s), {st['caller_parts']} run by the calling thread ({st['alone']} call(s) alone), "
           f"{st['workers']} worker(s), {st['sleeps']} sleep(s)")
+    for note in p.get("notes", []):
+        print(f"             {note}")
 
 
 def _print_paths(p: dict[str, Any]) -> None:

@@ -149,7 +149,14 @@ class BlasLibrary:
         self._lock = threading.Lock()
         self._twin: BlasLibrary | None = None
         #: this instance's slot in tileblas' thread pool (None: OpenBLAS's own threads, or one thread)
+        #: why this instance runs on fewer threads than asked for ('' where it does not)
+        self.note = ""
         self.pool_slot: int | None = _attach_pool(self) if threads > 1 else None
+        if threads > 1 and self.pool_slot is None and _POOL["enabled"] and _pool.supported:
+            # loaded for the pool (no server threads of its own) and the pool could not take it
+            self.note = (f"runs on one thread: tileblas' pool could not start {threads - 1} worker thread(s) for "
+                         "it (RLIMIT_NPROC?) or has no slot left")
+            threads = 1
         self._set_threads(int(threads))
 
     def _symbol(self, name: str) -> Any:
@@ -235,25 +242,28 @@ _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in 
 
 @contextlib.contextmanager
 def _idle_server_threads():
-    """While an instance loads: OpenBLAS's own server threads of it, which tileblas' pool makes idle (its
-    parallel jobs run on the pool), sleep at once instead of spinning.  OpenBLAS starts them when it loads
-    and reads ``OPENBLAS_THREAD_TIMEOUT`` then (2**4 cycles here; 2**28, about 0.1 s, by default); an idle
-    server thread of tileblas' two-thread instance was seen spinning through ten dgemm calls of order 2048
-    (2.2 s of CPU, never asleep), which then ran at one core's rate.  With the pool off (``TILEBLAS_POOL=0``)
-    those threads do the work and keep OpenBLAS's own setting."""
-    key = "OPENBLAS_THREAD_TIMEOUT"
+    """While an instance loads, where tileblas' pool will run its parallel jobs: OpenBLAS starts none of its
+    own server threads (``OPENBLAS_NUM_THREADS=1``; the thread count is set after loading, which starts
+    them idle), and those started later sleep at once instead of spinning (``OPENBLAS_THREAD_TIMEOUT=4``:
+    2**4 cycles; 2**28, about 0.1 s, by default).  The pool leaves them idle: an idle server thread of the
+    two-thread instance was seen spinning through ten dgemm calls of order 2048 (2.2 s of CPU, never
+    asleep), which then ran at one core's rate.  And where threads cannot be started (RLIMIT_NPROC),
+    OpenBLAS raises SIGINT when its server threads fail at load; started later, a failure is harmless.
+    With the pool off (``TILEBLAS_POOL=0``) OpenBLAS's threads do the work and keep OpenBLAS's settings."""
     if not (_POOL["enabled"] and _pool.supported):
         yield
         return
-    saved = os.environ.get(key)
-    os.environ[key] = "4"
+    settings = {"OPENBLAS_THREAD_TIMEOUT": "4", "OPENBLAS_NUM_THREADS": "1"}
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _attach_pool(lib: BlasLibrary) -> int | None:
@@ -269,7 +279,7 @@ def _attach_pool(lib: BlasLibrary) -> int | None:
         return None
     try:
         return _pool.attach(lib._ctypes.cast(setter, lib._ctypes.c_void_p).value, lib.threads)
-    except RuntimeError:  # all slots taken, or no threads to be had: this instance keeps OpenBLAS's threads
+    except RuntimeError:  # all slots taken, or no threads to be had
         return None
 
 
@@ -291,8 +301,9 @@ def pool_info() -> dict[str, Any]:
         why = "turned off (TILEBLAS_POOL=0): OpenBLAS's own threads"
     else:
         why = ""
+    notes = [f"instance of {lib.threads} threads{' (ILP64)' if lib.ilp64 else ''}: {lib.note}" for lib in libs if lib.note]
     return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
-            "settings": _pool.configure(), "stats": _pool.stats()}
+            "settings": _pool.configure(), "stats": _pool.stats(), "notes": notes}
 
 
 _LIBS: dict[int, BlasLibrary] = {}
