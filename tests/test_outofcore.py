@@ -314,3 +314,64 @@ def test_a_full_disk_under_a_zarr_output_fails_the_call_and_names_the_tiles_writ
         assert new == count and 0 < count < 36
         rt.run("gemm", 1.0, za, zb, 0.0, zc, tile_size=200)  # room again: the runtime goes on and completes it
         assert np.all(np.abs(zc[...] - ref) <= bound)
+
+
+# -- the file of a memmap is the file it maps, whatever its path names now (issue 37) --------------------
+
+
+def _replace(path, fill):
+    """Rename ``path`` away and put a new file of the same size at its name, filled with ``fill``."""
+    os.rename(path, str(path) + ".old")
+    new = _memmap(path, (300, 300), fill=fill)
+    del new
+
+
+@pytest.mark.parametrize("how", ["replaced", "unlinked"])
+def test_a_memmap_whose_path_now_names_another_file_is_read_and_written_through_its_own_file(tmp_path, how):
+    n = 300
+    a, b, c = _operands(tmp_path, n)
+    want = np.asarray(a) @ np.asarray(b)
+    for k in "abc":
+        if how == "replaced":
+            _replace(tmp_path / k, fill=5.0)
+        else:
+            os.unlink(tmp_path / k)
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=128)
+    assert np.allclose(np.asarray(c), want)  # the user's memmap has the result
+    if how == "replaced":  # the files now at those names are neither read nor written
+        for k in "abc":
+            assert np.all(np.fromfile(tmp_path / k, dtype=np.float64) == 5.0)
+        np.testing.assert_array_equal(np.fromfile(str(tmp_path / "c") + ".old", dtype=np.float64)
+                                      .reshape((n, n), order="F"), np.asarray(c))
+
+
+@pytest.mark.parametrize("proc", ["map_files", "maps", "none"])  # root opens /proc/self/map_files; others
+def test_tile_copies_never_touch_a_file_that_is_not_the_mapped_one(tmp_path, monkeypatch, proc):
+    if proc != "map_files":  # not root: the name or Python's descriptor, checked against /proc/self/maps
+        monkeypatch.setattr(_filetiles, "_MAP_FILES", "/nonexistent/map_files")
+    if proc == "none":  # no /proc: through the map itself
+        monkeypatch.setattr(_filetiles, "_MAPS", "/nonexistent/maps")
+    m = _memmap(tmp_path / "m", (300, 300), fill=1.0)
+    _replace(tmp_path / "m", fill=5.0)
+    tile = np.empty((100, 100), order="F")
+    read_tile(tile, m[:100, :100])
+    assert np.all(tile == 1.0)
+    write_tile(m[:100, :100], np.full((100, 100), 2.0, order="F"))
+    reserve(m, "m")
+    assert np.all(np.fromfile(tmp_path / "m", dtype=np.float64) == 5.0)
+    assert np.all(np.asarray(m)[:100, :100] == 2.0) and np.all(np.asarray(m)[100:] == 1.0)
+    os.unlink(tmp_path / "m")  # and a file no name leads to any more
+    read_tile(tile, m[100:200, :100])
+    assert np.all(tile == 1.0)
+    write_tile(m[100:200, :100], np.full((100, 100), 3.0, order="F"))
+    assert np.all(np.asarray(m)[100:200, :100] == 3.0)
+
+
+def test_pread_is_kept_when_the_file_is_provably_the_mapped_one(tmp_path, monkeypatch):
+    # the identity check must not send ordinary memmaps to their maps (resident memory, SIGBUS)
+    monkeypatch.setattr(_filetiles, "_MAP_FILES", "/nonexistent/map_files")
+    m = _memmap(tmp_path / "m", (64, 64), fill=1.0)
+    os.truncate(tmp_path / "m", 64 * 8 * 10)
+    with pytest.raises(OSError, match="shorter than the array"):
+        read_tile(np.empty((64, 32), order="F"), m[:, 32:])
