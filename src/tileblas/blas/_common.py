@@ -18,6 +18,10 @@ What this module owns
       the same, but in place only when ``overwrite_*`` is true.  Like SciPy, an array that owns its
       memory is written even when its ``writeable`` flag is off; a read-only *view* is copied instead
       (SciPy writes it too), because its memory may really be read-only (a mapped file, a bytes object).
+    * An output written in place that shares memory with an input (``x`` a column of ``a`` in trmv, ``y``
+      one element on from ``x`` in axpy, ``c is a`` in gemm) has that input read from a copy of its own
+      (:func:`unalias`), so the result is the one separate operands give: BLAS would read what it has
+      already overwritten (SciPy does, and gives another answer where the loop order meets the overlap).
     * Offsets, increments and lengths are checked the way the f2py ``check(...)`` clauses do
       (``0 <= off < len``, ``inc != 0``, ``len - off > (n-1)*|inc|``), raising ValueError naming the
       argument and its value (SciPy raises its own ``_fblas.error``).
@@ -64,6 +68,7 @@ __all__ = [
     "default_len",
     "default_len_rot",
     "column_major",
+    "unalias",
 ]
 
 #: The precision table (:mod:`tileblas._dtypes`) under the names this layer uses.
@@ -235,6 +240,13 @@ def as_inout(obj: Any, dtype: np.dtype, name: str, overwrite: Any = True) -> tup
             out = out.reshape(1)
     flat = out if out.ndim == 1 else out.reshape(-1, order="F")
     return out, flat
+
+
+def unalias(out: np.ndarray, *inputs: np.ndarray) -> list[np.ndarray]:
+    """``inputs``, each replaced by a copy of its own (same layout) where it may share memory with the
+    output ``out`` that BLAS writes in place, so that BLAS never reads what it has already written."""
+    may_share = np.may_share_memory
+    return [i.copy(order="K") if may_share(out, i) else i for i in inputs]
 
 
 def small_path(kind: str, prefix: str, address: int) -> Callable[..., Any]:

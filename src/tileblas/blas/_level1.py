@@ -56,12 +56,14 @@ from tileblas.blas._common import (
     default_len_rot,
     front,
     small_path,
+    unalias,
 )
 from tileblas.kernels._openblas import get_library
 from tileblas.kernels._threadpool import default_threads
 
 _call = _native.call
 _nd = np.ndarray
+_may_share = np.may_share_memory
 # The instance on all the cores (as SciPy's OpenBLAS): OpenBLAS itself runs a call on one thread below its
 # own size thresholds, so small calls cost the same, and large (memory-bound) ones get every core's
 # bandwidth; threadpoolctl's limits reach it like every tileblas instance.
@@ -388,12 +390,13 @@ def _make_copy(p: str) -> Callable[..., Any]:
                     or (x.flags.f_contiguous and _writable_f(y))
                 ):
                     k = x.size
-                    if y.size >= k > 0:
+                    if y.size >= k > 0 and not _may_share(x, y):
                         _call(addr, "viaiai", k, x, 1, y, 1)
                         return y
             except (AttributeError, TypeError, OverflowError):  # not an ndarray: general path (nothing was called)
                 pass
         xr, xf, yr, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 0, 1)
+        (xf,) = unalias(yf, xf)
         _call(addr, "viAiAi", n, xf, offx * it, incx, yf, offy * it, incy)
         return yr
 
@@ -423,7 +426,7 @@ def _make_axpy(p: str) -> Callable[..., Any]:
                     or (x.flags.f_contiguous and _writable_f(y))
                 ):
                     k = x.size
-                    if y.size >= k > 0:
+                    if y.size >= k > 0 and not _may_share(x, y):
                         _call(addr, sig_fast, k, a, x, 1, y, 1)
                         return y
             except (AttributeError, TypeError, OverflowError):  # not an ndarray, a needs conversion, or a size over
@@ -431,6 +434,7 @@ def _make_axpy(p: str) -> Callable[..., Any]:
                 pass
         a = as_scalar(p, a, "a", 1.0)
         xr, xf, yr, yf, n, offx, incx, offy, incy = _pair(dt, x, y, n, offx, incx, offy, incy, 0, 1)
+        (xf,) = unalias(yf, xf)
         _call(addr, sig, n, a, xf, offx * it, incx, yf, offy * it, incy)
         return yr
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from tileblas._dtypes import DTYPE_OF
 from tileblas.blas import _dispatch
-from tileblas.blas._common import front
+from tileblas.blas._common import front, unalias
 
 try:  # the small-call path (compiled); without it every call takes the Python path below
     from tileblas.blas._fastpath import Level3 as _Level3
@@ -212,11 +212,6 @@ def _output(
     return out, work
 
 
-def _unalias(work: np.ndarray, *ops: np.ndarray) -> list[np.ndarray]:
-    """Copies of the operands that share memory with the output (so that the result is exact)."""
-    return [o.copy() if np.may_share_memory(work, o) else o for o in ops]
-
-
 # ---------------------------------------------------------------------------------------------------
 # Routine factories: one per family, closed over the precision prefix
 # ---------------------------------------------------------------------------------------------------
@@ -252,7 +247,7 @@ def _make_gemm(prefix: str) -> Callable[..., np.ndarray]:
         ow = _overwrite(overwrite_c, "overwrite_c", routine)
         out, work = _output(c, dtype, ow, "c", routine, (m, n))
         if out is c:
-            a, b = _unalias(work, a, b)
+            a, b = unalias(work, a, b)
         _dispatch.level3("gemm", al, a, b, be, work, _TRANS[ta], _TRANS[tb])
         return out
 
@@ -305,7 +300,7 @@ def _make_symm(prefix: str, herm: bool) -> Callable[..., np.ndarray]:
         ow = _overwrite(overwrite_c, "overwrite_c", routine)
         out, work = _output(c, dtype, ow, "c", routine, (m, n))
         if out is c:
-            a, b = _unalias(work, a, b)
+            a, b = unalias(work, a, b)
         _dispatch.level3(kind, al, a, b, be, work, "R" if sd else "L", "L" if lo else "U")
         return out
 
@@ -343,7 +338,7 @@ def _make_syrk(prefix: str, herm: bool) -> Callable[..., np.ndarray]:
         ow = _overwrite(overwrite_c, "overwrite_c", routine)
         out, work = _output(c, dtype, ow, "c", routine, (n, n))
         if out is c:
-            (a,) = _unalias(work, a)
+            (a,) = unalias(work, a)
         _dispatch.level3(kind, al, a, be, work, "L" if lo else "U", _rank_letter(tr, prefix))
         return out
 
@@ -396,7 +391,7 @@ def _make_syr2k(prefix: str, herm: bool) -> Callable[..., np.ndarray]:
         ow = _overwrite(overwrite_c, "overwrite_c", routine)
         out, work = _output(c, dtype, ow, "c", routine, (n, n))
         if out is c:
-            a, b = _unalias(work, a, b)
+            a, b = unalias(work, a, b)
         _dispatch.level3(kind, al, a, b, be, work, "L" if lo else "U", _rank_letter(tr, prefix))
         return out
 
@@ -449,7 +444,7 @@ def _make_triangular(prefix: str, solve: bool) -> Callable[..., np.ndarray]:
         ow = _overwrite(overwrite_b, "overwrite_b", routine)
         out, work = _output(b, dtype, ow, "b", routine)
         if out is b:
-            (a,) = _unalias(work, a)
+            (a,) = unalias(work, a)
         _dispatch.level3(
             kind, al, a, work, "R" if sd else "L", "L" if lo else "U", _TRANS[ta], "U" if dg else "N"
         )
