@@ -110,3 +110,73 @@ def test_undo_after_discard_is_a_clear_no_op():
         tape.undo()
     with pytest.raises(rb.NotForwardedError):
         rb.rdaxpy(x, y, a=2.0)
+
+
+# -- journals and tapes per asyncio task (issue 37) ------------------------------------------------------
+
+
+def test_a_tape_records_and_undoes_only_its_own_asyncio_tasks_calls():
+    import asyncio
+
+    x = np.ones(8)
+    ya, yb = np.zeros(8), np.zeros(8)
+    seen = {}
+
+    async def task_a(ev):
+        with rb.Tape(mode="compute") as tape:
+            ev["a_in"].set()
+            await ev["b_in"].wait()  # B's tape is active now, entered after A's
+            rb.fdaxpy(x, ya, a=2.0)  # A's call, on A's tape only
+            ev["a_called"].set()
+            await ev["b_called"].wait()
+            seen["a"] = len(tape)
+        return tape
+
+    async def task_b(ev):
+        await ev["a_in"].wait()
+        with rb.Tape(mode="compute") as tape:
+            ev["b_in"].set()
+            await ev["a_called"].wait()
+            rb.fdaxpy(x, yb, a=3.0)
+            seen["b"] = len(tape)
+        ev["b_called"].set()
+        seen["b_undone"] = tape.undo()  # B's own call only: A's stays
+        return tape
+
+    async def main():
+        ev = {k: asyncio.Event() for k in ("a_in", "b_in", "a_called", "b_called")}
+        return await asyncio.gather(task_a(ev), task_b(ev))
+
+    tape_a, _ = asyncio.run(main())
+    assert seen == {"a": 1, "b": 1, "b_undone": 1}
+    assert np.all(yb == 0.0) and np.all(ya == 2.0)
+    assert tape_a.undo() == 1 and np.all(ya == 0.0)  # A's tape, undone outside its task: its own journal
+
+
+def test_an_asyncio_task_cannot_reverse_another_tasks_call_and_threads_stay_separate():
+    import asyncio
+
+    x, y = np.ones(4), np.zeros(4)
+
+    async def forward():
+        rb.fdaxpy(x, y, a=2.0)
+        return rb.pending()
+
+    async def reverse():
+        with pytest.raises(rb.NotForwardedError):
+            rb.rdaxpy(x, y, a=2.0)
+        return rb.pending()
+
+    async def main():
+        done = await asyncio.create_task(forward())
+        other = await asyncio.create_task(reverse())
+        return done, other
+
+    done, other = asyncio.run(main())
+    assert len(done) == 1 and other == []
+    assert np.all(y == 2.0)
+    # plain threads keep one journal each, as before: a call forwarded here is reversed here
+    rb.fdaxpy(x, y, a=1.0)
+    assert len(rb.pending()) == 1
+    rb.rdaxpy(x, y, a=1.0)
+    assert np.all(y == 2.0) and rb.pending() == []

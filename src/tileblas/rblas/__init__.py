@@ -16,7 +16,7 @@ returns the arguments at the positions of the forward call's return values.
 
 Modes (per call ``mode=``, per :class:`Tape`, or :func:`set_default_mode`): ``checkpoint``, ``compute``,
 ``auto``, ``exact`` -- see :data:`MODES` and :class:`Decision`; :func:`last_decision` tells what a call
-chose.  State lives in the active :class:`Tape`'s thread journal (a per-thread LIFO stack); reverse calls
+chose.  State lives in the journal of the calling thread or asyncio task (a LIFO stack); reverse calls
 must come in LIFO order, and misuse raises a :class:`ReversalError` subclass without changing anything.
 Compute-mode restores are exact for swap and accurate to a few ulps (times the condition number for the
 triangular routines, times |alpha*A*x|/|beta*y| for the beta-routines) otherwise; checkpoint and exact

@@ -539,7 +539,7 @@ def _refresh_prints(rec: Record) -> None:
         arr = rec.bound[o]
         ident = identity(arr)
         new_fp = fingerprint(arr)
-        for r2 in journal().stack:
+        for r2 in (rec.journal or journal()).stack:
             for n, v in r2.bound.items():
                 if n in r2.prints and is_array(v) and r2.prints[n] == old_fp and identity(v) == ident:
                     r2.prints[n] = new_fp

@@ -3,15 +3,16 @@
 A :class:`Tape` records the forward calls made while it is active; :meth:`Tape.undo` reverses them in
 LIFO order.  Tapes nest (an outer tape's undo also undoes what inner tapes recorded); a tape may be undone
 only when nothing recorded after its own calls is still live.  The records themselves live in the
-per-thread journal (:mod:`tileblas.rblas._journal`).
+journal of the thread or asyncio task that made them (:mod:`tileblas.rblas._journal`): a tape records
+the calls of the thread or task that entered it, never those of another task awaiting beside it, and is
+undone there (or anywhere once that task has ended).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from tileblas.rblas._journal import Record, _journal, active_tape
+from tileblas.rblas._journal import Record, _Journal, journal
 from tileblas.rblas._modes import AlreadyReversedError, Decision, OrderError, _check_mode
 
 __all__ = ["Tape"]
@@ -46,24 +47,26 @@ class Tape:
         self.rollback_on_error = bool(rollback_on_error)
         self.parent: Tape | None = None
         self._records: list[Record] = []
-        self._owner: int | None = None
+        self._journal: _Journal | None = None  # of the thread or task that entered it
         self._undone = False
 
     # -------------------------------------------------------------------------------- context manager
     def __enter__(self) -> "Tape":
-        if self in _journal.tapes:
+        j = journal()
+        if self in j.tapes or (self._journal is not None and self in self._journal.tapes):
             raise ValueError("tape is already active (a Tape cannot be entered twice at once)")
-        self.parent = active_tape()
-        self._owner = threading.get_ident()
+        self.parent = j.tapes[-1] if j.tapes else None
+        self._journal = j
         self._undone = False
-        _journal.tapes.append(self)
+        j.tapes.append(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if _journal.tapes and _journal.tapes[-1] is self:
-            _journal.tapes.pop()
-        elif self in _journal.tapes:  # pragma: no cover - exits out of order
-            _journal.tapes.remove(self)
+        tapes = self._journal.tapes if self._journal is not None else []
+        if tapes and tapes[-1] is self:
+            tapes.pop()
+        elif self in tapes:  # pragma: no cover - exits out of order
+            tapes.remove(self)
         if exc_type is not None and self.rollback_on_error and self._records:
             self.undo()
 
@@ -125,14 +128,16 @@ class Tape:
         """
         from tileblas.rblas._registry import _restore_record
 
-        if self._owner is not None and self._owner != threading.get_ident():
-            raise OrderError("a Tape must be undone on the thread that recorded it")
+        j = self._journal
+        if j is not None and j is not journal() and not j.ended():
+            raise OrderError("a Tape must be undone in the thread or asyncio task that recorded it "
+                             "(or once that task has ended)")
         if not self._records:
             if self._undone:
                 raise AlreadyReversedError("tape was already undone")
             self._undone = True
             return 0
-        stack = _journal.stack
+        stack = j.stack if j is not None else journal().stack
         first = min(stack.index(r) for r in self._records)
         for r in stack[first:]:
             if not self.owns(r):
@@ -151,8 +156,9 @@ class Tape:
         """Forget this tape's live calls (commit); they can no longer be reversed."""
         n = 0
         for rec in list(self._records):
-            if rec in _journal.stack:
-                _journal.stack.remove(rec)
+            stack = rec.journal.stack if rec.journal is not None else journal().stack
+            if rec in stack:
+                stack.remove(rec)
             self._remove(rec)
             n += 1
         return n
