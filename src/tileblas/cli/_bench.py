@@ -435,8 +435,12 @@ def register(sub: Any) -> None:
         "grid",
         help="tileblas.blas against scipy.linalg.blas over every Level-3 routine, precision, size, shape and layout",
         description="The Level-3 grid (see tileblas.cli._bench_grid): interleaved rounds of SciPy, tileblas and "
-        "SciPy again after a pause, best of 5; ratio = SciPy/tileblas, control = SciPy/SciPy-again. Writes "
-        "JSON and a heat-map PNG, prints the worst points and those above 1.05x.",
+        "SciPy again after a pause, best of 5 (the median kept too); ratio = SciPy/tileblas, control = "
+        "SciPy/SciPy-again. Modes (--modes warm,cold,load): warm as described; cold, each timed call the first "
+        "after --idle seconds, right after one call of the other library; load, as warm beside --load-procs "
+        "busy processes. Every point and mode also counts the distinct results of --det-calls identical calls "
+        "of each library. Writes JSON and a heat-map PNG per mode, prints per mode the worst points and those "
+        "above 1.05x, and the points with more than one distinct result.",
     )
     add_grid_arguments(g)
     g.set_defaults(func=grid_main)

@@ -1,17 +1,49 @@
 """The Level-3 grid benchmark: ``tileblas.blas`` against ``scipy.linalg.blas`` over routines, precisions,
-sizes, shapes, layouts and trmm/trsm flags (``tileblas bench grid``, ``benchmarks/bench_grid.py``).
+sizes, shapes, layouts and trmm/trsm flags, in three modes (``tileblas bench grid``,
+``benchmarks/bench_grid.py``).
 
-Method
-    Each grid point is timed in ``rounds`` interleaved rounds of SciPy, tileblas and SciPy again (the
-    control).  Before each implementation's turn the benchmark pauses ``settle`` seconds (the other
-    OpenBLAS instance's threads go idle), makes one untimed warm-up call, then times a block of
-    back-to-back calls: one call once a call takes ``block_s`` (50 ms) or longer, else as many as fill
-    ``block_s`` (sized from the first round, at most ``max_block``; the same rule for every
-    implementation).  Small calls take thousands of calls per block: a block of well under a millisecond
-    measures the timer and the machine's noise more than the call.  Every call allocates its own output (``overwrite_*`` off, as SciPy's defaults), so
-    no input is changed and every call starts from the same data.  The best time per call over the
-    rounds is kept; ``ratio`` = SciPy / tileblas (> 1: tileblas faster) and ``control`` = SciPy /
-    SciPy-again (the noise of the comparison itself; 1.00 on a quiet machine).
+Modes (``--modes warm,cold,load``; every grid point is timed once per mode, the modes of a point one
+after the other)
+    ``warm``
+        Each point is timed in ``rounds`` interleaved rounds of SciPy, tileblas and SciPy again (the
+        control).  Before each implementation's turn the benchmark pauses ``settle`` seconds (the other
+        OpenBLAS instance's threads go idle), makes one untimed warm-up call, then times a block of
+        back-to-back calls: one call once a call takes ``block_s`` (50 ms) or longer, else as many as
+        fill ``block_s`` (sized from the first round, at most ``max_block``; the same rule for every
+        implementation).  Small calls take thousands of calls per block: a block of well under a
+        millisecond measures the timer and the machine's noise more than the call.
+    ``cold``
+        Every timed call is the first call after an idle pause (``idle``, 0.2 s), made right after one
+        untimed call of the *other* library: tileblas is timed after a SciPy call and the pause, SciPy
+        after a tileblas call and the pause, and the control is SciPy after a SciPy call and the pause.
+        One timed call per pause, no warm-up, no blocks; the three turns of a round are taken in
+        reversed order every other round.
+    ``load``
+        As ``warm``, while ``load_procs`` busy processes spin beside it (pure-Python arithmetic, a
+        separate interpreter each: :class:`~tileblas.cli._bench_modes.BusyNeighbours`).  They are started
+        once for the whole grid, paused (blocked on their control pipe, no CPU) while the other modes'
+        points run, and always stopped at the end: on success, on an exception, on Ctrl-C; a process
+        whose grid died exits on its own (end of its control pipe).
+
+    Every call allocates its own output (``overwrite_*`` off, as SciPy's defaults), so no input is
+    changed and every call starts from the same data.  ``ratio`` = SciPy / tileblas (> 1: tileblas
+    faster) and ``control`` = SciPy / SciPy-again (the noise of the comparison itself; 1.00 on a quiet
+    machine), both from the *best* time per call over the rounds; the median over the rounds is kept
+    beside it in the JSON (``samples``, ``median_s``, ``ratio_median``, ``control_median``) and in the
+    summary.  The heat map: one file per mode, the ratio on a logarithmic colour scale centred on 1.00
+    and stated on its colour bar (an arrow where values go beyond it; every cell prints its value).
+
+Determinism
+    After the timing of each point and mode (untimed, after the pool's counters are read), tileblas'
+    call and SciPy's are made ``det_calls`` times each (40), interleaved (tileblas then SciPy, SciPy
+    then tileblas, ...), with idle gaps of 1-50 ms before every fourth pair
+    (:func:`~tileblas.cli._bench_modes.distinct_results`); the distinct results (hashes of the output
+    bytes) of each are kept (``det``, ``det_distinct``), and a point with more than one distinct result
+    of either library is flagged in the summary, the JSON (``nondeterministic``) and the heat map (*).
+
+Pool counters
+    ``pool``: the differences, over the timing of the point, of every integer counter that
+    ``tileblas.kernels._pool.stats()`` returns (whatever its keys; none where there is no pool).
 
 Grid
     Routines gemm, symm, hemm, syrk, herk, syr2k, her2k, trmm, trsm in every precision SciPy offers;
@@ -27,18 +59,23 @@ What it must not touch
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
+import numbers
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from tileblas._progress import Progress
-from tileblas._timing import interleaved
+from tileblas._timing import Timings, interleaved
+from tileblas.cli._bench_modes import DET_GAPS, BusyNeighbours, det_gaps, distinct_results
 
 __all__ = ["Point", "grid_points", "estimate_seconds", "calibrate_rate", "run_grid", "summarize", "plot_grid",
-           "write_json", "machine_load", "grid_main", "add_grid_arguments", "ROUTINES", "SIZES", "QUICK"]
+           "plot_modes", "write_json", "machine_load", "grid_main", "add_grid_arguments", "check_arguments",
+           "ROUTINES", "SIZES", "QUICK", "MODES"]
 
 ROUTINES = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 COMPLEX_ONLY = ("hemm", "herk", "her2k")
@@ -50,6 +87,8 @@ SHAPES = {"gemm": ("square", "k64", "m64"), "symm": ("square", "rhs64"), "hemm":
 #: Real routines in double precision, the Hermitian ones in complex double.
 QUICK = {"prefixes": "dz", "sizes": (64, 256, 1024), "shapes": ("square",), "orders": ("F", "C"),
          "variants_n": 0, "rounds": 3}
+#: The timing modes, in the order a point's modes are timed (see the module docstring).
+MODES = ("warm", "cold", "load")
 
 
 @dataclass
@@ -59,16 +98,22 @@ class Point:
     shape: str = "square"
     order: str = "F"
     flags: dict = field(default_factory=dict)
-    scipy_s: float = math.nan
+    mode: str = "warm"           # one of MODES
+    scipy_s: float = math.nan    # best seconds per call over the rounds (ratio, control, heat map)
     tileblas_s: float = math.nan
     control_s: float = math.nan
     block: int = 1
     path: str = ""
     max_rel_diff: float = math.nan
     rounds: int = 0              # interleaved rounds behind the times (more after a recheck)
-    #: tileblas' thread pool while the point was timed (tileblas.kernels._pool.stats(), differences):
-    #: calls run alone because the machine was crowded, workers' sleeps, preemptions, polite periods
+    #: seconds per call of every round, per contender ("scipy", "tileblas", "control"): the medians
+    samples: dict = field(default_factory=dict)
+    #: tileblas' thread pool while the point was timed: the differences of every integer counter of
+    #: tileblas.kernels._pool.stats() (whatever keys it has)
     pool: dict = field(default_factory=dict)
+    #: the distinct results of the determinism calls: library ("tileblas", "scipy") -> sorted output hashes
+    det: dict = field(default_factory=dict)
+    det_calls: int = 0           # determinism calls per library behind ``det``
 
     @property
     def ratio(self) -> float:
@@ -78,6 +123,28 @@ class Point:
     def control(self) -> float:
         return self.scipy_s / self.control_s
 
+    def median_s(self, who: str) -> float:
+        """Median seconds per call of ``who`` ("scipy", "tileblas", "control") over the rounds."""
+        s = self.samples.get(who) or ()
+        return float(statistics.median(s)) if s else math.nan
+
+    @property
+    def ratio_median(self) -> float:
+        return self.median_s("scipy") / self.median_s("tileblas")
+
+    @property
+    def control_median(self) -> float:
+        return self.median_s("scipy") / self.median_s("control")
+
+    def distinct(self, lib: str) -> int:
+        """Distinct results of ``lib``'s determinism calls (0: none made)."""
+        return len(self.det.get(lib, ()))
+
+    @property
+    def nondeterministic(self) -> bool:
+        """More than one distinct result of either library over the determinism calls."""
+        return any(len(h) > 1 for h in self.det.values())
+
     def label(self) -> str:
         fl = "".join(f" {k}={v}" for k, v in self.flags.items())
         return f"{self.routine:6s} n={self.n:<5d} {self.shape:6s} {self.order}{fl}"
@@ -86,6 +153,11 @@ class Point:
         d = asdict(self)
         d["ratio"] = self.ratio
         d["control"] = self.control
+        d["median_s"] = {k: self.median_s(k) for k in ("scipy", "tileblas", "control")}
+        d["ratio_median"] = self.ratio_median
+        d["control_median"] = self.control_median
+        d["det_distinct"] = {k: self.distinct(k) for k in sorted(self.det)}
+        d["nondeterministic"] = self.nondeterministic
         d["flops"] = flops(self)
         return d
 
@@ -115,8 +187,10 @@ def flops(p: Point) -> float:
 
 def grid_points(quick: bool = False, sizes: Iterable[int] | None = None, prefixes: str = "sdcz",
                 routines: Iterable[str] = ROUTINES, orders: Iterable[str] = ("F", "C"),
-                shapes: Iterable[str] | None = None, variants_n: int = 1024, max_n: int | None = None) -> list[Point]:
-    """The points of the grid (or of the quick subset), cheapest first within each routine."""
+                shapes: Iterable[str] | None = None, variants_n: int = 1024, max_n: int | None = None,
+                modes: Iterable[str] = ("warm",)) -> list[Point]:
+    """The points of the grid (or of the quick subset), cheapest first within each routine; each point once
+    per mode of ``modes``, the modes of a point one after the other."""
     if quick:
         prefixes = "".join(c for c in prefixes if c in QUICK["prefixes"]) or QUICK["prefixes"]
         sizes = sizes or QUICK["sizes"]
@@ -134,6 +208,10 @@ def grid_points(quick: bool = False, sizes: Iterable[int] | None = None, prefixe
     for o in orders:
         if o not in ("C", "F"):
             raise ValueError(f"orders must be 'C' and/or 'F'; got {o!r}")
+    modes = list(dict.fromkeys(modes))
+    for m in modes:
+        if m not in MODES:
+            raise ValueError(f"modes must be among {','.join(MODES)}; got {m!r}")
     pts: list[Point] = []
     for fam in routines:
         for pre in prefixes:
@@ -153,14 +231,15 @@ def grid_points(quick: bool = False, sizes: Iterable[int] | None = None, prefixe
                     if shape != "square" and n < 64:
                         continue
                     for o in orders:
-                        pts.append(Point(pre + fam, n, shape, o))
+                        pts.extend(Point(pre + fam, n, shape, o, mode=m) for m in modes)
             if fam in ("trmm", "trsm") and variants_n and pre in prefixes:
                 trans = (0, 1, 2) if pre in "cz" else (0, 1)
                 for side, lower, ta, diag in itertools.product((0, 1), (0, 1), trans, (0, 1)):
                     if (side, lower, ta, diag) == (0, 0, 0, 0):
                         continue  # the default flags are in the size sweep
-                    pts.append(Point(pre + fam, variants_n, "square", "F",
-                                     {"side": side, "lower": lower, "trans_a": ta, "diag": diag}))
+                    pts.extend(Point(pre + fam, variants_n, "square", "F",
+                                     {"side": side, "lower": lower, "trans_a": ta, "diag": diag}, mode=m)
+                               for m in modes)
     return pts
 
 
@@ -169,13 +248,16 @@ def _rate(pre: str, rate_gflops: float) -> float:
 
 
 def estimate_seconds(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s: float = 0.05,
-                     rate_gflops: float = 60.0) -> float:
-    """Estimated wall time: per point and round, three turns of pause + warm-up call + timed block."""
+                     rate_gflops: float = 60.0, idle: float = 0.2, det_calls: int = 0) -> float:
+    """Estimated wall time: per point and round, three turns (warm and load: pause + warm-up call + timed
+    block; cold: the other library's call + idle pause + one timed call), the correctness check and
+    ``det_calls`` determinism calls of each library with their gaps."""
     total = 0.0
+    gaps = sum(det_gaps(det_calls))
     for p in points:
         t = flops(p) / _rate(p.routine[0], rate_gflops) + 2e-6
-        turn = settle + t + max(t, block_s)
-        total += rounds * 3 * turn + 3 * t  # + the correctness check
+        turn = idle + 2 * t if p.mode == "cold" else settle + t + max(t, block_s)
+        total += rounds * 3 * turn + 3 * t + det_calls * 2 * t + gaps
     return total
 
 
@@ -238,156 +320,286 @@ def _path_of_last_call() -> str:
         return ""
 
 
-#: The counters of tileblas.kernels._pool.stats() a grid point keeps (see Point.pool).
-POOL_COUNTERS = ("crowded", "sleeps", "preempted", "contended")
-
-
 def _pool_counters() -> dict[str, int]:
-    """The pool's counters of POOL_COUNTERS now (empty where there is no pool)."""
+    """Every integer counter of ``tileblas.kernels._pool.stats()`` now (empty where there is no pool, and
+    whatever keys the pool has: a key it drops is simply absent)."""
     try:
         from tileblas.kernels import _pool
 
         st = _pool.stats()
+        items = list(st.items())
     except Exception:  # noqa: BLE001 - informative only; a build without the pool has none
         return {}
-    return {k: int(st[k]) for k in POOL_COUNTERS if k in st}
+    return {str(k): int(v) for k, v in items
+            if isinstance(v, numbers.Integral) and not isinstance(v, bool)}
 
 
-def _pool_note(p: Point) -> str:
-    """' (N calls alone: crowded)' where the pool ran calls of this point on one thread, else ''."""
-    n = p.pool.get("crowded", 0)
-    return f" ({n} calls alone: crowded)" if n else ""
+def _pool_differences(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    """``after - before`` for the counters both readings have."""
+    return {k: after[k] - before[k] for k in after if k in before}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------------
+
+
+def _timed(mode: str, f_s: Callable, f_t: Callable, args: tuple, kw: dict, rounds: int, settle: float,
+           block_s: float, max_block: int, idle: float) -> Timings:
+    """The point's three contenders timed as ``mode`` says (see the module docstring)."""
+    if mode == "cold":
+        def after(prep: Callable, timed: Callable) -> Callable[[], Callable[[], Any]]:
+            def prepare() -> Callable[[], Any]:
+                prep(*args, **kw)  # the other library's call, untimed, before the pause
+                return lambda: timed(*args, **kw)
+            return prepare
+
+        # fresh: the untimed call, then the pause, then one timed call; ABBA order over the rounds
+        return interleaved({"scipy": after(f_t, f_s), "tileblas": after(f_s, f_t), "control": after(f_s, f_s)},
+                           rounds, fresh=True, settle=idle, alternate=True)
+    # warm and load: a pause and one warm-up call before each turn; one block size for all three, from SciPy's
+    return interleaved({"scipy": lambda: f_s(*args, **kw), "tileblas": lambda: f_t(*args, **kw),
+                        "control": lambda: f_s(*args, **kw)}, rounds, settle=settle, warmup=1,
+                       block_s=block_s, max_block=max_block, block_from="scipy")
 
 
 def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s: float = 0.05,
-             max_block: int = 100_000, progress: Callable[[Point], None] | None = None) -> list[Point]:
-    """Time every point (in place) and return them."""
+             max_block: int = 100_000, progress: Callable[[Point], None] | None = None, *, idle: float = 0.2,
+             det_calls: int = 40, load: BusyNeighbours | None = None) -> list[Point]:
+    """Time every point (in place) in its mode, count its distinct results, and return the points.
+
+    ``load``: the busy processes of the ``load`` points, started by the caller (they are let run for
+    the timing and the determinism calls of each such point, paused after); without it, one busy process
+    is started here for the points of mode ``load`` and stopped before returning.
+    """
     import numpy as np
     import scipy.linalg.blas as sb
 
     from tileblas import blas as tb
 
-    rng = np.random.default_rng(0)
     for p in points:
-        args, kw = _operands(p, rng)
-        f_s = getattr(sb, p.routine)
-        f_t = getattr(tb, p.routine)
-        want = f_s(*args, **kw)
-        try:
-            from tileblas.runtime._runtime import get_runtime
+        if p.mode not in MODES:
+            raise ValueError(f"mode must be among {','.join(MODES)}; got {p.mode!r} ({p.label()})")
+    own = BusyNeighbours(1) if load is None and any(p.mode == "load" for p in points) else None
+    with own if own is not None else contextlib.nullcontext():
+        load = own or load
+        rng = np.random.default_rng(0)
+        for p in points:
+            args, kw = _operands(p, rng)
+            f_s = getattr(sb, p.routine)
+            f_t = getattr(tb, p.routine)
+            want = f_s(*args, **kw)
+            try:
+                from tileblas.runtime._runtime import get_runtime
 
-            calls0 = get_runtime().stats()["calls"]
-        except Exception:  # noqa: BLE001
-            calls0 = None
-        got = f_t(*args, **kw)
-        scale = float(np.abs(want).max()) or 1.0
-        p.max_rel_diff = float(np.abs(got - want).max()) / scale
-        path = _path_of_last_call()
-        try:
-            from tileblas.runtime._runtime import get_runtime
+                calls0 = get_runtime().stats()["calls"]
+            except Exception:  # noqa: BLE001
+                calls0 = None
+            got = f_t(*args, **kw)
+            scale = float(np.abs(want).max()) or 1.0
+            p.max_rel_diff = float(np.abs(got - want).max()) / scale
+            path = _path_of_last_call()
+            try:
+                from tileblas.runtime._runtime import get_runtime
 
-            if calls0 is not None and get_runtime().stats()["calls"] == calls0:
-                path = "fast"  # answered in front of the runtime (C fast path)
-        except Exception:  # noqa: BLE001
-            pass
-        p.path = path
-        pool0 = _pool_counters()
-        # a pause and one warm-up call before each turn; one block size for all three, from SciPy's call
-        timed = interleaved({"scipy": lambda: f_s(*args, **kw), "tileblas": lambda: f_t(*args, **kw),
-                             "control": lambda: f_s(*args, **kw)}, rounds, settle=settle, warmup=1,
-                            block_s=block_s, max_block=max_block, block_from="scipy")
-        best, p.block = timed.best, timed.block["scipy"]
-        # A point timed again (a recheck) keeps the best of all its rounds: best of 5 + 10 is best of 15.
-        p.scipy_s = min(best["scipy"], p.scipy_s) if math.isfinite(p.scipy_s) else best["scipy"]
-        p.tileblas_s = min(best["tileblas"], p.tileblas_s) if math.isfinite(p.tileblas_s) else best["tileblas"]
-        p.control_s = min(best["control"], p.control_s) if math.isfinite(p.control_s) else best["control"]
-        p.rounds += rounds
-        pool1 = _pool_counters()
-        for key in pool1:
-            p.pool[key] = p.pool.get(key, 0) + pool1[key] - pool0.get(key, 0)
-        if progress is not None:
-            progress(p)
+                if calls0 is not None and get_runtime().stats()["calls"] == calls0:
+                    path = "fast"  # answered in front of the runtime (C fast path)
+            except Exception:  # noqa: BLE001
+                pass
+            p.path = path
+            if p.mode == "load":
+                load.run()
+            try:
+                pool0 = _pool_counters()
+                timed = _timed(p.mode, f_s, f_t, args, kw, rounds, settle, block_s, max_block, idle)
+                pool1 = _pool_counters()
+                # untimed, after the timing and its counters: the same calls again, their distinct results
+                det = distinct_results({"tileblas": lambda: f_t(*args, **kw), "scipy": lambda: f_s(*args, **kw)},
+                                       det_calls)
+            finally:
+                if p.mode == "load":
+                    load.pause()
+            best, p.block = timed.best, timed.block["scipy"]
+            # A point timed again (a recheck) keeps the best of all its rounds: best of 5 + 10 is best of 15.
+            p.scipy_s = min(best["scipy"], p.scipy_s) if math.isfinite(p.scipy_s) else best["scipy"]
+            p.tileblas_s = min(best["tileblas"], p.tileblas_s) if math.isfinite(p.tileblas_s) else best["tileblas"]
+            p.control_s = min(best["control"], p.control_s) if math.isfinite(p.control_s) else best["control"]
+            for k, v in timed.samples.items():
+                p.samples[k] = list(p.samples.get(k, [])) + list(v)
+            p.rounds += timed.rounds
+            for key, d in _pool_differences(pool0, pool1).items():
+                p.pool[key] = p.pool.get(key, 0) + d
+            for lib, hashes in det.items():
+                p.det[lib] = sorted(set(p.det.get(lib, ())) | set(hashes))
+            p.det_calls += det_calls
+            if progress is not None:
+                progress(p)
     return points
 
 
+# ---------------------------------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------------------------------
+
+_MODE_NOTE = {"warm": "pause, warm-up call, block of calls",
+              "cold": "one call after the other library's call and an idle pause",
+              "load": "as warm, busy process(es) beside it"}
+
+
+def _modes_of(points: Iterable[Point]) -> list[str]:
+    present = {p.mode for p in points}
+    return [m for m in MODES if m in present]
+
+
+def _det_note(p: Point) -> str:
+    """'  DISTINCT RESULTS tileblas 2, SciPy 1 (40 calls)' for a point with more than one, else ''."""
+    if not p.nondeterministic:
+        return ""
+    return (f"  DISTINCT RESULTS tileblas {p.distinct('tileblas')}, SciPy {p.distinct('scipy')} "
+            f"({p.det_calls} calls)")
+
+
 def summarize(points: list[Point], worst: int = 12, bar: float = 0.97) -> list[str]:
-    """Lines: counts against the bar, the worst points, and the points above 1.05x."""
+    """Lines, per mode: counts against the bar (best and median of the rounds), the worst points, the
+    points above 1.05x; then the determinism calls and the points with more than one distinct result."""
     done = [p for p in points if math.isfinite(p.tileblas_s)]
     if not done:
         return ["no points timed"]
     lines = []
-    below = [p for p in done if p.ratio < bar]
-    ctrl = sorted(p.control for p in done)
-    lines.append(f"{len(done)} points; ratio SciPy/tileblas: min {min(p.ratio for p in done):.2f}, "
-                 f"median {sorted(p.ratio for p in done)[len(done) // 2]:.2f}; {len(below)} below {bar:.2f}x; "
-                 f"control SciPy/SciPy min {ctrl[0]:.2f}, median {ctrl[len(ctrl) // 2]:.2f}, max {ctrl[-1]:.2f}")
-    lines.append(f"worst {min(worst, len(done))} points (ratio, control, tileblas path):")
-    for p in sorted(done, key=lambda q: q.ratio)[:worst]:
-        lines.append(f"  {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}  [{p.path}]  "
-                     f"{p.tileblas_s * 1e3:.4g} ms vs {p.scipy_s * 1e3:.4g} ms{_pool_note(p)}")
-    above = sorted((p for p in done if p.ratio > 1.05), key=lambda q: -q.ratio)
-    lines.append(f"{len(above)} points above 1.05x:")
-    for p in above:
-        lines.append(f"  {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}  [{p.path}]")
+    for mode in _modes_of(done):
+        sel = [p for p in done if p.mode == mode]
+        below = [p for p in sel if p.ratio < bar]
+        ratios = sorted(p.ratio for p in sel)
+        ctrl = sorted(p.control for p in sel)
+        meds = sorted(p.ratio_median for p in sel if math.isfinite(p.ratio_median))
+        lines.append(f"{len(sel)} points, mode {mode} ({_MODE_NOTE[mode]}); ratio SciPy/tileblas, best of rounds: "
+                     f"min {ratios[0]:.2f}, median {ratios[len(ratios) // 2]:.2f}; {len(below)} below {bar:.2f}x; "
+                     + (f"median of rounds: median {meds[len(meds) // 2]:.2f}; " if meds else "")
+                     + f"control SciPy/SciPy min {ctrl[0]:.2f}, median {ctrl[len(ctrl) // 2]:.2f}, max {ctrl[-1]:.2f}")
+        lines.append(f"  worst {min(worst, len(sel))} points, mode {mode} (ratio best, ratio median, control, "
+                     f"tileblas path):")
+        for p in sorted(sel, key=lambda q: q.ratio)[:worst]:
+            lines.append(f"    {p.ratio:5.2f}x  median {p.ratio_median:5.2f}x  control {p.control:4.2f}  {p.label()}  "
+                         f"[{p.path}]  {p.tileblas_s * 1e3:.4g} ms vs {p.scipy_s * 1e3:.4g} ms{_det_note(p)}")
+        above = sorted((p for p in sel if p.ratio > 1.05), key=lambda q: -q.ratio)
+        lines.append(f"  {len(above)} points above 1.05x, mode {mode}:")
+        for p in above:
+            lines.append(f"    {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}  [{p.path}]")
+    checked = [p for p in done if p.det]
+    flagged = [p for p in checked if p.nondeterministic]
+    if checked:
+        calls = sorted({p.det_calls for p in checked})
+        lines.append(f"determinism: {len(checked)} points x modes, {'/'.join(map(str, calls))} identical calls each "
+                     f"of tileblas and SciPy; {len(flagged)} with more than one distinct result"
+                     + (":" if flagged else ""))
+        for p in flagged:
+            lines.append(f"    {p.label()}  mode {p.mode}{_det_note(p)}")
     return lines
 
 
-def plot_grid(points: list[Point], path: str, title: str = "") -> str:
-    """Heat map PNG: one panel per precision x shape x order, routine x size, colour = SciPy/tileblas."""
+def _scale(values: list[float]) -> tuple[Any, str, list[float]]:
+    """The heat maps' colour scale: logarithmic, centred on 1.00 (white), from 1/s to s where s is the
+    largest deviation of ``values`` (as a factor) between 1.3 and 2; a value beyond the scale keeps the end
+    colour, and the colour bar then shows an arrow on that side (its cell prints the value).  Returns the
+    norm, the colour bar's ``extend`` and its ticks."""
+    from matplotlib.colors import LogNorm
+
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    span = min(2.0, max([1.3] + [max(v, 1.0 / v) for v in finite]))
+    under = any(v < 1.0 / span for v in finite)
+    over = any(v > span for v in finite)
+    extend = "both" if under and over else "min" if under else "max" if over else "neither"
+    ticks = [span ** (x / 2.0) for x in (-2, -1, 0, 1, 2)]
+    return LogNorm(vmin=1.0 / span, vmax=span), extend, ticks
+
+
+def plot_grid(points: list[Point], path: str, title: str = "", mode: str | None = None) -> str:
+    """Heat map PNG of one mode (``mode``; default: the first mode of ``points``): one panel per
+    precision x shape x order, routine x size, colour = SciPy time / tileblas time (best of rounds) on
+    the log scale of :func:`_scale` (stated on the colour bar, with an arrow where values go beyond it);
+    each cell prints its ratio, '*' marks a point with more than one distinct result."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-    from matplotlib.colors import TwoSlopeNorm
 
-    main = [p for p in points if not p.flags and math.isfinite(p.tileblas_s)]
+    timed = [p for p in points if math.isfinite(p.tileblas_s)]
+    if mode is None:
+        mode = (_modes_of(timed) or ["warm"])[0]
+    timed = [p for p in timed if p.mode == mode]
+    main = [p for p in timed if not p.flags]
     panels = sorted({(p.routine[0], p.shape, p.order) for p in main}, key=lambda t: ("sdcz".index(t[0]), t[1], t[2]))
-    if not panels:
-        panels = []
-    var = [p for p in points if p.flags and math.isfinite(p.tileblas_s)]
+    var = [p for p in timed if p.flags]
     count = len(panels) + (1 if var else 0)
     cols = min(4, max(1, count))
     rows = max(1, -(-count // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
-    norm = TwoSlopeNorm(vcenter=1.0, vmin=0.7, vmax=1.3)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols + 1.2, 3.4 * rows + 0.6), squeeze=False,
+                             layout="constrained")
+    norm, extend, ticks = _scale([p.ratio for p in timed])
+    strong = 0.6 * math.log(norm.vmax)
     im = None
+
+    def ink(v: float) -> str:
+        return "white" if abs(math.log(v)) > strong else "black"
+
     for ax, (pre, shape, order) in zip(axes.flat, panels):
         sel = [p for p in main if p.routine[0] == pre and p.shape == shape and p.order == order]
         names = [r for r in ROUTINES if any(p.routine[1:] == r for p in sel)]
         sizes = sorted({p.n for p in sel})
         grid = np.full((len(names), len(sizes)), np.nan)
         for p in sel:
-            grid[names.index(p.routine[1:]), sizes.index(p.n)] = p.ratio
-        im = ax.imshow(np.clip(grid, 0.7, 1.3), cmap="RdBu", norm=norm, aspect="auto")
-        for (i, j), v in np.ndenumerate(grid):
-            if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if abs(v - 1.0) > 0.2 else "black")
+            i, j = names.index(p.routine[1:]), sizes.index(p.n)
+            grid[i, j] = p.ratio
+            ax.text(j, i, f"{p.ratio:.2f}" + ("*" if p.nondeterministic else ""), ha="center", va="center",
+                    fontsize=6, color=ink(p.ratio))
+        im = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
         ax.set_xticks(range(len(sizes)), [str(s) for s in sizes], fontsize=6, rotation=45)
         ax.set_yticks(range(len(names)), [pre + n for n in names], fontsize=7)
-        ax.set_title(f"{pre} {shape} {order}-order", fontsize=8)
+        ax.set_xlabel("n (matrix order)", fontsize=7)
+        ax.set_ylabel("routine", fontsize=7)
+        ax.set_title(f"{pre} {shape} {order}-order, {mode}", fontsize=8)
     if var:
         ax = axes.flat[len(panels)]
-        labels = [f"{p.routine} " + "".join(str(v) for v in p.flags.values()) for p in var]
-        vals = np.array([[p.ratio] for p in var])
-        im = ax.imshow(np.clip(vals.T, 0.7, 1.3), cmap="RdBu", norm=norm, aspect="auto")
+        labels = [f"{p.routine} " + "".join(str(v) for v in p.flags.values()) + ("*" if p.nondeterministic else "")
+                  for p in var]
+        im = ax.imshow(np.array([[p.ratio for p in var]]), cmap="RdBu", norm=norm, aspect="auto")
         ax.set_xticks(range(len(labels)), labels, fontsize=4, rotation=90)
         ax.set_yticks([])
-        ax.set_title(f"trmm/trsm flags (side,lower,trans,diag), n={var[0].n}", fontsize=8)
+        ax.set_xlabel("routine and flags (side, lower, trans, diag)", fontsize=7)
+        ax.set_title(f"trmm/trsm flags, n={var[0].n}, {mode}", fontsize=8)
     for ax in list(axes.flat)[count:]:
         ax.axis("off")
     if im is not None:
-        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="SciPy time / tileblas time")
-    fig.suptitle(title or "tileblas.blas vs scipy.linalg.blas (ratio > 1: tileblas faster)", fontsize=10)
+        cb = fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend)
+        cb.minorticks_off()
+        cb.set_ticks(ticks, labels=[f"{t:.2f}" for t in ticks])
+        cb.ax.tick_params(labelsize=6)
+        cb.set_label(f"SciPy time / tileblas time, best of rounds\nlog scale {norm.vmin:.2f}-{norm.vmax:.2f}, "
+                     "white 1.00" + ("; beyond it (arrow) the end colour" if extend != "neither" else ""), fontsize=7)
+    fig.suptitle(title or f"tileblas.blas vs scipy.linalg.blas, mode {mode}: {_MODE_NOTE[mode]}\n"
+                          "ratio > 1 (blue): tileblas faster; each cell prints its ratio; * more than one distinct "
+                          "result", fontsize=8)
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
 
 
+def plot_modes(points: list[Point], path: str) -> list[str]:
+    """One heat map per mode of ``points``: ``path`` itself for a single mode, else ``path`` with
+    ``-MODE`` before its extension for each (``grid.png`` -> ``grid-warm.png``, ``grid-cold.png``)."""
+    import os
+
+    modes = _modes_of(p for p in points if math.isfinite(p.tileblas_s)) or ["warm"]
+    if len(modes) == 1:
+        return [plot_grid(points, path, mode=modes[0])]
+    stem, ext = os.path.splitext(path)
+    return [plot_grid(points, f"{stem}-{m}{ext or '.png'}", mode=m) for m in modes]
+
+
 def write_json(points: list[Point], path: str, meta: dict[str, Any]) -> str:
-    """The points (with ratio, control and flops) and ``meta`` as JSON (written to a temporary file and
-    renamed, so an interrupted run never leaves a half-written file)."""
+    """The points (with ratio, control, their medians, the determinism fields and flops) and ``meta`` as
+    JSON (written to a temporary file and renamed, so an interrupted run never leaves a half-written file)."""
     import os
 
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -398,12 +610,13 @@ def write_json(points: list[Point], path: str, meta: dict[str, Any]) -> str:
 
 
 def point_key(p: Point) -> tuple:
-    """What identifies a grid point (routine, size, shape, layout, flags), independent of its timings."""
-    return (p.routine, p.n, p.shape, p.order, tuple(sorted(p.flags.items())))
+    """What identifies a grid point (routine, size, shape, layout, flags, mode), independent of its timings."""
+    return (p.routine, p.n, p.shape, p.order, tuple(sorted(p.flags.items())), p.mode)
 
 
 def read_points(path: str) -> list[Point]:
-    """The timed points of a JSON file written by :func:`write_json` (``--resume``)."""
+    """The timed points of a JSON file written by :func:`write_json` (``--resume``; a point of a file
+    written before the modes is a ``warm`` point)."""
     with open(path) as f:
         data = json.load(f)
     if not isinstance(data, dict) or not isinstance(data.get("points"), list):
@@ -440,13 +653,28 @@ def add_grid_arguments(p: Any) -> None:
     p.add_argument("--shapes", default=None, help="comma-separated subset of square,k64,m64,rhs64")
     p.add_argument("--variants-n", type=int, default=1024,
                    help="size of the trmm/trsm side/uplo/trans/diag variants (0: none)")
-    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds per point (default 5; quick 3)")
+    p.add_argument("--mode", "--modes", dest="modes", default="warm", metavar="MODES",
+                   help="timing modes, comma-separated, each point timed in each: warm (pause, warm-up call, "
+                        "block of calls; the default), cold (each timed call the first after --idle seconds, "
+                        "right after one call of the other library), load (as warm, --load-procs busy "
+                        "processes beside it)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="interleaved rounds per point and mode (default 5; quick 3); ratio from the best, the "
+                        "median kept too")
     p.add_argument("--recheck-rounds", type=int, default=0,
                    help="time every point below the 0.97x bar again with this many more rounds, keeping the best "
                         "of all its rounds (a noisy machine's slow rounds are not the library's; default 0: off)")
-    p.add_argument("--settle", type=float, default=0.2, help="pause in seconds before each timed block")
+    p.add_argument("--settle", type=float, default=0.2, help="pause in seconds before each timed block (warm, load)")
+    p.add_argument("--idle", type=float, default=0.2,
+                   help="cold mode: idle pause in seconds before each timed call (default 0.2)")
+    p.add_argument("--load-procs", type=int, default=1,
+                   help="load mode: busy processes beside the timing (default 1)")
+    p.add_argument("--det-calls", type=int, default=40,
+                   help="identical untimed calls of each library per point and mode whose distinct results are "
+                        "counted, with idle gaps of 1-50 ms before some (default 40)")
     p.add_argument("--json", default="bench_grid.json", help="output JSON file")
-    p.add_argument("--png", default="bench_grid.png", help="output heat map PNG")
+    p.add_argument("--png", default="bench_grid.png",
+                   help="output heat map PNG (several modes: one file per mode, NAME-MODE.png)")
     p.add_argument("--estimate-only", action="store_true", help="print the point count and time estimate, then stop")
     p.add_argument("--resume", action="store_true",
                    help="keep the points already timed in the --json file and time only the others (the file is "
@@ -456,39 +684,80 @@ def add_grid_arguments(p: Any) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def grid_main(args: Any) -> int:
-    """Run the grid as the parsed ``args`` say: estimate, time (with a progress bar), summarize, write."""
-    import os
+def _at_least(name: str, value: Any, low: float, strict: bool = False) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and (
+        value > low if strict else value >= low)
+    if not ok:
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {low:g}; got {value!r}")
 
-    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
+
+def check_arguments(args: Any) -> dict[str, Any]:
+    """The grid's options checked, before anything runs: a ValueError that names the option and its value
+    for the first bad one; else the parsed values (sizes, shapes, modes, rounds)."""
+    sizes = None
+    if args.sizes:
+        try:
+            sizes = [int(x) for x in args.sizes.split(",")]
+        except ValueError:
+            sizes = None
+        if not sizes or any(n < 1 for n in sizes):
+            raise ValueError(f"--sizes must be positive integers, comma-separated; got {args.sizes!r}")
     shapes = args.shapes.split(",") if args.shapes else None
     for sh in shapes or ():
         if sh not in ("square", "k64", "m64", "rhs64"):
             raise ValueError(f"--shapes must be among square,k64,m64,rhs64; got {sh!r}")
+    modes = list(dict.fromkeys(m.strip() for m in str(args.modes).split(",")))
+    for m in modes:
+        if m not in MODES:
+            raise ValueError(f"--modes must be among {','.join(MODES)}, comma-separated; got {m!r}")
     rounds = args.rounds if args.rounds is not None else (QUICK["rounds"] if args.quick else 5)
-    if rounds < 1:
-        raise ValueError(f"--rounds must be >= 1; got {rounds}")
-    points = grid_points(args.quick, sizes, args.prefixes, [r for r in args.routines.split(",") if r],
-                         [o for o in args.orders.split(",") if o], shapes, args.variants_n, args.max_n)
+    _at_least("--rounds", rounds, 1)
+    _at_least("--recheck-rounds", args.recheck_rounds, 0)
+    _at_least("--settle", args.settle, 0)
+    _at_least("--idle", args.idle, 0)
+    _at_least("--det-calls", args.det_calls, 2)
+    _at_least("--load-procs", args.load_procs, 1)
+    _at_least("--variants-n", args.variants_n, 0)
+    _at_least("--max-n", args.max_n, 1)
+    _at_least("--minutes", args.minutes, 0, strict=True)
+    return {"sizes": sizes, "shapes": shapes, "modes": modes, "rounds": rounds}
+
+
+def grid_main(args: Any) -> int:
+    """Run the grid as the parsed ``args`` say: estimate, time (with a progress bar; the busy processes of
+    the load mode around it all), summarize, write."""
+    import os
+
+    opts = check_arguments(args)
+    rounds, modes = opts["rounds"], opts["modes"]
+    points = grid_points(args.quick, opts["sizes"], args.prefixes, [r for r in args.routines.split(",") if r],
+                         [o for o in args.orders.split(",") if o], opts["shapes"], args.variants_n, args.max_n,
+                         modes=modes)
     done: dict[tuple, Point] = {}
     if args.resume and args.json and os.path.exists(args.json):
         done = {point_key(p): p for p in read_points(args.json)}
         print(f"resuming: {sum(point_key(p) in done for p in points)} of {len(points)} points already timed "
               f"in {args.json}")
-    if args.minutes is not None and args.minutes <= 0:
-        raise ValueError(f"--minutes must be > 0; got {args.minutes}")
     todo = [p for p in points if point_key(p) not in done]
     rate = calibrate_rate()
-    est = estimate_seconds(todo, rounds, args.settle, rate_gflops=rate)
-    print(f"{len(todo)} points to time, {rounds} rounds of SciPy / tileblas / SciPy-again, {args.settle:g} s pause; "
-          f"estimated {est / 60:.1f} min (dgemm at {rate:.0f} GFLOP/s on {os.cpu_count()} cores); "
-          f"{machine_load()}", flush=True)
+    est = estimate_seconds(todo, rounds, args.settle, rate_gflops=rate, idle=args.idle, det_calls=args.det_calls)
+    how = {"warm": f"{args.settle:g} s pause", "cold": f"{args.idle:g} s idle",
+           "load": f"{args.load_procs} busy process(es)"}
+    print(f"{len(todo)} points to time, {rounds} rounds of SciPy / tileblas / SciPy-again (modes "
+          f"{', '.join(f'{m}: {how[m]}' for m in modes)}), {args.det_calls} determinism calls; "
+          f"estimated {est / 60:.1f} min "
+          f"(dgemm at {rate:.0f} GFLOP/s on {os.cpu_count()} cores); {machine_load()}", flush=True)
     if args.estimate_only:
         return 0
     bar = Progress(len(todo), not args.no_progress, "grid", "pt")
     t0 = time.perf_counter()
-    meta = {"rounds": rounds, "settle_s": args.settle, "estimate_s": est, "quick": args.quick,
-            "cpu_count": os.cpu_count(), "load_before": machine_load()}
+    meta = {"rounds": rounds, "settle_s": args.settle, "modes": modes, "idle_s": args.idle,
+            "load_procs": args.load_procs, "det_calls": args.det_calls, "det_gaps_s": list(DET_GAPS),
+            "statistic": "ratio, control and the heat map: best of rounds; median_s, ratio_median, "
+                         "control_median: median of rounds",
+            "estimate_s": est, "quick": args.quick, "cpu_count": os.cpu_count(), "load_before": machine_load()}
 
     def merged() -> list[Point]:
         return [done.get(point_key(p), p) for p in points
@@ -497,30 +766,33 @@ def grid_main(args: Any) -> int:
     def one(p: Point) -> None:
         if args.json:
             write_json(merged(), args.json, dict(meta, partial=True))
-        bar.step(f"{p.routine} {p.n} {p.shape} {p.order} {p.ratio:.2f}x")
+        bar.step(f"{p.routine} {p.n} {p.shape} {p.order} {p.mode} {p.ratio:.2f}x")
 
     stopped = 0
-    try:
-        for i, p in enumerate(todo):
-            if args.minutes is not None and time.perf_counter() - t0 > 60.0 * args.minutes:
-                stopped = len(todo) - i
-                break
-            run_grid([p], rounds, args.settle, progress=one)
-    finally:
-        bar.close()
-    points = merged()
-    if args.recheck_rounds < 0:
-        raise ValueError(f"--recheck-rounds must be >= 0; got {args.recheck_rounds}")
-    if args.recheck_rounds and not stopped:
-        low = sorted((p for p in points if p.ratio < 0.97), key=lambda q: q.ratio)
-        print(f"recheck: {len(low)} points below 0.97x, {args.recheck_rounds} more rounds each", flush=True)
-        for p in low:
-            before = p.ratio
-            run_grid([p], args.recheck_rounds, args.settle)
-            print(f"  {before:5.2f}x -> {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}{_pool_note(p)}",
-                  flush=True)
-            if args.json:
-                write_json(points, args.json, dict(meta, partial=True))
+    common = dict(idle=args.idle, det_calls=args.det_calls)
+    # the busy processes: started once for the whole grid, stopped at its end whatever ends it
+    needs_load = any(p.mode == "load" for p in todo)
+    with (BusyNeighbours(args.load_procs) if needs_load else contextlib.nullcontext()) as load:
+        try:
+            for i, p in enumerate(todo):
+                if args.minutes is not None and time.perf_counter() - t0 > 60.0 * args.minutes:
+                    stopped = len(todo) - i
+                    break
+                run_grid([p], rounds, args.settle, progress=one, load=load, **common)
+        finally:
+            bar.close()
+        points = merged()
+        if args.recheck_rounds and not stopped:
+            low = sorted((p for p in points if p.ratio < 0.97), key=lambda q: q.ratio)
+            print(f"recheck: {len(low)} points below 0.97x, {args.recheck_rounds} more rounds each", flush=True)
+            for p in low:
+                before = p.ratio
+                run_grid([p], args.recheck_rounds, args.settle,
+                         load=load if load is not None or p.mode != "load" else None, **common)
+                print(f"  {before:5.2f}x -> {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}  {p.mode}",
+                      flush=True)
+                if args.json:
+                    write_json(points, args.json, dict(meta, partial=True))
     wall = time.perf_counter() - t0
     meta.update(wall_s=wall, load_after=machine_load(), partial=bool(stopped))
     if stopped:
@@ -531,5 +803,5 @@ def grid_main(args: Any) -> int:
     if args.json:
         print("json:", write_json(points, args.json, meta))
     if args.png:
-        print("heat map:", plot_grid(points, args.png))
+        print("heat map:", ", ".join(plot_modes(points, args.png)))
     return 0

@@ -1,0 +1,235 @@
+"""``tileblas bench grid``'s modes (warm, cold, load), its determinism column, its pool counters and its
+refusals of bad options.  No timing is asserted: the grids are tiny (one routine, n = 16, one round)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tileblas.cli import _bench_grid as G
+from tileblas.cli import _bench_modes as M
+from tileblas.cli import main
+
+TINY = ["bench", "grid", "--sizes", "16", "--routines", "gemm", "--prefixes", "d", "--orders", "F",
+        "--variants-n", "0", "--rounds", "1", "--settle", "0", "--idle", "0.001", "--det-calls", "4",
+        "--no-progress"]
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie nobody reaped counts as ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The BusyNeighbours the grid starts in this test (recorded at start)."""
+    made = []
+    real = M.BusyNeighbours.start
+
+    def start(self):
+        made.append(self)
+        return real(self)
+
+    monkeypatch.setattr(M.BusyNeighbours, "start", start)
+    return made
+
+
+@pytest.mark.parametrize("mode", G.MODES)
+def test_each_mode_runs_end_to_end_and_writes_mode_and_determinism(mode, tmp_path, capsys, started):
+    js, png = tmp_path / "g.json", tmp_path / "g.png"
+    assert main(TINY + ["--modes", mode, "--json", str(js), "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert f"mode {mode}" in out and "determinism: 1 points x modes, 4 identical calls" in out
+    assert "crowded" not in out
+    data = json.loads(js.read_text())
+    assert data["meta"]["modes"] == [mode] and data["meta"]["det_calls"] == 4 and not data["meta"]["partial"]
+    (p,) = data["points"]
+    assert p["mode"] == mode and p["routine"] == "dgemm" and p["n"] == 16 and p["det_calls"] == 4
+    assert p["det_distinct"] == {"scipy": 1, "tileblas": 1} and p["nondeterministic"] is False
+    assert all(len(h) == 1 for h in p["det"].values())
+    assert set(p["samples"]) == {"scipy", "tileblas", "control"} and all(len(v) == 1 for v in p["samples"].values())
+    assert p["median_s"]["tileblas"] > 0 and p["ratio_median"] > 0 and p["ratio"] > 0
+    assert all(isinstance(v, int) for v in p["pool"].values())
+    if mode == "cold":
+        assert p["block"] == 1  # one timed call per pause
+    assert png.stat().st_size > 1000
+    assert len(started) == (1 if mode == "load" else 0)
+    assert all(_gone(pid) for b in started for pid in b.pids)
+
+
+def test_several_modes_in_one_run_one_heat_map_each(tmp_path, capsys, started):
+    js, png = tmp_path / "g.json", tmp_path / "g.png"
+    assert main(TINY + ["--modes", "warm,cold,load", "--load-procs", "2", "--json", str(js), "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"mode {m}" in out for m in G.MODES)
+    data = json.loads(js.read_text())
+    assert [p["mode"] for p in data["points"]] == list(G.MODES)
+    assert all((tmp_path / f"g-{m}.png").stat().st_size > 1000 for m in G.MODES) and not png.exists()
+    (b,) = started
+    assert len(b.pids) == 2 and all(_gone(pid) for pid in b.pids)
+    # --resume knows the points by mode too: nothing left to time
+    assert main(TINY + ["--modes", "warm,cold,load", "--json", str(js), "--png", "", "--resume"]) == 0
+    assert "3 of 3 points already timed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_load_processes_are_gone_after_an_exception(error, tmp_path, monkeypatch, started):
+    seen = []
+    real = G.distinct_results
+
+    def broken(calls, n, *a, **k):
+        (b,) = started
+        if not b.running:  # the warm point: the busy processes wait
+            return real(calls, n, *a, **k)
+        seen.extend(b.pids)
+        assert not any(_gone(pid) for pid in b.pids)
+        raise error("stop here")
+
+    monkeypatch.setattr(G, "distinct_results", broken)
+    with pytest.raises(error, match="stop here"):
+        main(TINY + ["--modes", "warm,load", "--load-procs", "2", "--json", str(tmp_path / "g.json"), "--png", ""])
+    assert len(seen) == 2 and all(_gone(pid) for pid in seen)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+def test_busy_neighbours_spin_only_while_running_and_never_outlive_their_grid():
+    with M.BusyNeighbours(1) as b:
+        (pid,) = b.pids
+        b.run()
+        t0 = _cpu_ticks(pid)
+        deadline = time.monotonic() + 10.0
+        while _cpu_ticks(pid) == t0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _cpu_ticks(pid) > t0, "the busy process never ran"
+        b.pause()
+    assert _gone(pid)
+    # a grid killed outright (no chance to stop anything): its busy process ends on its own
+    code = ("import os, signal; from tileblas.cli._bench_modes import BusyNeighbours as B\n"
+            "b = B(1).start(); b.run(); print(b.pids[0], flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    orphan = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 10.0
+    while not _gone(orphan) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not _gone(orphan):
+        os.kill(orphan, signal.SIGKILL)
+        pytest.fail(f"the busy process {orphan} outlived its grid")
+
+
+def test_distinct_results_counts_real_outputs():
+    import scipy.linalg.blas as sb
+
+    from tileblas import blas as tb
+
+    rng = np.random.default_rng(1)
+    a, b = np.asfortranarray(rng.standard_normal((33, 17))), np.asfortranarray(rng.standard_normal((17, 9)))
+    calls = iter(range(10**6))
+
+    def flaky():
+        """dgemm whose last bit flips on every other call."""
+        c = sb.dgemm(1.0, a, b)
+        if next(calls) % 2:
+            c.view(np.uint64)[-1, -1] ^= 1
+        return c
+
+    got = M.distinct_results({"flaky": flaky, "scipy": lambda: sb.dgemm(1.0, a, b),
+                              "tileblas": lambda: tb.dgemm(1.0, a, b)}, 6)
+    assert {k: len(v) for k, v in got.items()} == {"flaky": 2, "scipy": 1, "tileblas": 1}
+    assert got["scipy"][0] in got["flaky"]
+    # the idle gaps: 1-50 ms before every fourth round, none before the others
+    gaps = M.det_gaps(40)
+    assert sum(g > 0 for g in gaps) == 10 and 0 < min(g for g in gaps if g) and max(gaps) <= 0.05
+    paused = []
+    M.distinct_results({"x": lambda: np.zeros(2)}, 8, sleep=paused.append)
+    assert paused == [g for g in M.det_gaps(8) if g]
+    with pytest.raises(ValueError, match="n must be"):
+        M.distinct_results({"x": lambda: 0}, 0)
+
+
+def test_a_point_with_two_results_is_flagged():
+    p = G.Point("dgemm", 16, mode="cold", scipy_s=1.0, tileblas_s=1.0, control_s=1.0, det_calls=40,
+                det={"tileblas": ["a", "b"], "scipy": ["a"]}, samples={"scipy": [1.0], "tileblas": [1.0],
+                                                                      "control": [1.0]})
+    text = "\n".join(G.summarize([p]))
+    assert "1 with more than one distinct result" in text and "DISTINCT RESULTS tileblas 2, SciPy 1" in text
+    d = p.to_json()
+    assert d["nondeterministic"] is True and d["det_distinct"] == {"scipy": 1, "tileblas": 2}
+
+
+def test_cold_mode_times_one_call_after_the_other_librarys_call_and_the_pause(monkeypatch):
+    import tileblas._timing as T
+
+    events = []
+    monkeypatch.setattr(T.time, "sleep", lambda s: events.append("|"))
+    timed = G._timed("cold", lambda: events.append("s"), lambda: events.append("t"), (), {}, 2, settle=0.0,
+                     block_s=0.05, max_block=100, idle=0.2)
+    # round 1: scipy, tileblas, control; round 2 reversed; each: untimed call, pause, one timed call
+    assert "".join(events) == "t|s" "s|t" "s|s" + "s|s" "s|t" "t|s"
+    assert timed.block == {"scipy": 1, "tileblas": 1, "control": 1} and timed.rounds == 2
+
+
+def test_pool_counters_are_read_defensively(monkeypatch):
+    from tileblas.kernels import _pool
+
+    readings = iter([{"calls": 3, "crowded": 1, "note": "x", "flag": True, "jobs": np.int64(2)},
+                     {"calls": 7, "jobs": 2, "new": 5}])
+    monkeypatch.setattr(_pool, "stats", lambda: next(readings))
+    before, after = G._pool_counters(), G._pool_counters()
+    assert before == {"calls": 3, "crowded": 1, "jobs": 2}
+    assert G._pool_differences(before, after) == {"calls": 4, "jobs": 0}
+
+    def broken():
+        raise RuntimeError("no pool")
+
+    monkeypatch.setattr(_pool, "stats", broken)
+    assert G._pool_counters() == {}
+    monkeypatch.setattr(_pool, "stats", lambda: None)
+    assert G._pool_counters() == {}
+    p = G.Point("dgemm", 16, pool={"crowded": 3}, scipy_s=1.0, tileblas_s=2.0, control_s=1.0)
+    assert "crowded" not in "\n".join(G.summarize([p]))
+
+
+BAD = [("--sizes", "-5"), ("--sizes", "16,x"), ("--rounds", "0"), ("--idle", "-1"), ("--idle", "nan"),
+       ("--det-calls", "0"), ("--load-procs", "-1"), ("--modes", "hot"), ("--mode", "warm,hot"),
+       ("--settle", "-1"), ("--recheck-rounds", "-1"), ("--minutes", "0")]
+
+
+@pytest.mark.parametrize("option, value", BAD)
+def test_bad_options_exit_2_with_one_line_naming_them(option, value, capsys, started):
+    rc = main(["bench", "grid", option, value, "--estimate-only"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert option.rstrip("s") in err and (value.split(",")[-1] in err), err
+    assert not started
+
+
+def test_the_grid_script_refuses_bad_options_the_same_way(capsys):
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_grid.py"
+    spec = importlib.util.spec_from_file_location("bench_grid_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--load-procs", "-1", "--estimate-only"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--load-procs" in err and "-1" in err
