@@ -9,6 +9,7 @@ setup(
         Extension(
             "tileblas.kernels._native",
             sources=["src/tileblas/kernels/_native.c"],
+            depends=["src/tileblas/kernels/_pool.h"],
             include_dirs=[numpy.get_include()],
             extra_compile_args=["-O2"],
         ),

@@ -668,3 +668,87 @@ def test_herk_her2k_c_ordered_copy_or_conjugate_problem(prefix, settings):
         other = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
         np.testing.assert_array_equal(got[other], c_keep[other])
         assert not np.signbit(np.diagonal(got).imag).any(), what + " beta 0.5"
+
+
+_DAEMON_AT_EXIT = (
+    "import threading, time, numpy as np\n"
+    "from tileblas.kernels import _openblas\n"
+    "a = np.asfortranarray(np.random.rand(1500, 1500))\n"
+    "def work():\n"
+    "    while True:\n"
+    "        c = np.zeros((1500, 1500), order='F')\n"
+    "        _openblas.gemm(1.0, a, a, 0.0, c, lib=_openblas.get_library(2))\n"
+    "threading.Thread(target=work, daemon=True).start()\n"
+    "time.sleep(0.25)\n"
+)
+
+
+def test_the_interpreter_exits_cleanly_with_a_daemon_thread_inside_a_call():
+    """At exit the libraries' destructors free OpenBLAS's buffers: the exit first waits for calls in
+    flight and lets no new one start (a daemon thread inside a parallel dgemm ended the process with
+    SIGSEGV in most runs)."""
+    codes = []
+    for _ in range(6):
+        out = subprocess.run([sys.executable, "-c", _DAEMON_AT_EXIT], capture_output=True, text=True, timeout=120)
+        codes.append(out.returncode)
+    assert codes == [0] * 6, codes
+
+
+def test_quiesce_waits_for_the_calls_in_flight_and_checks_its_argument():
+    with pytest.raises(ValueError, match=r"timeout_s is -1"):
+        _pool.quiesce(-1)
+    code = (
+        "import threading, time, numpy as np\n"
+        "from tileblas.kernels import _openblas, _pool\n"
+        "a = np.asfortranarray(np.random.rand(1200, 1200))\n"
+        "c = np.zeros((1200, 1200), order='F')\n"
+        "t = threading.Thread(target=_openblas.gemm, args=(1.0, a, a, 0.0, c), kwargs={'lib': _openblas.get_library(2)})\n"
+        "t.start()\n"
+        "while _pool.in_flight() == 0 and t.is_alive(): time.sleep(0.001)\n"
+        "assert _pool.quiesce(60.0) is True\n"
+        "assert _pool.in_flight() == 0 and not t.is_alive() or t.join(5) is None\n"
+        "assert np.abs(c - a @ a).max() <= 4 * 1200 * 2.3e-16 * (np.abs(a) @ np.abs(a)).max()\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_another_thread_is_inside_a_parallel_call():
+    """fork() waits for the calls in flight: a child forked while another thread is inside a parallel
+    gemm (OpenBLAS holds a lock through it) runs its own parallel calls."""
+    code = (
+        "import os, threading, time, warnings, numpy as np\n"
+        "from tileblas.kernels import _openblas, _pool\n"
+        "lib = _openblas.get_library(2)\n"
+        "a = np.asfortranarray(np.random.rand(1500, 1500))\n"
+        "stop = False\n"
+        "def work():\n"
+        "    while not stop:\n"
+        "        c = np.zeros((1500, 1500), order='F'); _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
+        "t = threading.Thread(target=work); t.start()\n"
+        "bad = 0\n"
+        "for _ in range(3):\n"
+        "    while _pool.in_flight() == 0: time.sleep(0.001)\n"
+        "    warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        b = np.asfortranarray(np.random.rand(400, 400)); c = np.zeros((400, 400), order='F')\n"
+        "        _openblas.gemm(1.0, b, b, 0.0, c, lib=lib)\n"
+        "        os._exit(0 if np.abs(c - b @ b).max() < 1e-9 else 3)\n"
+        "    end = time.monotonic() + 60\n"
+        "    while True:\n"
+        "        done, status = os.waitpid(pid, os.WNOHANG)\n"
+        "        if done: break\n"
+        "        if time.monotonic() > end:\n"
+        "            os.kill(pid, 9); os.waitpid(pid, 0); status = 9 << 8; break\n"
+        "        time.sleep(0.01)\n"
+        "    bad += os.waitstatus_to_exitcode(status) != 0\n"
+        "stop = True; t.join()\n"
+        "print('bad', bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "bad 0", out.stdout

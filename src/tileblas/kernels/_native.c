@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_pool.h"
+
 #define MAXARGS 32
 
 typedef union {
@@ -97,8 +99,13 @@ typedef void *P;
 #define T23 T22, P
 #define T24 T23, P
 
+/* tileblas.kernels._pool's C API (_pool.h): every call is counted in flight (fork() and the interpreter's
+ * exit wait for the calls in flight); NULL where the pool is not built */
+static const PoolAPI *pool_api = NULL;
+
 #define CASE(N, RT, OUT) case N: OUT ((RT (*)(T##N))fn)(ARGS##N); break;
 #define DISPATCH(RT, OUT)                                                                     \
+    if (pool_api != NULL) pool_api->enter();                                                  \
     switch (n) {                                                                              \
         case 0: OUT ((RT (*)(void))fn)(); break;                                              \
         CASE(1, RT, OUT) CASE(2, RT, OUT) CASE(3, RT, OUT) CASE(4, RT, OUT) CASE(5, RT, OUT)  \
@@ -107,7 +114,8 @@ typedef void *P;
         CASE(14, RT, OUT) CASE(15, RT, OUT) CASE(16, RT, OUT) CASE(17, RT, OUT)               \
         CASE(18, RT, OUT) CASE(19, RT, OUT) CASE(20, RT, OUT) CASE(21, RT, OUT)               \
         CASE(22, RT, OUT) CASE(23, RT, OUT) CASE(24, RT, OUT)                                 \
-    }
+    }                                                                                         \
+    if (pool_api != NULL) pool_api->leave();
 
 /* Convert args[2:] by `sig`, with 32-bit (wide == 0) or 64-bit BLAS integers, and call fn.  A 32-bit
  * integer argument out of range sets OverflowError and *overflow = 1, having called nothing. */
@@ -441,5 +449,18 @@ PyMODINIT_FUNC
 PyInit__native(void)
 {
     import_array();
+    {
+        /* the module itself, not PyCapsule_Import: its path goes through the package's attributes, which
+         * are not set yet while the package imports this module */
+        PyObject *pool = PyImport_ImportModule("tileblas.kernels._pool"), *cap = NULL;
+        if (pool != NULL) cap = PyObject_GetAttrString(pool, "_api");
+        if (cap != NULL) pool_api = (const PoolAPI *)PyCapsule_GetPointer(cap, POOL_CAPSULE);
+        Py_XDECREF(cap);
+        Py_XDECREF(pool);
+        if (pool_api == NULL)
+            PyErr_Clear(); /* no pool in this build: calls are not counted */
+        else if (pool_api->version != POOL_API_VERSION)
+            pool_api = NULL;
+    }
     return PyModule_Create(&module);
 }

@@ -38,6 +38,7 @@ costs microseconds, which would make tiny Level-1 calls many times slower than S
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import os
@@ -238,6 +239,10 @@ class BlasLibrary:
 
 
 _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in ("0", "false", "no", "off")}
+
+#: At the interpreter's exit, before the libraries' destructors free OpenBLAS's buffers: wait (30 s at
+#: most) until no BLAS call of tileblas is in flight (a daemon thread's), and let none start again.
+atexit.register(_pool.quiesce, 30.0)
 
 
 @contextlib.contextmanager

@@ -37,8 +37,16 @@
  *
  * Each slot has a lock (one call at a time per instance: OpenBLAS indexes its per-thread buffers by job
  * number, so two calls' jobs of one number must not overlap; parts take the lock only to be claimed by
- * the slot's workers).  After fork() the child has none of the workers; they are made again on its first
- * call that needs them.
+ * the slot's workers).
+ *
+ * Calls in flight.  Every BLAS call tileblas makes without the GIL is counted (enter/leave in the C API).
+ * fork() waits until none is in flight, so that the child inherits no lock of an OpenBLAS instance held
+ * by a thread it does not have (OpenBLAS holds one through each threaded Level-3 call: a child forked in
+ * the middle of one hung on its first parallel call); meanwhile new calls wait.  After fork() the child
+ * has none of the workers: split calls run on the calling thread, and OpenBLAS's parallel calls make
+ * new workers.  quiesce(), called at the interpreter's exit, waits the same way and leaves calls waiting
+ * for good, so that no daemon thread is inside a call when the libraries' destructors free their buffers
+ * (a daemon thread in a parallel dgemm at exit ended the process with SIGSEGV).
  *
  * Python API
  *   supported                      whether this build has the pool (POSIX threads)
@@ -54,6 +62,9 @@
  *                                   busy or no workers), sleeps, wakes, workers, slots, spinning (now)
  *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
  *                                   other threads' batches on it run on their calling thread alone (tests)
+ *   quiesce(timeout_s) -> bool      wait (up to timeout_s) until no call is in flight and let none start
+ *                                   again (at the interpreter's exit); whether none was left in flight
+ *   in_flight() -> int              BLAS calls without the GIL in flight now
  *   run_parts(slot, nparts, spin_ns=0) -> list
  *                                   run nparts parts that each spin spin_ns and record which thread ran
  *                                   them: [(index, 0 caller / 1 worker)] (tests)
@@ -365,6 +376,60 @@ wake(Worker *w)
     }
 }
 
+/* -------------------------------------------------------------------------------- calls in flight */
+
+static _Atomic int calls_in_flight = 0;
+static _Atomic int gate_closed = 0; /* 1 while fork() or the exit waits for the calls in flight */
+
+static void
+calls_enter(void)
+{
+    for (;;) {
+        atomic_fetch_add(&calls_in_flight, 1); /* seq_cst: then the gate is read (closer: the reverse) */
+        if (!atomic_load(&gate_closed))
+            return;
+        atomic_fetch_sub(&calls_in_flight, 1);
+        while (atomic_load(&gate_closed)) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void
+calls_leave(void)
+{
+    atomic_fetch_sub(&calls_in_flight, 1);
+}
+
+/* Close the gate and wait up to timeout_ns for the calls in flight; 1 when none is left. */
+static int
+close_gate(long long timeout_ns)
+{
+    atomic_store(&gate_closed, 1); /* seq_cst */
+    long long end = now_ns() + timeout_ns;
+    while (atomic_load(&calls_in_flight) > 0) {
+        if (now_ns() > end)
+            return 0;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+/* fork(): the calls in flight finish first (a minute at most); new ones wait until fork() returns. */
+static void
+before_fork(void)
+{
+    close_gate(60000000000LL);
+}
+
+static void
+after_fork_parent(void)
+{
+    atomic_store(&gate_closed, 0);
+}
+
 /* --------------------------------------------------------------------- OpenBLAS's parallel calls */
 
 static inline void
@@ -499,9 +564,11 @@ after_fork_child(void)
     pthread_mutex_init(&attach_lock, NULL);
     atomic_store(&n_workers, 0);
     atomic_store(&n_spinning, 0);
+    atomic_store(&calls_in_flight, 0);
+    atomic_store(&gate_closed, 0);
 }
 
-static const PoolAPI pool_api = {POOL_API_VERSION, pool_run_parts, pool_threads};
+static const PoolAPI pool_api = {POOL_API_VERSION, pool_run_parts, pool_threads, calls_enter, calls_leave};
 
 #endif /* POOL_SUPPORTED */
 
@@ -727,7 +794,42 @@ pool_run_parts_py(PyObject *self, PyObject *args, PyObject *kwargs)
 #endif
 }
 
+static PyObject *
+pool_quiesce(PyObject *self, PyObject *arg)
+{
+    double timeout = PyFloat_AsDouble(arg);
+    if (timeout == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (!(timeout >= 0.0)) {
+        PyErr_Format(PyExc_ValueError, "quiesce: timeout_s is %R; it must be >= 0 (seconds)", arg);
+        return NULL;
+    }
+#if POOL_SUPPORTED
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = close_gate((long long)(timeout * 1e9));
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(ok);
+#else
+    Py_RETURN_TRUE;
+#endif
+}
+
+static PyObject *
+pool_in_flight(PyObject *self, PyObject *unused)
+{
+#if POOL_SUPPORTED
+    return PyLong_FromLong(atomic_load(&calls_in_flight));
+#else
+    return PyLong_FromLong(0);
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"quiesce", pool_quiesce, METH_O,
+     "quiesce(timeout_s) -> bool: wait until no BLAS call is in flight and let none start again (the "
+     "interpreter's exit)"},
+    {"in_flight", pool_in_flight, METH_NOARGS, "in_flight() -> int: BLAS calls without the GIL in flight now"},
     {"attach", pool_attach, METH_VARARGS,
      "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
      "openblas_set_threads_callback_function is at address setter on this pool"},
@@ -756,7 +858,7 @@ PyInit__pool(void)
 #if POOL_SUPPORTED
     static int registered = 0;
     if (!registered) {
-        pthread_atfork(NULL, NULL, after_fork_child);
+        pthread_atfork(before_fork, after_fork_parent, after_fork_child);
         registered = 1;
     }
 #endif

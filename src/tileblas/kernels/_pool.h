@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #define POOL_CAPSULE "tileblas.kernels._pool._api"
-#define POOL_API_VERSION 2
+#define POOL_API_VERSION 3
 
 /* One part of a batch (or one job of an OpenBLAS parallel call): index, its data, an argument. */
 typedef void (*pool_job_fn)(int index, void *data, int arg);
@@ -25,6 +25,11 @@ typedef struct PoolAPI {
     int (*run_parts)(int slot, pool_job_fn part, int nparts, size_t elsize, void *data);
     /* The threads of slot `slot` (its workers and the caller), or -1 where there is no such slot. */
     int (*threads)(int slot);
+    /* Around every BLAS call tileblas makes without the GIL: fork() (and the interpreter's exit) wait
+     * until none is in flight, so that no lock or buffer of an OpenBLAS instance is held by a thread
+     * that is gone (the child) or freed under a running call (exit).  enter() waits while they wait. */
+    void (*enter)(void);
+    void (*leave)(void);
 } PoolAPI;
 
 #endif
