@@ -44,9 +44,19 @@ The policy
     costs.  Runtimes with devices that have their own memory, an explicit tile size or ``shared_flops``,
     or deterministic mode keep the tiled path (see :mod:`tileblas.runtime._runtime`).
 
+Reading the file
+    The file is trusted for nothing: it is read only when it is a regular file (a FIFO, a device such as
+    ``/dev/zero`` or a directory is not opened for reading at all, and is opened non-blocking to check),
+    of at most 1 MiB (read no further), UTF-8 JSON nested no deeper than tune writes, and taken only when
+    every value is of the kind and range tune writes (flops finite and >= 0, or null where null means
+    never; a recursion rule of min_order >= 1 and rhs_lo <= rhs_hi; ``threads`` a count; ``created`` a
+    time).  Anything else is the whole file refused: one ``RuntimeWarning`` naming the file, and the
+    shipped default.
+
 What it must not touch
     It measures nothing (``tileblas tune`` does, in :mod:`tileblas.cli._perf`) and never raises for a
-    missing or damaged policy file: the shipped default applies, and :func:`policy` says why.
+    missing or damaged policy file: the shipped default applies, :func:`policy` says why (``note``), and
+    a file that exists but is not used is one warning.
 """
 
 from __future__ import annotations
@@ -54,8 +64,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -187,53 +199,153 @@ class PathPolicy:
 
 
 def _is_flops(x: Any) -> bool:
-    """A flop count of a policy file: a number (not a bool) >= 0."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+    """A flop count of a policy file: a finite number (not a bool) >= 0."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        f = float(x)
+    except OverflowError:  # an integer past float's range
+        return False
+    return math.isfinite(f) and f >= 0
+
+
+#: The most a policy file may hold (tune writes a few kB), and the deepest nesting of its JSON (tune: 6).
+_MAX_BYTES = 1 << 20
+_MAX_DEPTH = 16
+
+
+def _read(path: Path) -> str:
+    """The text of the policy file at ``path``: a regular file of at most :data:`_MAX_BYTES`, read no
+    further.  Raises FileNotFoundError when there is none, ValueError for anything else unusable."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, /dev/zero never end: not opened
+        raise ValueError("not a regular file")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)  # what was opened (the name may have changed since the check)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > _MAX_BYTES:
+            raise ValueError(f"{st.st_size} bytes, more than a path policy's 1 MiB")
+        chunks, got = [], 0
+        while got <= _MAX_BYTES:
+            b = os.read(fd, _MAX_BYTES + 1 - got)
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        if got > _MAX_BYTES:
+            raise ValueError("more than a path policy's 1 MiB")
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a path policy holds")
+
+
+def _decode(text: str) -> Any:
+    """The JSON document of ``text``, refusing NaN/Infinity and nesting deeper than :data:`_MAX_DEPTH`."""
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    todo = [(data, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if depth > _MAX_DEPTH:
+            raise ValueError(f"JSON nested deeper than {_MAX_DEPTH} levels")
+        if isinstance(v, dict):
+            todo.extend((w, depth + 1) for w in v.values())
+        elif isinstance(v, list):
+            todo.extend((w, depth + 1) for w in v)
+    return data
+
+
+def _table(data: dict, name: str, required: bool = False) -> dict:
+    """The object ``data[name]`` ({} when absent or null and not ``required``)."""
+    v = data[name] if required else data.get(name)
+    if v is None and not required:
+        return {}
+    if not isinstance(v, dict):
+        raise ValueError(f"{name} must be an object; got {type(v).__name__}")
+    return v
+
+
+def _family_class(key: Any, families: tuple[str, ...]) -> tuple[str, str]:
+    fam, _, cls = key.partition("/") if isinstance(key, str) else ("", "", "")
+    if fam not in families or cls not in CLASSES:
+        raise ValueError(f"unknown family/class {key!r}")
+    return fam, cls
+
+
+def _rule(key: str, v: Any) -> tuple[float, float, float] | None:
+    """A recursion rule ``[min_order, rhs_lo, rhs_hi]`` (null: never / no upper end), or null."""
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) != 3 or not all(x is None or _is_flops(x) for x in v):
+        raise ValueError(f"recursion rule {key!r} must be [min_order, rhs_lo, rhs_hi] of numbers >= 0 or null; "
+                         f"got {v!r}")
+    lo_order, lo, hi = (math.inf if x is None else float(x) for x in v)
+    if lo_order < 1 or math.isinf(lo) or lo > hi:
+        raise ValueError(f"recursion rule {key!r} needs min_order >= 1 and rhs_lo <= rhs_hi; got {v!r}")
+    return lo_order, lo, hi
+
+
+def _created(v: Any) -> str:
+    """The date of ``created`` (seconds since the epoch; 0 when absent)."""
+    if v is None:
+        v = 0
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise ValueError(f"created must be a time in seconds; got {v!r}")
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(v)))
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"created {v!r} is no time this machine can show") from None
 
 
 def _parse(data: Any, file: str) -> PathPolicy:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"schema {data.get('schema') if isinstance(data, dict) else None!r}, expected {SCHEMA}")
     tiles: dict = {}
-    for key, v in data["tile_flops"].items():
-        fam, cls = key.split("/")
-        if fam not in FAMILIES or cls not in CLASSES:
-            raise ValueError(f"unknown family/class {key!r}")
-        tiles[(fam, cls)] = math.inf if v is None else float(v)
+    for key, v in _table(data, "tile_flops", required=True).items():
+        if v is not None and not _is_flops(v):
+            raise ValueError(f"tile_flops {key!r} must be flops >= 0 or null (never); got {v!r}")
+        tiles[_family_class(key, FAMILIES)] = math.inf if v is None else float(v)
     rec: dict = {}
-    for key, v in data.get("recursion", {}).items():
-        fam, cls = key.split("/")
-        if fam not in ("trmm", "trsm") or cls not in CLASSES:
-            raise ValueError(f"unknown family/class {key!r}")
-        if v is not None:
-            v = tuple(math.inf if x is None else float(x) for x in v)
-            if len(v) != 3:
-                raise ValueError(f"recursion rule {key!r} must be [min_order, rhs_lo, rhs_hi]")
-        rec[(fam, cls)] = v
+    for key, v in _table(data, "recursion").items():
+        rec[_family_class(key, ("trmm", "trsm"))] = _rule(key, v)
+    threads = data.get("threads", 0)
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 0 <= threads <= 1 << 20:
+        raise ValueError(f"threads must be a thread count; got {threads!r}")
+    when = _created(data.get("created", 0))
+    measured = _table(data, "measured")
     rank: dict = {}
-    for key, v in (data.get("rank_gemm") or {}).items():
+    for key, v in _table(data, "rank_gemm").items():
         if key not in RANK_GEMM_ROUTINES:
             raise ValueError(f"rank_gemm: unknown routine {key!r} (one of {RANK_GEMM_ROUTINES})")
         if not isinstance(v, list) or len(v) != 2 or not all(_is_flops(x) for x in v):
             raise ValueError(f"rank_gemm {key!r} must be [one_call, split] flops >= 0; got {v!r}")
         rank[key] = (float(v[0]), float(v[1]))
     one: dict = {}
-    for key, v in (data.get("one_thread") or {}).items():
+    for key, v in _table(data, "one_thread").items():
         if key not in FAMILY:
             raise ValueError(f"one_thread: unknown family {key!r} (one of {tuple(FAMILY)})")
         if not _is_flops(v):
             raise ValueError(f"one_thread {key!r} must be flops >= 0; got {v!r}")
         one[key] = float(v)
     split: dict = {}
-    for key, v in (data.get("split_from") or {}).items():
+    for key, v in _table(data, "split_from").items():
         if key not in SPLIT_ROUTINES:
             raise ValueError(f"split_from: unknown routine {key!r} (one of {SPLIT_ROUTINES})")
         if v is not None and not _is_flops(v):
             raise ValueError(f"split_from {key!r} must be flops >= 0 or null (never); got {v!r}")
         split[key] = math.inf if v is None else float(v)
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(data.get("created", 0))))
-    return PathPolicy(tiles, rec, f"tuned on {when}", file, "", data.get("measured") or {},
-                      int(data.get("threads", 0)), rank, one, split)
+    return PathPolicy(tiles, rec, f"tuned on {when}", file, "", measured, threads, rank, one, split)
 
 
 _lock = threading.Lock()
@@ -243,16 +355,24 @@ _POLICY: list = [None]
 def _load() -> PathPolicy:
     path = policy_path()
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = _decode(_read(path))
     except FileNotFoundError:
         return PathPolicy(note=f"no tuned policy at {path} (run `tileblas tune`)")
     except (OSError, ValueError) as exc:
-        return PathPolicy(note=f"{path} unreadable ({type(exc).__name__}: {exc}); shipped default used")
+        return _refused(f"{path} unreadable ({type(exc).__name__}: {exc}); shipped default used")
     try:
         return _parse(data, os.fspath(path))
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        return PathPolicy(note=f"{path} not a path policy of this version ({exc}); shipped default used")
+        return _refused(f"{path} not a path policy of this version ({exc}); shipped default used")
+
+
+def _refused(note: str) -> PathPolicy:
+    """The shipped default, for a policy file that exists but is not used: one warning saying so."""
+    try:
+        warnings.warn(f"tileblas: the path policy {note}", RuntimeWarning, stacklevel=4)
+    except Exception:  # warnings made errors (-W error): the call goes on; the note (tileblas info) says why
+        pass
+    return PathPolicy(note=note)
 
 
 def policy() -> PathPolicy:
