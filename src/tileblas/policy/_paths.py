@@ -244,14 +244,11 @@ def _read(path: Path) -> str:
         raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number a path policy holds")
-
-
 def _decode(text: str) -> Any:
-    """The JSON document of ``text``, refusing NaN/Infinity and nesting deeper than :data:`_MAX_DEPTH`."""
+    """The JSON document of ``text``, refusing nesting deeper than :data:`_MAX_DEPTH` (NaN and Infinity,
+    which tune may write among its measurements, are refused where they would be a limit)."""
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     todo = [(data, 1)]
