@@ -177,11 +177,15 @@ def part_routines(args: argparse.Namespace, res: dict) -> None:
             # baseline: the same cuBLAS routine once, on device operands
             dev = GPUDevice(0, memory=64 << 20, streams=1)
             try:
-                args_d = [cp.asfortranarray(cp.asarray(x)) if isinstance(x, np.ndarray) else x for x in args_h]
-                keep = args_d[out].copy(order="F")
+                # operands made, and the output restored, on the stream the kernel runs on (CuPy's default
+                # stream is CUDA's legacy null stream, which the device's non-blocking stream does not wait for)
+                with dev.on_stream(0):
+                    args_d = [cp.asfortranarray(cp.asarray(x)) if isinstance(x, np.ndarray) else x for x in args_h]
+                    keep = args_d[out].copy(order="F")
 
                 def cublas_call() -> None:
-                    args_d[out][...] = keep  # restore the output (in place routines), counted in both
+                    with dev.on_stream(0):
+                        args_d[out][...] = keep  # restore the output (in place routines), counted in both
                     dev.launch(name, args_d, kw, 0)
                     dev.sync(0)
 

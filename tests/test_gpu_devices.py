@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import time
 import types
 
 import numpy as np
 import pytest
+from _cupy_standin import c_library, install
 
 from tileblas.kernels import _openblas
 from tileblas.devices import CPUDevice
@@ -83,202 +83,10 @@ def check_routines(rt, n=96, tile=32):
 # ------------------------------------------------------------------------------- stand-in CuPy
 
 
-def _view(ptr, rows, cols, ld, dt):
-    dt = np.dtype(dt)
-    if rows == 0 or cols == 0:
-        return np.zeros((rows, cols), dt)
-    nbytes = (ld * (cols - 1) + rows) * dt.itemsize
-    buf = (ctypes.c_char * nbytes).from_address(ptr)
-    return np.ndarray((rows, cols), dt, buffer=buf, strides=(dt.itemsize, ld * dt.itemsize))
-
-
-def _scalar(ptr, dt):
-    dt = np.dtype(dt)
-    return np.frombuffer((ctypes.c_char * dt.itemsize).from_address(ptr), dt)[0]
-
-
-_DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
-_RDT = {"c": np.float32, "z": np.float64}
-
-
-def _stand_in_modules():
-    clock = time.perf_counter
-
-    class MemPtr:
-        def __init__(self, arr):
-            self.ptr = arr.ctypes.data
-
-        def copy_from_host_async(self, mem, size, stream=None):
-            ctypes.memmove(self.ptr, mem.value, size)
-
-        def copy_to_host_async(self, mem, size, stream=None):
-            ctypes.memmove(mem.value, self.ptr, size)
-
-    class DevArray(np.ndarray):
-        @property
-        def data(self):
-            return MemPtr(self)
-
-    class Stream:
-        def __init__(self, non_blocking=False):
-            self.ptr = id(self)
-
-        def wait_event(self, ev):
-            assert ev.t is not None  # waits only on recorded events
-
-        def synchronize(self):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    class Event:
-        def __init__(self, disable_timing=False):
-            self.t = None
-
-        def record(self, stream=None):
-            self.t = clock()
-
-        @property
-        def done(self):
-            return self.t is not None
-
-        def synchronize(self):
-            pass
-
-    class Device:
-        def __init__(self, i):
-            self.i = i
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    def memcpy_peer(dst, dd, src, sd, n, stream):
-        ctypes.memmove(dst, src, n)
-
-    class OutOfMemoryError(MemoryError):
-        pass
-
-    class Pool:
-        def __init__(self):
-            self.freed = 0
-
-        def free_all_blocks(self):
-            self.freed += 1
-
-    state = {"free": 1 << 30, "fail_alloc": False}
-    pools = {"device": Pool(), "pinned": Pool()}
-
-    def empty(shape, dtype=float, order="C"):
-        if state["fail_alloc"]:
-            raise OutOfMemoryError("out of memory allocating 123 bytes")
-        return np.empty(shape, dtype, order=order).view(DevArray)
-
-    runtime = types.SimpleNamespace(
-        deviceSynchronize=lambda: None, getDeviceCount=lambda: 2, memGetInfo=lambda: (state["free"], 1 << 30), deviceCanAccessPeer=lambda a, b: 1,
-        deviceEnablePeerAccess=lambda i: None, memcpyPeerAsync=memcpy_peer,
-        getDeviceProperties=lambda i: {"name": b"stand-in"})
-    cp = types.ModuleType("cupy")
-    cp.uint8 = np.uint8
-    cp.empty = empty
-    cp.get_default_memory_pool = lambda: pools["device"]
-    cp.get_default_pinned_memory_pool = lambda: pools["pinned"]
-    cp._state, cp._pools = state, pools
-    cp.__version__ = "stand-in"
-    cp.asarray = lambda x: np.array(x).view(DevArray)
-    cp.asfortranarray = lambda x: np.asfortranarray(x).view(DevArray)
-    cp.empty_like = lambda x, order="K": np.empty_like(x, order=order).view(DevArray)
-    cp.matmul = lambda a, b, out=None: np.matmul(a, b, out=out)
-    cp.triu, cp.tril = np.triu, np.tril
-    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime,
-                                    memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
-                                    get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
-    cupyx = types.ModuleType("cupyx")
-    cupyx.empty_pinned = lambda shape, dtype=float: np.empty(shape, dtype)
-
-    cb = types.ModuleType("cupy_backends.cuda.libs.cublas")
-    cb.CUBLAS_POINTER_MODE_HOST = 0
-    cb.CUBLAS_SIDE_LEFT, cb.CUBLAS_SIDE_RIGHT = 0, 1
-    cb.CUBLAS_FILL_MODE_LOWER, cb.CUBLAS_FILL_MODE_UPPER = 0, 1
-    cb.CUBLAS_DIAG_NON_UNIT, cb.CUBLAS_DIAG_UNIT = 0, 1
-    cb.create = lambda: 1
-    cb.destroy = lambda h: None
-    cb.setStream = lambda h, s: None
-    cb.setPointerMode = lambda h, m: None
-    ops, sides, fills, diags = "NTC", "LR", "LU", "NU"
-    calls: dict[str, int] = {}
-
-    def count(name):
-        calls[name] = calls.get(name, 0) + 1
-
-    for p, dt in _DT.items():
-        rdt = _RDT.get(p, dt)
-
-        def gemm(h, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt):
-            count(p + "gemm")
-            ra, ca = (m, k) if ta == 0 else (k, m)
-            rb, cbb = (k, n) if tb == 0 else (n, k)
-            _openblas.gemm(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, rb, cbb, ldb, dt), _scalar(be, dt),
-                          _view(c, m, n, ldc, dt), ops[ta], ops[tb])
-
-        def symm(h, side, uplo, m, n, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt, name="symm"):
-            count(p + name)
-            ka = m if side == 0 else n
-            getattr(_openblas, name)(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt),
-                                    _scalar(be, dt), _view(c, m, n, ldc, dt), sides[side], fills[uplo])
-
-        def syrk(h, uplo, t, n, k, al, a, lda, be, c, ldc, p=p, dt=dt, sdt=dt, name="syrk"):
-            count(p + name)
-            ra, ca = (n, k) if t == 0 else (k, n)
-            getattr(_openblas, name)(_scalar(al, sdt), _view(a, ra, ca, lda, dt), _scalar(be, sdt),
-                                    _view(c, n, n, ldc, dt), fills[uplo], ops[t])
-
-        def syr2k(h, uplo, t, n, k, al, a, lda, b, ldb, be, c, ldc, p=p, dt=dt, bdt=dt, name="syr2k"):
-            count(p + name)
-            ra, ca = (n, k) if t == 0 else (k, n)
-            getattr(_openblas, name)(_scalar(al, dt), _view(a, ra, ca, lda, dt), _view(b, ra, ca, ldb, dt),
-                                    _scalar(be, bdt), _view(c, n, n, ldc, dt), fills[uplo], ops[t])
-
-        def trmm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, c, ldc, p=p, dt=dt):
-            count(p + "trmm")
-            assert c == b and ldc == ldb  # in place
-            ka = m if side == 0 else n
-            _openblas.trmm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
-                          fills[uplo], ops[t], diags[diag])
-
-        def trsm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, p=p, dt=dt):
-            count(p + "trsm")
-            ka = m if side == 0 else n
-            _openblas.trsm(_scalar(al, dt), _view(a, ka, ka, lda, dt), _view(b, m, n, ldb, dt), sides[side],
-                          fills[uplo], ops[t], diags[diag])
-
-        for nm, fn in (("gemm", gemm), ("symm", symm), ("syrk", syrk), ("syr2k", syr2k), ("trmm", trmm),
-                       ("trsm", trsm)):
-            setattr(cb, p + nm, fn)
-        if p in "cz":
-            setattr(cb, p + "hemm", lambda *a, _f=symm: _f(*a, name="hemm"))
-            setattr(cb, p + "herk", lambda *a, _f=syrk, _r=rdt: _f(*a, sdt=_r, name="herk"))
-            setattr(cb, p + "her2k", lambda *a, _f=syr2k, _r=rdt: _f(*a, bdt=_r, name="her2k"))
-    libs = types.ModuleType("cupy_backends.cuda.libs")
-    libs.cublas = cb
-    mods = {"cupy": cp, "cupyx": cupyx, "cupy_backends": types.ModuleType("cupy_backends"),
-            "cupy_backends.cuda": types.ModuleType("cupy_backends.cuda"),
-            "cupy_backends.cuda.libs": libs, "cupy_backends.cuda.libs.cublas": cb}
-    return mods, calls
-
-
 @pytest.fixture()
 def stand_in(monkeypatch):
-    mods, calls = _stand_in_modules()
-    for name, mod in mods.items():
-        monkeypatch.setitem(sys.modules, name, mod)
-    return calls
+    """The strict CuPy stand-in of tests/_cupy_standin.py (two devices); the test gets its state."""
+    return install(monkeypatch, devices=2)
 
 
 def test_gpu_device_with_stand_in_cupy(stand_in):
@@ -293,7 +101,7 @@ def test_gpu_device_with_stand_in_cupy(stand_in):
     assert sum(c.get("evictions", 0) for c in st.values()) > 0  # capped: out of core
     assert sum(c.get("l2_hits", 0) for c in st.values()) > 0  # peer copies
     for name in ("dgemm", "dsymm", "dsyrk", "dsyr2k", "dtrmm", "dtrsm", "zherk", "zher2k", "zhemm", "sgemm"):
-        assert stand_in.get(name, 0) > 0, name  # every routine went through its cuBLAS call
+        assert stand_in.calls.get(name, 0) > 0, name  # every routine went through its cuBLAS call
     assert any(d.compute_s > 0 for d in p.devices)
 
 
@@ -338,7 +146,7 @@ def test_gpu_device_close_gives_memory_back_with_stand_in(stand_in):
     with pytest.raises(DeviceError, match="closed"):
         d.view(0, (4, 4), np.float64)
     d.close()  # twice is fine
-    cp._state["free"] = 64 << 20 << 1  # keep the default tile memory of a spec-made device small
+    cp._state["free"] = 256 << 20  # keep the default tile memory of a spec-made device small
     rt = Runtime("gpu:1")
     (own,) = rt.devices
     rt.shutdown()  # a device the runtime made from a spec is the runtime's to close
@@ -373,14 +181,6 @@ def test_peer_access_already_enabled_is_read_from_the_status():
     assert _already_enabled(RuntimeError("cudaErrorPeerAccessAlreadyEnabled: peer access is already enabled"))
 
 
-def _fake_c_library(cb, names):
-    """A stand-in cuBLAS C library whose cublas<T><routine>_v2 symbols are the stand-in bindings ``names``."""
-    lib = types.SimpleNamespace()
-    for name in names:
-        setattr(lib, f"cublas{name[0].upper()}{name[1:]}_v2", getattr(cb, name))
-    return lib
-
-
 def test_routines_cupy_does_not_bind_come_from_the_c_library(stand_in, monkeypatch):
     from tileblas.devices.gpu import GPUDevice
     from tileblas.kernels import _cuda
@@ -389,13 +189,13 @@ def test_routines_cupy_does_not_bind_come_from_the_c_library(stand_in, monkeypat
     cb = sys.modules["cupy_backends.cuda.libs.cublas"]
     gone = [p + r for p in "sdcz" for r in ("symm", "syr2k", "trmm")] + \
         [p + r for p in "cz" for r in ("hemm", "herk", "her2k")]
-    monkeypatch.setitem(_cuda._LIB, "lib", _fake_c_library(cb, gone))
+    monkeypatch.setitem(_cuda._LIB, "lib", c_library(stand_in, gone))
     for name in gone:
         monkeypatch.delattr(cb, name)
     with Runtime([GPUDevice(0, memory=1 << 22, streams=2)]) as rt:
         check_routines(rt, n=64)
     for name in ("dsymm", "dsyr2k", "dtrmm", "zhemm", "zherk", "zher2k", "ztrmm", "strmm", "ssymm"):
-        assert stand_in.get(name, 0) > 0, name  # ran as the cuBLAS routine, not a CuPy composition
+        assert stand_in.calls.get(name, 0) > 0, name  # ran as the cuBLAS routine, not a CuPy composition
 
 
 def test_c_library_routines_check_their_status(monkeypatch):

@@ -173,122 +173,21 @@ def test_host_async_and_sync(cp, kind, side, uplo, trans):
 # C = B trmm call and the asynchronous pipeline's copies, not CUDA itself (the gpu-marked tests do).
 
 
-class _Ptr:
-    def __init__(self, arr):
-        self.ptr = arr.ctypes.data
-        self._arr = arr
+@pytest.fixture()
+def stand_in(monkeypatch):
+    """The strict CuPy stand-in of tests/_cupy_standin.py (one device), with a fresh pinned staging cache."""
+    from _cupy_standin import install
 
-    def copy_from_host_async(self, mem, size, stream=None):
-        import ctypes
+    from tileblas.kernels import _gpu_recursive
 
-        ctypes.memmove(self.ptr, mem.value, size)
-
-    def copy_to_host_async(self, mem, size, stream=None):
-        import ctypes
-
-        ctypes.memmove(mem.value, self.ptr, size)
-
-
-class _FakeArray(np.ndarray):
-    @property
-    def data(self):  # CuPy's MemoryPointer stand-in
-        return _Ptr(self)
-
-
-def _fake_modules():
-    import types
-
-    from tileblas.kernels import _openblas
-    from tileblas.kernels import _native
-
-    lib = _openblas.get_library(1)
-
-    def dev(x):
-        return x.view(_FakeArray) if isinstance(x, np.ndarray) else x
-
-    class Stream:
-        ptr = 0
-
-        def __init__(self, non_blocking=False):
-            pass
-
-        def wait_event(self, ev):
-            assert ev.recorded
-
-        def synchronize(self):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    class Event:
-        def __init__(self, disable_timing=False):
-            self.recorded = False
-
-        def record(self, stream=None):
-            self.recorded = True
-
-    cp = types.ModuleType("cupy")
-    cp.asfortranarray = lambda x: dev(np.asfortranarray(x))
-    cp.asarray = lambda x, order="K": dev(np.array(x, order=order, copy=True))
-    cp.array = lambda x, order="K": dev(np.array(x, order=order, copy=True))
-    cp.empty = lambda shape, dtype=float, order="C": dev(np.empty(shape, dtype, order=order))
-    cp.zeros = lambda shape, dtype=float, order="C": dev(np.zeros(shape, dtype, order=order))
-    cp.triu, cp.tril = (lambda x: dev(np.triu(x))), (lambda x: dev(np.tril(x)))
-    cp.fill_diagonal = np.fill_diagonal
-    cp.asnumpy = lambda x: np.array(x).view(np.ndarray)
-    cp.cuda = types.SimpleNamespace(
-        device=types.SimpleNamespace(get_cublas_handle=lambda: 1),
-        get_current_stream=lambda: Stream(), Stream=Stream, Event=Event,
-        runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
-    cupyx = types.ModuleType("cupyx")
-    cupyx.empty_pinned = lambda shape, dtype=float: np.empty(shape, dtype)
-
-    cb = types.ModuleType("cupy_backends.cuda.libs.cublas")
-    cb.CUBLAS_POINTER_MODE_HOST = 0
-    cb.CUBLAS_SIDE_LEFT, cb.CUBLAS_SIDE_RIGHT = 0, 1
-    cb.CUBLAS_FILL_MODE_LOWER, cb.CUBLAS_FILL_MODE_UPPER = 0, 1
-    cb.CUBLAS_DIAG_NON_UNIT, cb.CUBLAS_DIAG_UNIT = 0, 1
-    cb.setStream = lambda h, s: None
-    cb.setPointerMode = lambda h, m: None
-    ops, sides, fills, diags = "NTC", "LR", "LU", "NU"
-    for p in "sdcz":
-        def gemm(h, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc, p=p):
-            _native.call(lib.fortran(p + "gemm"), "vcciiippipippi", ops[ta], ops[tb], m, n, k, al, a, lda, b,
-                         ldb, be, c, ldc)
-
-        def trmm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, c, ldc, p=p):
-            assert c == b and ldc == ldb  # the in-place use of cuBLAS's out-of-place trmm
-            _native.call(lib.fortran(p + "trmm"), "vcccciippipi", sides[side], fills[uplo], ops[t], diags[diag],
-                         m, n, al, a, lda, b, ldb)
-
-        def trsm(h, side, uplo, t, diag, m, n, al, a, lda, b, ldb, p=p):
-            _native.call(lib.fortran(p + "trsm"), "vcccciippipi", sides[side], fills[uplo], ops[t], diags[diag],
-                         m, n, al, a, lda, b, ldb)
-
-        setattr(cb, p + "gemm", gemm)
-        setattr(cb, p + "trmm", trmm)
-        setattr(cb, p + "trsm", trsm)
-    libs = types.ModuleType("cupy_backends.cuda.libs")
-    libs.cublas = cb
-    return {"cupy": cp, "cupyx": cupyx, "cupy_backends": types.ModuleType("cupy_backends"),
-            "cupy_backends.cuda": types.ModuleType("cupy_backends.cuda"),
-            "cupy_backends.cuda.libs": libs, "cupy_backends.cuda.libs.cublas": cb}
+    sim = install(monkeypatch, devices=1)
+    monkeypatch.setattr(_gpu_recursive, "_PINNED", _gpu_recursive._Pinned())
+    return sim
 
 
 @pytest.fixture()
-def fake_cp(monkeypatch):
-    import sys
-
-    mods = _fake_modules()
-    for name, mod in mods.items():
-        monkeypatch.setitem(sys.modules, name, mod)
-    monkeypatch.setattr("tileblas.kernels._gpu_recursive._PINNED", __import__("tileblas.kernels._gpu_recursive",
-                                                                       fromlist=["_Pinned"])._Pinned())
-    return mods["cupy"]
+def fake_cp(stand_in):
+    return stand_in.cp
 
 
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])

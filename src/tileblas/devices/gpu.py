@@ -5,9 +5,17 @@ What it owns
 
     * memory: one ``cupy`` allocation of ``memory`` bytes made when the device is created (the heap of
       BLASX section IV-E lives in the runtime and hands out offsets into it, so no tile costs a
-      ``cudaMalloc``);
+      ``cudaMalloc``).  By default 80 % of the free memory, less a reserve of a tenth of the GPU for cuBLAS
+      workspaces, CuPy's arrays and a second GPUDevice on the same GPU; a default size the driver refuses is
+      retried at three quarters, down to the least tile memory;
     * streams: ``streams`` non-blocking CUDA streams, each with its own cuBLAS handle bound to it (one
-      runtime worker thread drives one stream, so a handle is never shared between threads);
+      runtime worker thread drives one stream, so a handle is never shared between threads).  Each
+      stream's bookkeeping (deferred copies, timing marks) is guarded by a lock of its own, since the plain
+      interface below runs on stream 0 from any thread;
+    * device context: every CUDA object (stream, event, handle) is made, and every kernel launched, with
+      the device current (``with self._cpdev``); events of another device may be waited for;
+    * the host waits on blocking events (``Event(block=True)``): a stream synchronisation spins on a CPU
+      core that the tile workers beside the GPU need;
     * host -> device: the tile (a strided view of a host matrix) is packed into a page-locked staging
       slot of the stream and copied asynchronously; a slot is reused only after the event recorded
       behind its copy has completed (a ring of slots per stream);
@@ -16,10 +24,17 @@ What it owns
     * device -> device: ``cudaMemcpyPeerAsync`` on the receiving device's stream; peer access is
       enabled where ``cudaDeviceCanAccessPeer`` says it exists;
     * kernels: ``cublas<t>gemm/symm/hemm/syrk/herk/syr2k/her2k/trmm/trsm`` on contiguous column-major
-      tiles; ``axpy`` (split-k reduction) with CuPy element-wise kernels on the stream.  If the installed
-      CuPy lacks a binding, an equivalent composition of CuPy operations on the same stream is used;
+      tiles, read with their leading dimension (a view of a larger column-major array qualifies; an array
+      that is not column-major is refused, as cuBLAS would read it transposed); ``axpy`` (split-k
+      reduction) with CuPy element-wise kernels on the stream.  If neither CuPy nor the cuBLAS C library has
+      a routine, an equivalent composition of CuPy operations on the same stream is used, said once per
+      routine (a RuntimeWarning; ``describe()['fallbacks']`` and ``tileblas info`` list them);
+    * plain interface (:meth:`to_device`, :meth:`to_host`, :meth:`empty`, :meth:`kernel`, used by the
+      asynchronous API): everything on stream 0, in order (a copy on CUDA's legacy null stream is not
+      ordered with a non-blocking stream);
     * timeline: timing events around every operation, converted to the host clock at :meth:`sync`
-      (relative to an event recorded when the stream was idle), for the compute / communication profile.
+      (relative to an event recorded when the stream was idle: before the first wait or operation after
+      a sync), for the compute / communication profile.  A failed sync drops the stream's deferred work.
 
 What it must not touch
     Scheduling and caching (the runtime's).  CuPy is imported when a GPUDevice is created, never by
@@ -28,20 +43,23 @@ What it must not touch
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import time
-from typing import Any
+import weakref
+from typing import Any, Iterator
 
 import numpy as np
 
 from tileblas._dtypes import PREFIX_OF
+from tileblas.kernels import _cuda
 from tileblas.kernels._cuda import cublas_bindings as _cublas
-from tileblas.kernels._cuda import cupy_module as _cupy
+from tileblas.kernels._openblas import colmajor
 from tileblas.devices._base import DeviceError
 from tileblas.devices._discrete import DiscreteDevice, Event
 
-__all__ = ["GPUDevice", "gpu_devices", "gpu_count"]
+__all__ = ["GPUDevice", "GPUUnavailableError", "CupyMissingError", "gpu_devices", "gpu_count", "gpu_info"]
 
 _PREFIX = PREFIX_OF
 _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
@@ -49,6 +67,8 @@ _OP = {"N": 0, "T": 1, "C": 2}  # CUBLAS_OP_N / T / C
 
 #: Least tile memory a GPUDevice takes by default (memory=None): below this, say why instead of running.
 _MIN_MEMORY = 64 << 20
+#: Share of the GPU's memory a default-sized GPUDevice leaves free (cuBLAS workspaces, CuPy's arrays).
+_RESERVE_SHARE = 0.1
 #: Nominal pinned host -> device rate (PCIe 3 x16), used where the measurement fails.
 _HOST_LINK_BYTES_S = 12e9
 #: cudaErrorPeerAccessAlreadyEnabled.
@@ -71,16 +91,70 @@ def _already_enabled(exc: BaseException) -> bool:
     return "PeerAccessAlreadyEnabled" in repr(exc)
 
 
+class GPUUnavailableError(DeviceError):
+    """No GPU can be used here: CuPy is missing (:class:`CupyMissingError`), or CUDA has no usable device
+    (no GPU, no driver, a driver too old for CuPy's CUDA)."""
+
+
+class CupyMissingError(GPUUnavailableError, ImportError):
+    """CuPy is not installed or does not import; the message names the extra that installs it."""
+
+
+def _cupy() -> Any:
+    try:
+        return _cuda.cupy_module()
+    except _cuda.CupyUnavailable as exc:
+        raise CupyMissingError(f"GPU devices need CuPy. {exc}", name="cupy") from None
+
+
+def _count(cp: Any) -> int:
+    """CUDA devices CuPy sees; GPUUnavailableError (with CUDA's error) when there is none to use."""
+    try:
+        n = int(cp.cuda.runtime.getDeviceCount())
+    except Exception as exc:  # noqa: BLE001 - no driver, driver too old, no device: say which
+        raise GPUUnavailableError(
+            f"CuPy {getattr(cp, '__version__', '?')} is installed, but CUDA has no usable GPU here "
+            f"({type(exc).__name__}: {exc}). Check the NVIDIA driver (nvidia-smi); CuPy for CUDA 13 needs a "
+            f"CUDA 13 driver ({_cuda.INSTALL_HINT})") from None
+    if n < 1:
+        raise GPUUnavailableError(f"CuPy {getattr(cp, '__version__', '?')} is installed, but CUDA sees no GPU")
+    return n
+
+
 def gpu_count() -> int:
     """CUDA devices CuPy sees (0 without CuPy or a driver)."""
     try:
-        return int(_cupy().cuda.runtime.getDeviceCount())
-    except Exception:  # ImportError, no driver, no device
+        return _count(_cupy())
+    except GPUUnavailableError:
         return 0
 
 
+def gpu_info() -> dict[str, Any]:
+    """What ``tileblas info`` shows of the GPUs: the devices CuPy sees, or why there are none (how to
+    install CuPy, CUDA's error); where each cuBLAS routine comes from; the routines this process ran as
+    CuPy compositions."""
+    out: dict[str, Any] = {"available": False, "devices": [], "fallbacks": _cuda.fallbacks()}
+    try:
+        cp = _cupy()
+        n = _count(cp)
+    except GPUUnavailableError as exc:
+        out["note"] = str(exc)
+        return out
+    names = []
+    for i in range(n):
+        name = cp.cuda.runtime.getDeviceProperties(i).get("name", b"?")
+        names.append(name.decode(errors="replace") if isinstance(name, bytes) else str(name))
+    out.update(available=True, devices=names, cupy=cp.__version__, cublas=_cuda.cublas_report(),
+               note=f"{n} CUDA device(s), CuPy {cp.__version__}")
+    return out
+
+
 class _NoBinding(Exception):
-    """The installed CuPy has no binding for a cuBLAS routine (the CuPy composition is used)."""
+    """Neither CuPy nor the cuBLAS C library has the routine (the CuPy composition is used)."""
+
+
+#: GPUDevices of this process that hold tile memory, to name them when a new one finds too little free.
+_HOLDERS: "weakref.WeakSet[GPUDevice]" = weakref.WeakSet()
 
 
 class _CudaEvent(Event):
@@ -112,7 +186,7 @@ class _Staging:
         self.next = (i + 1) % len(self.slots)
         ev = self.events[i]
         if ev is not None:
-            ev.synchronize()  # the copy that last used the slot has finished
+            ev.synchronize()  # the copy that last used the slot has finished (a blocking event)
             self.events[i] = None
         buf = self.slots[i]
         if buf is None or buf.nbytes < nbytes:
@@ -131,8 +205,9 @@ class GPUDevice(DiscreteDevice):
     index : int
         CUDA device ordinal.
     memory : int, optional
-        Bytes of GPU memory for tiles (default: 80% of the free memory when the device is created; the
-        rest stays for cuBLAS workspaces and other users).
+        Bytes of GPU memory for tiles (default: 80% of the free memory when the device is created, less a
+        tenth of the GPU's memory; the rest stays for cuBLAS workspaces and other users; retried smaller if
+        the allocation fails).
     streams : int
         CUDA streams (default 4, as in the paper).
     staging_slots : int
@@ -147,44 +222,46 @@ class GPUDevice(DiscreteDevice):
     def __init__(self, index: int = 0, memory: int | None = None, streams: int = 4, staging_slots: int = 4,
                  timeline: bool = True) -> None:
         cp = _cupy()
-        n = gpu_count()
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < max(n, 1) \
-                or n == 0:
+        n = _count(cp)
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < n:
             raise ValueError(f"index must name one of the {n} CUDA devices CuPy sees; got {index!r}")
         self.index = int(index)
         self._cpdev = cp.cuda.Device(self.index)
         self._chunk = None
         self._handles: list = []
+        self._streams: list = []
         with self._cpdev:
             # blocks CuPy's pool keeps cached on this device are free memory for us: give them back first
             _free_pools(cp)
             free, total = cp.cuda.runtime.memGetInfo()
+            fixed = memory is not None
             if memory is None:
-                memory = int(free * 0.8)
+                memory = int(min(free * 0.8, free - total * _RESERVE_SHARE))
                 if memory < _MIN_MEMORY:
-                    raise DeviceError(f"GPU {self.index} has {free} bytes free of {total} (another process or "
-                                      f"library holds the rest); tileblas needs at least {_MIN_MEMORY} for tiles: "
-                                      "free GPU memory or pass memory=")
+                    held = [f"{d.name} ({d.memory_bytes} bytes)" for d in list(_HOLDERS)
+                            if d.index == self.index and d._chunk is not None]
+                    raise DeviceError(f"GPU {self.index} has {free} bytes free of {total} ("
+                                      + (f"this process's {', '.join(held)} and " if held else "")
+                                      + f"another process or library hold the rest); tileblas needs at least "
+                                      f"{_MIN_MEMORY} for tiles, leaving {int(total * _RESERVE_SHARE)}: free GPU "
+                                      "memory or pass memory=")
             if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or not 0 < memory <= free:
                 raise ValueError(f"memory must be a positive number of bytes up to the {free} free on GPU "
                                  f"{self.index}; got {memory!r}")
             super().__init__(f"gpu{self.index}", int(memory), streams, speed_hint=50.0)
             self.cp = cp
             self.cublas = _cublas()
-            oom = getattr(getattr(cp.cuda, "memory", None), "OutOfMemoryError", MemoryError)
-            try:
-                self._chunk = cp.empty((self.memory_bytes,), dtype=cp.uint8)
-            except oom as exc:
-                raise DeviceError(f"GPU {self.index}: could not allocate memory={self.memory_bytes} bytes for "
-                                  f"tiles ({exc}); pass a smaller memory=") from None
+            self._chunk = self._allocate(fixed)
             self._streams = [cp.cuda.Stream(non_blocking=True) for _ in range(self.streams)]
             cb = self.cublas
-            self._handles = []
             for st in self._streams:
                 h = cb.create()
+                self._handles.append(h)
                 cb.setStream(h, st.ptr)
                 cb.setPointerMode(h, cb.CUBLAS_POINTER_MODE_HOST)
-                self._handles.append(h)
+        _HOLDERS.add(self)
+        self._locks = [threading.RLock() for _ in range(self.streams)]
+        self._fallbacks: set[str] = set()
         self._in = [_Staging(cp, staging_slots) for _ in range(self.streams)]
         self._out = [_Staging(cp, staging_slots) for _ in range(self.streams)]
         self._deferred: list[list] = [[] for _ in range(self.streams)]  # (event, slot view, host view)
@@ -196,6 +273,40 @@ class GPUDevice(DiscreteDevice):
         self._peer_lock = threading.Lock()
         self.props = cp.cuda.runtime.getDeviceProperties(self.index)
         self.host_link_bytes_s = self._measure_host_link()
+
+    def _allocate(self, fixed: bool) -> Any:
+        """The tile memory; a default size the driver refuses is retried at 3/4, down to _MIN_MEMORY (the
+        free memory CUDA reports may not come in one piece)."""
+        cp = self.cp
+        oom = getattr(getattr(cp.cuda, "memory", None), "OutOfMemoryError", MemoryError)
+        nbytes = self.memory_bytes
+        while True:
+            try:
+                chunk = cp.empty((nbytes,), dtype=cp.uint8)
+            except oom as exc:
+                smaller = (nbytes * 3 // 4) // self.alignment * self.alignment
+                if fixed or smaller < _MIN_MEMORY:
+                    tried = f"memory={nbytes}" if fixed else f"from {self.memory_bytes} down to {nbytes}"
+                    raise DeviceError(f"GPU {self.index}: could not allocate {tried} bytes for tiles ({exc}); "
+                                      "pass a smaller memory=") from None
+                _free_pools(cp)
+                nbytes = smaller
+                continue
+            self.memory_bytes = nbytes
+            return chunk
+
+    def _host_wait(self, st: Any) -> None:
+        """Block the calling thread until ``st`` has done all its work (a blocking event: no spinning)."""
+        ev = self.cp.cuda.Event(block=True, disable_timing=True)
+        ev.record(st)
+        ev.synchronize()
+
+    @contextlib.contextmanager
+    def on_stream(self, stream: int = 0) -> Iterator[Any]:
+        """Run the CuPy work of the ``with`` block on ``stream`` of this device (device current, stream
+        current), in order with the device's own work there; yields the CuPy stream."""
+        with self._locks[stream], self._cpdev, self._streams[stream] as st:
+            yield st
 
     def _measure_host_link(self, nbytes: int = 16 << 20) -> float:
         """Bytes per second of a pinned host -> device copy, measured once here (best of 3; before any
@@ -210,7 +321,7 @@ class GPUDevice(DiscreteDevice):
                 st = self._streams[0]
                 best = float("inf")
                 for _ in range(3):
-                    a, b = self.cp.cuda.Event(), self.cp.cuda.Event()
+                    a, b = self.cp.cuda.Event(), self.cp.cuda.Event(block=True)
                     a.record(st)
                     self._chunk.data.copy_from_host_async(ctypes.c_void_p(src.ctypes.data), n, st)
                     b.record(st)
@@ -233,18 +344,21 @@ class GPUDevice(DiscreteDevice):
         return self._chunk[offset:offset + nbytes].view(dt).reshape(tuple(shape), order="F")
 
     # ----------------------------------------------------------------- timeline helpers
+    def _reference(self, s: int) -> None:
+        """Record the stream's reference event (device context, stream lock held) if it has none since the
+        last sync: the stream is idle then, so the event's time is the host time read beside it."""
+        if self._timing and self._ref[s] is None:
+            ev = self.cp.cuda.Event()
+            t = time.perf_counter()
+            ev.record(self._streams[s])
+            self._ref[s] = (ev, t)
+
     def _begin(self, s: int) -> Any:
         if not self._timing:
             return None
-        cp = self.cp
-        st = self._streams[s]
-        if self._ref[s] is None:
-            ev = cp.cuda.Event()
-            t = time.perf_counter()
-            ev.record(st)
-            self._ref[s] = (ev, t)
-        ev = cp.cuda.Event()
-        ev.record(st)
+        self._reference(s)
+        ev = self.cp.cuda.Event()
+        ev.record(self._streams[s])
         return ev
 
     def _end(self, s: int, what: str, start: Any) -> None:
@@ -263,11 +377,11 @@ class GPUDevice(DiscreteDevice):
         i, buf = ring.take(n)
         stage = buf[:n].view(host.dtype).reshape(host.shape, order="F")
         np.copyto(stage, host)  # pack the strided tile into pinned memory (host side)
-        with self._cpdev:
+        with self._locks[stream], self._cpdev:
             t = self._begin(stream)
             dst.data.copy_from_host_async(ctypes.c_void_p(stage.ctypes.data), n, st)
             self._end(stream, "h2d", t)
-            ev = cp.cuda.Event(disable_timing=True)
+            ev = cp.cuda.Event(block=True, disable_timing=True)
             ev.record(st)
         ring.used(i, ev)
         self.stats.add(bytes_h2d=n)
@@ -279,21 +393,21 @@ class GPUDevice(DiscreteDevice):
         ring = self._out[stream]
         i, buf = ring.take(n)
         stage = buf[:n].view(host.dtype).reshape(host.shape, order="F")
-        with self._cpdev:
+        with self._locks[stream], self._cpdev:
             t = self._begin(stream)
             src.data.copy_to_host_async(ctypes.c_void_p(stage.ctypes.data), n, st)
             self._end(stream, "d2h", t)
-            ev = cp.cuda.Event(disable_timing=True)
+            ev = cp.cuda.Event(block=True, disable_timing=True)
             ev.record(st)
+            self._deferred[stream].append((ev, stage, host))
         ring.used(i, ev)
-        self._deferred[stream].append((ev, stage, host))
         self.stats.add(bytes_d2h=n)
 
     def d2d(self, dst: Any, peer: DiscreteDevice, src: Any, stream: int) -> None:
         if not self.can_access_peer(peer):
             raise ValueError(f"{self.name} cannot copy from {peer.name}")
         n = int(dst.nbytes)
-        with self._cpdev:
+        with self._locks[stream], self._cpdev:
             t = self._begin(stream)
             self.cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, self.index, src.data.ptr, peer.index, n,
                                                  self._streams[stream].ptr)
@@ -327,34 +441,35 @@ class GPUDevice(DiscreteDevice):
 
     # ----------------------------------------------------------------- streams
     def record(self, stream: int) -> Event:
-        ev = self.cp.cuda.Event(disable_timing=True)
-        with self._cpdev:
+        with self._cpdev:  # an event belongs to the device current when it is made
+            ev = self.cp.cuda.Event(block=True, disable_timing=True)
             ev.record(self._streams[stream])
         return _CudaEvent(ev)
 
     def wait(self, stream: int, event: Event) -> None:
         if isinstance(event, _CudaEvent):
-            with self._cpdev:
+            with self._locks[stream], self._cpdev:
+                self._reference(stream)  # before the wait, while the stream is idle
                 self._streams[stream].wait_event(event.ev)
         else:
             event.synchronize()
 
     def sync(self, stream: int) -> None:
-        st = self._streams[stream]
-        with self._cpdev:
-            st.synchronize()
-        for _, stage, host in self._deferred[stream]:
-            np.copyto(host, stage)  # unpack device -> host tiles
-        self._deferred[stream].clear()
-        self._keep[stream].clear()
-        if self._marks[stream]:
-            ref, t_ref = self._ref[stream]
-            el = self.cp.cuda.get_elapsed_time
-            for what, a, b in self._marks[stream]:
-                t0 = t_ref + el(ref, a) / 1e3
-                self._log(stream, what, t0, t_ref + el(ref, b) / 1e3)
-            self._marks[stream].clear()
-        self._ref[stream] = None
+        with self._locks[stream]:
+            # the stream's pending work is taken first: whatever fails below, none of it is left behind
+            deferred, self._deferred[stream] = self._deferred[stream], []
+            keep, self._keep[stream] = self._keep[stream], []
+            marks, self._marks[stream] = self._marks[stream], []
+            ref, self._ref[stream] = self._ref[stream], None
+            with self._cpdev:
+                self._host_wait(self._streams[stream])
+            for _, stage, host in deferred:
+                np.copyto(host, stage)  # unpack device -> host tiles
+            del keep
+            if marks and ref is not None:
+                (ev0, t_ref), el = ref, self.cp.cuda.get_elapsed_time
+                for what, a, b in marks:
+                    self._log(stream, what, t_ref + el(ev0, a) / 1e3, t_ref + el(ev0, b) / 1e3)
 
     # ----------------------------------------------------------------- kernels
     def _scal(self, stream: int, value: Any, dtype: Any) -> int:
@@ -363,25 +478,52 @@ class GPUDevice(DiscreteDevice):
         return a.ctypes.data
 
     def launch(self, name: str, args: list, kwargs: dict, stream: int) -> None:
-        st = self._streams[stream]
-        with self._cpdev, st:
+        with self._locks[stream], self._cpdev, self._streams[stream]:
             t = self._begin(stream)
-            try:
-                self._kernel(name, args, kwargs, stream)
-            except _NoBinding:
-                self._fallback(name, args, kwargs)
+            if name == "axpy":
+                self._fallback(name, args, kwargs)  # element-wise by design
+            else:
+                try:
+                    self._kernel(name, args, kwargs, stream)
+                except _NoBinding as nb:
+                    routine = str(nb)
+                    self._fallbacks.add(routine)
+                    _cuda.note_fallback(routine, self.name)
+                    self._fallback(name, args, kwargs)
             self._end(stream, "kernel", t)
+
+    def kernel(self, name: str) -> Any:
+        """``name`` run synchronously on stream 0 (launch and sync under the stream's lock: the plain
+        interface may be used from several threads)."""
+
+        def run(*args: Any, **kwargs: Any) -> None:
+            with self._locks[0]:
+                self.launch(name, list(args), kwargs, 0)
+                self.sync(0)
+
+        run.__name__ = name
+        return run
+
+    def _ld(self, x: Any, what: str) -> int:
+        """Leading dimension of device array ``x`` read column-major; ValueError for another layout (cuBLAS
+        would read it transposed)."""
+        if x.size == 0:
+            return max(x.shape[0], 1)
+        ld = colmajor(x)
+        if not ld:
+            raise ValueError(f"{self.name}: cuBLAS reads column-major (Fortran-ordered) arrays; {what} has shape "
+                             f"{tuple(x.shape)} and strides {tuple(x.strides)} (cupy.asfortranarray makes one)")
+        return ld
 
     def _kernel(self, name: str, args: list, kw: dict, s: int) -> None:
         cb = self.cublas
         h = self._handles[s]
-        if name == "axpy":
-            raise _NoBinding  # element-wise, in _fallback
+        ld = self._ld
 
         def fn(nm: str) -> Any:
             f = getattr(cb, nm, None)
             if f is None:
-                raise _NoBinding
+                raise _NoBinding(nm)
             return f
 
         out = args[{"syrk": 3, "herk": 3, "trmm": 2, "trsm": 2}.get(name, 4)]
@@ -396,16 +538,15 @@ class GPUDevice(DiscreteDevice):
             tb = args[6] if len(args) > 6 else kw.get("transb", "N")
             m, n = c.shape
             k = a.shape[1] if ta == "N" else a.shape[0]
-            fn(p + "gemm")(h, _OP[ta], _OP[tb], m, n, k, self._scal(s, alpha, dt), a.data.ptr,
-                                    max(a.shape[0], 1), b.data.ptr, max(b.shape[0], 1), self._scal(s, beta, dt),
-                                    c.data.ptr, max(m, 1))
+            fn(p + "gemm")(h, _OP[ta], _OP[tb], m, n, k, self._scal(s, alpha, dt), a.data.ptr, ld(a, "a"),
+                           b.data.ptr, ld(b, "b"), self._scal(s, beta, dt), c.data.ptr, ld(c, "c"))
         elif name in ("symm", "hemm"):
             alpha, a, b, beta, c = args[:5]
             routine = p + ("hemm" if name == "hemm" and cplx else "symm")
             m, n = c.shape
             fn(routine)(h, side[kw.get("side", "L")], lower[kw.get("uplo", "U")], m, n,
-                            self._scal(s, alpha, dt), a.data.ptr, max(a.shape[0], 1), b.data.ptr,
-                            max(b.shape[0], 1), self._scal(s, beta, dt), c.data.ptr, max(m, 1))
+                        self._scal(s, alpha, dt), a.data.ptr, ld(a, "a"), b.data.ptr, ld(b, "b"),
+                        self._scal(s, beta, dt), c.data.ptr, ld(c, "c"))
         elif name in ("syrk", "herk"):
             alpha, a, beta, c = args[:4]
             trans = kw.get("trans", "N")
@@ -417,7 +558,7 @@ class GPUDevice(DiscreteDevice):
             sdt = _REAL[dt] if herm else dt
             fn(p + ("herk" if herm else "syrk"))(
                 h, lower[kw.get("uplo", "U")], _OP[trans], n, k, self._scal(s, alpha, sdt), a.data.ptr,
-                max(a.shape[0], 1), self._scal(s, beta, sdt), c.data.ptr, max(n, 1))
+                ld(a, "a"), self._scal(s, beta, sdt), c.data.ptr, ld(c, "c"))
         elif name in ("syr2k", "her2k"):
             alpha, a, b, beta, c = args[:5]
             trans = kw.get("trans", "N")
@@ -428,19 +569,21 @@ class GPUDevice(DiscreteDevice):
             k = a.shape[1] if trans == "N" else a.shape[0]
             fn(p + ("her2k" if herm else "syr2k"))(
                 h, lower[kw.get("uplo", "U")], _OP[trans], n, k, self._scal(s, alpha, dt), a.data.ptr,
-                max(a.shape[0], 1), b.data.ptr, max(b.shape[0], 1),
-                self._scal(s, beta, _REAL[dt] if herm else dt), c.data.ptr, max(n, 1))
+                ld(a, "a"), b.data.ptr, ld(b, "b"),
+                self._scal(s, beta, _REAL[dt] if herm else dt), c.data.ptr, ld(c, "c"))
         elif name in ("trmm", "trsm"):
             alpha, a, b = args[:3]
             m, n = b.shape
             diag = cb.CUBLAS_DIAG_UNIT if kw.get("diag", "N") == "U" else cb.CUBLAS_DIAG_NON_UNIT
             ta = kw.get("transa", "N")
+            f = fn(p + name)
+            ldb = ld(b, "b")
             common = (h, side[kw.get("side", "L")], lower[kw.get("uplo", "U")], _OP[ta], diag, m, n,
-                      self._scal(s, alpha, dt), a.data.ptr, max(a.shape[0], 1), b.data.ptr, max(m, 1))
+                      self._scal(s, alpha, dt), a.data.ptr, ld(a, "a"), b.data.ptr, ldb)
             if name == "trsm":
-                fn(p + "trsm")(*common)
+                f(*common)
             else:
-                fn(p + "trmm")(*common, b.data.ptr, max(m, 1))  # C = B: in place
+                f(*common, b.data.ptr, ldb)  # C = B: in place
         else:
             raise ValueError(f"unknown kernel {name!r}")
 
@@ -487,6 +630,9 @@ class GPUDevice(DiscreteDevice):
                 upd = alpha * oa @ h(oa)
             mask = tri_mask(c.shape[0], kw.get("uplo", "U"))
             c[...] = cp.where(mask, upd + beta * c, c)
+            if herm:  # as cuBLAS: the diagonal of a Hermitian update is real
+                idx = cp.arange(c.shape[0])
+                c[idx, idx] = c[idx, idx].real
             return
         if name == "trmm":
             alpha, a, b = args[:3]
@@ -499,48 +645,62 @@ class GPUDevice(DiscreteDevice):
         raise DeviceError(f"{self.name}: no cuBLAS binding for {name!r} in this CuPy")
 
     # ----------------------------------------------------------------- plain Device interface
+    # Everything on stream 0: CuPy's current stream would be CUDA's legacy null stream, which a kernel on
+    # the non-blocking stream 0 does not wait for.
     def to_device(self, host: np.ndarray) -> Any:
-        with self._cpdev:
+        with self.on_stream(0):
             out = self.cp.asfortranarray(self.cp.asarray(host))
         self.stats.add(bytes_h2d=host.nbytes)
         return out
 
     def to_host(self, dev: Any, host: np.ndarray) -> None:
-        with self._cpdev:
-            host[...] = self.cp.asnumpy(dev)
+        with self.on_stream(0) as st:
+            src = dev if dev.flags.f_contiguous else self.cp.asfortranarray(dev)
+            direct = host.flags.f_contiguous and host.dtype == src.dtype and host.shape == src.shape
+            dst = host if direct else np.empty(src.shape, src.dtype, order="F")
+            if src.nbytes:
+                src.data.copy_to_host_async(ctypes.c_void_p(dst.ctypes.data), src.nbytes, st)
+            self._host_wait(st)
+        if not direct:
+            host[...] = dst
         self.stats.add(bytes_d2h=host.nbytes)
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        with self._cpdev:
+        with self.on_stream(0):  # CuPy's pool hands out blocks per stream: stream 0's
             return self.cp.empty(shape, dtype=dtype, order="F")
 
     def close(self) -> None:
-        """Destroy the cuBLAS handles, drop the tile memory and the pinned staging, and give CuPy's cached
-        blocks on this device back to the driver (idempotent)."""
-        cb = self.cublas
-        for h in self._handles:
-            try:
-                cb.destroy(h)
-            except Exception:  # noqa: BLE001 - best effort at teardown
-                pass
-        self._handles = []
-        if self._chunk is None:
+        """Wait for the streams, destroy the cuBLAS handles (both in the device's context), drop the tile
+        memory and the pinned staging, and give CuPy's cached blocks on this device back to the driver
+        (idempotent)."""
+        if self._chunk is None and not self._handles:
             return
         with self._cpdev:
-            for s in range(self.streams):
+            for s, st in enumerate(self._streams):
+                with self._locks[s]:
+                    try:
+                        self._host_wait(st)
+                    except Exception:  # noqa: BLE001 - a failed stream must not keep the memory
+                        pass
+            cb = self.cublas
+            for h in self._handles:
                 try:
-                    self._streams[s].synchronize()
-                except Exception:  # noqa: BLE001 - a failed stream must not keep the memory
+                    cb.destroy(h)
+                except Exception:  # noqa: BLE001 - best effort at teardown
                     pass
+            self._handles = []
             self._chunk = None
             self._in = self._out = []
             self._deferred = [[] for _ in range(self.streams)]
+            self._marks = [[] for _ in range(self.streams)]
+            self._keep = [[] for _ in range(self.streams)]
             _free_pools(self.cp)
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
         d.update(index=self.index, gpu=self.props.get("name", b"").decode(errors="replace")
-                 if isinstance(self.props.get("name"), bytes) else str(self.props.get("name")))
+                 if isinstance(self.props.get("name"), bytes) else str(self.props.get("name")),
+                 fallbacks=sorted(self._fallbacks))
         return d
 
 

@@ -6,10 +6,17 @@ What it owns
     CuPy does not bind.  CuPy 14 binds ``<t>gemm``, ``<t>syrk`` and ``<t>trsm`` but not ``<t>symm``,
     ``<t>hemm``, ``<t>herk``, ``<t>syr2k``, ``<t>her2k`` or ``<t>trmm``; without them the GPU kernels would
     fall back to CuPy compositions (a full triangle copy and an out-of-place product per tile).  The
-    completion calls ``cublas<T><routine>_v2`` of the libcublas that CuPy itself loaded (found in the
-    process's memory map, else by soname), with the argument order of cuBLAS's C API, which is also the
-    order of CuPy's bindings: handle, enums as ints, sizes, host pointers to the scalars, device pointers.
-    ctypes releases the GIL during the call.
+    completion calls ``cublas<T><routine>_v2`` of the libcublas CuPy's bindings call: the library that
+    provides ``cublasCreate_v2`` to CuPy's extension module (``dlsym`` through the module's own handle,
+    then ``dladdr``), else the one of CuPy's CUDA major in the process's memory map, else by soname; with
+    PyTorch's and CuPy's copies both loaded, the first in the map may be the other one.  The argument order
+    is that of cuBLAS's C API, which is also the order of CuPy's bindings: handle, enums as ints, sizes,
+    host pointers to the scalars, device pointers.  ctypes releases the GIL during the call.
+
+    Where neither CuPy nor the C library has a routine, the callers run a CuPy composition instead and say
+    so once per routine and process (:func:`note_fallback`: a RuntimeWarning, and :func:`fallbacks` for
+    ``tileblas info`` and the devices' ``describe()``).  Without CuPy, :func:`cupy_module` raises
+    :class:`CupyUnavailable`, whose message names the extra that installs it.
 
 What it must not touch
     Scheduling, devices or arrays: callers bring handles and pointers.  Nothing here runs at
@@ -19,10 +26,16 @@ What it must not touch
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Iterable
 
-__all__ = ["cupy_module", "cublas_bindings", "CublasError"]
+__all__ = ["cupy_module", "cublas_bindings", "cublas_report", "CublasError", "CupyUnavailable", "INSTALL_HINT",
+           "note_fallback", "fallbacks"]
+
+#: How to install CuPy for tileblas (the extras of pyproject.toml).
+INSTALL_HINT = "pip install 'tileblas[gpu]' (CuPy for CUDA 13), or 'tileblas[gpu-cuda12]' for a CUDA 12 driver"
 
 _H, _I, _P = ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p
 #: Argument types of the C routines, after the handle (the cuBLAS v2 API, 32-bit sizes).
@@ -41,44 +54,143 @@ _STATUS = {1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 
            15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR"}
 _LIB: dict[str, Any] = {}
 _LIB_LOCK = threading.Lock()
+_FALLBACKS: dict[str, str] = {}
+_FALLBACK_LOCK = threading.Lock()
 
 
 class CublasError(RuntimeError):
     """A cuBLAS routine returned a status other than CUBLAS_STATUS_SUCCESS."""
 
 
-def cupy_module() -> Any:
-    """CuPy, imported on first use."""
-    import cupy
+class CupyUnavailable(ImportError):
+    """CuPy is not installed, or is installed but does not import (its message says how to install it)."""
 
+
+def cupy_module() -> Any:
+    """CuPy, imported on first use; :class:`CupyUnavailable` (naming the extra to install) without it."""
+    try:
+        import cupy
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "cupy":
+            raise CupyUnavailable(f"CuPy is not installed: {INSTALL_HINT}", name="cupy") from None
+        raise CupyUnavailable(f"CuPy is installed but does not import ({type(exc).__name__}: {exc}); reinstall "
+                              f"the CuPy that matches the machine's CUDA: {INSTALL_HINT}", name="cupy") from exc
     return cupy
 
 
+def _cuda_major() -> int | None:
+    """CUDA major version of the runtime CuPy was built against (None if unknown)."""
+    try:
+        return int(cupy_module().cuda.runtime.runtimeGetVersion()) // 1000
+    except Exception:  # noqa: BLE001 - unknown: the memory map is taken as it comes
+        return None
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p), ("dli_sname", ctypes.c_char_p),
+                ("dli_saddr", ctypes.c_void_p)]
+
+
+def _dladdr() -> Any:
+    for lib in (None, "libdl.so.2"):  # glibc >= 2.34 has dladdr in libc itself
+        try:
+            fn = ctypes.CDLL(lib).dladdr
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes = (ctypes.c_void_p, ctypes.POINTER(_DlInfo))
+        fn.restype = ctypes.c_int
+        return fn
+    return None
+
+
+def _providing_library(module_file: str | None, symbol: str) -> str | None:
+    """Path of the shared library that gives ``symbol`` to the loaded extension module ``module_file``
+    (``dlsym`` through the module's own handle searches it and its dependencies, as its calls resolve);
+    None when that cannot be told."""
+    if not module_file:
+        return None
+    try:
+        ext = ctypes.CDLL(module_file, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_LOCAL)
+        addr = ctypes.cast(getattr(ext, symbol), ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        return None
+    dladdr = _dladdr()
+    info = _DlInfo()
+    if not addr or dladdr is None or not dladdr(addr, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.fsdecode(info.dli_fname)
+
+
+def _pick_mapped(lines: Iterable[str], major: int | None) -> str | None:
+    """The first libcublas (not libcublasLt) in memory-map lines, of CUDA ``major`` when given."""
+    for line in lines:
+        path = line.rsplit(None, 1)[-1] if line.strip() else ""
+        base = path.rsplit("/", 1)[-1]
+        if not base.startswith("libcublas.so"):
+            continue
+        if major is None or base == f"libcublas.so.{major}" or base.startswith(f"libcublas.so.{major}."):
+            return path
+    return None
+
+
 def _find_libcublas() -> Any:
-    """The libcublas CuPy loaded (same CUDA major as its bindings), else the first soname that loads."""
+    """The libcublas CuPy's bindings call (see the module notes)."""
+    try:
+        from cupy_backends.cuda.libs import cublas as module
+
+        path = _providing_library(getattr(module, "__file__", None), "cublasCreate_v2")
+        if path and path.rsplit("/", 1)[-1].startswith("libcublas.so"):
+            return ctypes.CDLL(path)
+    except (ImportError, OSError):
+        pass
+    major = _cuda_major()
     try:
         with open("/proc/self/maps") as fh:
-            for line in fh:
-                path = line.rsplit(None, 1)[-1]
-                if "/libcublas.so" in path:  # not libcublasLt
-                    return ctypes.CDLL(path)
+            path = _pick_mapped(fh, major)
+        if path:
+            return ctypes.CDLL(path)
     except OSError:
         pass
-    for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
+    names = ([f"libcublas.so.{major}"] if major else ["libcublas.so.13", "libcublas.so.12"]) + ["libcublas.so"]
+    for name in names:
         try:
             return ctypes.CDLL(name)
         except OSError:
             continue
-    raise CublasError("cuBLAS C library not found (looked in this process's loaded libraries and for "
-                      "libcublas.so.13, .so.12, .so)")
+    raise CublasError(f"cuBLAS C library not found (not linked by CuPy's bindings, not in this process's loaded "
+                      f"libraries, no {', '.join(names)})")
 
 
 def _library() -> Any:
     with _LIB_LOCK:
         lib = _LIB.get("lib")
         if lib is None:
-            lib = _LIB["lib"] = _find_libcublas()
+            if "error" in _LIB:
+                raise CublasError(_LIB["error"])
+            try:
+                lib = _LIB["lib"] = _find_libcublas()
+            except CublasError as exc:
+                _LIB["error"] = str(exc)  # looked once: not again for every tile
+                raise
         return lib
+
+
+def note_fallback(routine: str, where: str) -> None:
+    """Say once per process that ``routine`` (e.g. 'zherk') runs as a CuPy composition at ``where`` (a
+    RuntimeWarning; :func:`fallbacks` keeps the reason)."""
+    why = _LIB.get("error") or "the cuBLAS C library lacks it"
+    with _FALLBACK_LOCK:
+        if routine in _FALLBACKS:
+            return
+        _FALLBACKS[routine] = why
+    warnings.warn(f"{where}: {routine} runs as a CuPy composition (slower, extra memory): CuPy has no binding for "
+                  f"it and {why}", RuntimeWarning, stacklevel=3)
+
+
+def fallbacks() -> dict[str, str]:
+    """The routines this process ran as CuPy compositions, and why."""
+    with _FALLBACK_LOCK:
+        return dict(_FALLBACKS)
 
 
 def _c_routine(name: str) -> Callable[..., None]:
@@ -125,3 +237,23 @@ def cublas_bindings() -> Any:
     from cupy_backends.cuda.libs import cublas
 
     return _Bindings(cublas)
+
+
+def cublas_report() -> dict[str, Any]:
+    """Where each Level-3 routine comes from (for ``tileblas info``): CuPy's bindings, the cuBLAS C library
+    (its path; symbols it lacks), or nowhere (a CuPy composition)."""
+    routines = [p + r for p in "sdcz" for r in _ARGTYPES if p in "cz" or r[0] != "h"]
+    try:
+        from cupy_backends.cuda.libs import cublas
+    except ImportError as exc:
+        return {"library": None, "note": f"CuPy's cuBLAS bindings do not import: {exc}"}
+    bound = [r for r in routines if hasattr(cublas, r)]
+    rest = [r for r in routines if r not in bound]
+    try:
+        lib = _library()
+    except CublasError as exc:
+        return {"library": None, "cupy_binds": bound, "compositions": rest,
+                "note": f"{exc}: the routines CuPy does not bind run as CuPy compositions"}
+    missing = [r for r in rest if not hasattr(lib, f"cublas{r[0].upper()}{r[1:]}_v2")]
+    return {"library": getattr(lib, "_name", str(lib)), "cupy_binds": bound,
+            "from_library": [r for r in rest if r not in missing], "compositions": missing}

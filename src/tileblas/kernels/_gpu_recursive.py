@@ -7,7 +7,10 @@ What this module owns
       would copy every strided sub-block).  CuPy has no high-level trmm: the leaf calls
       ``cublas<t>trmm`` with C = B (cuBLAS's documented in-place use), from the cuBLAS C library where
       CuPy has no binding for it (CuPy 14 has none; :mod:`tileblas.kernels._cuda`); only if that library
-      cannot be found either does the leaf fall back to ``triu``/``tril`` + matmul at leaf size.
+      cannot be found either does the leaf fall back to ``triu``/``tril`` + matmul at leaf size (said once,
+      :func:`tileblas.kernels._cuda.note_fallback`).  The calls use CuPy's per-thread cuBLAS handle, bound
+      to the backend's stream for the call and given back bound as it was (host_async's streams are
+      destroyed when it returns).
     * :func:`gpu_recursive`: the recursion of tileblas.kernels._recursive on device arrays;
       :func:`cublas_native`: cuBLAS's own in-place routine on the whole matrix (the baseline).
     * :func:`host_async` (the paper's Fig. 8): A and B live in host memory.  The recursion's plan says
@@ -34,6 +37,7 @@ from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import colmajor
 from tileblas.kernels._recursive import Leaf, _flip, _norm_trans, _scalar, plan, run_recursive
+from tileblas.kernels import _cuda
 from tileblas.kernels._cuda import cublas_bindings as _cublas
 from tileblas.kernels._cuda import cupy_module as _cupy
 
@@ -79,13 +83,21 @@ class CupyBackend:
         self.cublas = _cublas()
 
     # -------------------------------------------------------------- helpers
-    def _handle(self) -> int:
+    @contextlib.contextmanager
+    def _handle(self) -> Any:
+        """CuPy's cuBLAS handle of this thread and device, bound to the backend's stream with host scalars
+        for the ``with`` block, then bound back to the stream and pointer mode it had."""
         cb = self.cublas
         h = self.cp.cuda.device.get_cublas_handle()
         stream = self.stream if self.stream is not None else self.cp.cuda.get_current_stream()
+        prev_stream, prev_mode = cb.getStream(h), cb.getPointerMode(h)
         cb.setStream(h, stream.ptr)
         cb.setPointerMode(h, cb.CUBLAS_POINTER_MODE_HOST)
-        return h
+        try:
+            yield h
+        finally:
+            cb.setStream(h, prev_stream)
+            cb.setPointerMode(h, prev_mode)
 
     @staticmethod
     def _host_scalar(value: Any, dtype: np.dtype) -> np.ndarray:
@@ -130,9 +142,10 @@ class CupyBackend:
         a_, lda, ta = self._operand(a, transa)
         b_, ldb, tb = self._operand(b, transb)
         al, be = self._host_scalar(alpha, dt), self._host_scalar(beta, dt)
-        fn = getattr(self.cublas, _PREFIX[dt] + "gemm")
-        fn(self._handle(), _OP[ta], _OP[tb], m, n, k, al.ctypes.data, a_.data.ptr, lda, b_.data.ptr, ldb,
-           be.ctypes.data, cc.data.ptr, colmajor(cc))
+        with self._handle() as h:
+            getattr(self.cublas, _PREFIX[dt] + "gemm")(h, _OP[ta], _OP[tb], m, n, k, al.ctypes.data, a_.data.ptr,
+                                                        lda, b_.data.ptr, ldb, be.ctypes.data, cc.data.ptr,
+                                                        colmajor(cc))
         if cc is not c:
             c[...] = cc
         return None
@@ -161,12 +174,14 @@ class CupyBackend:
                 cb.CUBLAS_FILL_MODE_UPPER if up == "U" else cb.CUBLAS_FILL_MODE_LOWER,
                 _OP[t], cb.CUBLAS_DIAG_UNIT if diag == "U" else cb.CUBLAS_DIAG_NON_UNIT, m, n, al.ctypes.data,
                 a_.data.ptr, lda, bb.data.ptr, colmajor(bb))
-        fn = getattr(cb, _PREFIX[dt] + name, None)
-        if name == "trsm":
-            fn(self._handle(), *args)
-        elif fn is not None:
-            fn(self._handle(), *args, bb.data.ptr, colmajor(bb))  # C = B: cuBLAS's in-place TRMM
-        else:
+        with self._handle() as h:  # the handle first: CuPy has loaded its libcublas by then
+            fn = getattr(cb, _PREFIX[dt] + name, None)
+            if name == "trsm":
+                fn(h, *args)
+            elif fn is not None:
+                fn(h, *args, bb.data.ptr, colmajor(bb))  # C = B: cuBLAS's in-place TRMM
+        if fn is None and name == "trmm":
+            _cuda.note_fallback(_PREFIX[dt] + "trmm", "tileblas GPU recursion")
             self._trmm_fallback(alpha, a, bb, side, uplo, transa, diag)
         if bb is not b:
             b[...] = bb
@@ -409,6 +424,8 @@ def host_async(kind: str, alpha, a: np.ndarray, b: np.ndarray, side="L", uplo="U
                 back_s.wait_event(ev)
                 b_d[:, lo:hi].data.copy_to_host_async(ctypes.c_void_p(b_out[:, lo:hi].ctypes.data),
                                                       m * (hi - lo) * item, back_s)
-        back_s.synchronize()
-        comp_s.synchronize()
+        for st in (back_s, comp_s):  # blocking events: the host thread sleeps instead of spinning
+            done = cp.cuda.Event(block=True, disable_timing=True)
+            done.record(st)
+            done.synchronize()
         b[...] = b_out

@@ -1,0 +1,458 @@
+"""The GPU code's stream order, device contexts, layouts, error recovery and fallbacks, on the strict CuPy
+stand-in of ``_cupy_standin.py`` (no GPU needed; the stand-in refuses what CUDA would refuse and reports a
+missing stream order as :class:`~_cupy_standin.Hazard`).
+
+The first tests check the stand-in itself: that it finds the bugs the later tests guard against.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+from _cupy_standin import CudaError, Hazard, LayoutError, c_library, install
+
+RNG = np.random.default_rng(7)
+
+
+def rnd(shape, dt=np.float64):
+    x = RNG.standard_normal(shape)
+    if np.dtype(dt).kind == "c":
+        x = x + 1j * RNG.standard_normal(shape)
+    return np.asfortranarray(x.astype(dt))
+
+
+@pytest.fixture()
+def sim(monkeypatch):
+    return install(monkeypatch, devices=2)
+
+
+def _gemm_on(sim, stream, a, b, c, handle=None):
+    """dgemm c = a @ b through the stand-in's CuPy binding, on ``stream`` (CuPy's current stream)."""
+    cb = sim.cublas
+    h = handle if handle is not None else sim.cp.cuda.device.get_cublas_handle()
+    al, be = np.array(1.0), np.array(0.0)
+    n = c.shape[0]
+    with stream:
+        cb.dgemm(h, 0, 0, n, n, n, al.ctypes.data, a.data.ptr, n, b.data.ptr, n, be.ctypes.data, c.data.ptr, n)
+
+
+# ------------------------------------------------------------------------------- the stand-in
+
+
+def test_stand_in_finds_a_copy_on_the_null_stream_read_by_another_stream_without_a_wait(sim):
+    cp = sim.cp
+    st = cp.cuda.Stream(non_blocking=True)
+    a = cp.asarray(rnd((8, 8)))  # copied on the legacy null stream
+    b = cp.asfortranarray(cp.asarray(rnd((8, 8))))
+    c = cp.empty((8, 8), order="F")
+    with pytest.raises(Hazard, match="asarray"):
+        _gemm_on(sim, st, a, b, c)
+    # ordered: an event wait, a blocking stream (implicit order with the null stream), a host sync
+    ev = cp.cuda.Event()
+    ev.record(cp.cuda.Stream.null)
+    st.wait_event(ev)
+    _gemm_on(sim, st, a, b, c)
+    a2 = cp.asarray(rnd((8, 8)))
+    _gemm_on(sim, cp.cuda.Stream(non_blocking=False), a2, b, cp.empty((8, 8), order="F"))
+    a3 = cp.asarray(rnd((8, 8)))
+    cp.cuda.Stream.null.synchronize()
+    _gemm_on(sim, st, a3, b, cp.empty((8, 8), order="F"))
+
+
+def test_stand_in_finds_a_write_after_read_across_streams(sim):
+    cp = sim.cp
+    s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    a, b = cp.asarray(rnd((8, 8))), cp.asarray(rnd((8, 8)))
+    c = cp.empty((8, 8), order="F")
+    cp.cuda.Device().synchronize()
+    _gemm_on(sim, s1, a, b, c)  # reads a on s1
+    with pytest.raises(Hazard, match="wrote|read"):
+        with s2:
+            a[...] = 0  # overwrites a on s2 while s1 may still read it
+
+
+def test_stand_in_refuses_a_c_ordered_array_where_cublas_reads_column_major(sim):
+    cp = sim.cp
+    a = cp.asarray(rnd((8, 6)), order="C")
+    b, c = cp.asfortranarray(cp.asarray(rnd((6, 8)))), cp.empty((8, 8), order="F")
+    cp.cuda.Device().synchronize()
+    h = cp.cuda.device.get_cublas_handle()
+    al, be = np.array(1.0), np.array(0.0)
+    with pytest.raises(LayoutError, match="column-major"):
+        sim.cublas.dgemm(h, 0, 0, 8, 8, 6, al.ctypes.data, a.data.ptr, 8, b.data.ptr, 6, be.ctypes.data,
+                         c.data.ptr, 8)
+
+
+def test_stand_in_refuses_events_and_kernels_outside_their_device(sim):
+    cp = sim.cp
+    with cp.cuda.Device(1):
+        st1 = cp.cuda.Stream(non_blocking=True)
+    ev = cp.cuda.Event()  # made with device 0 current
+    with pytest.raises(CudaError, match="one device"):
+        ev.record(st1)
+    with pytest.raises(RuntimeError, match="current device"):
+        with st1:  # as CuPy: a stream is made current only with its device current
+            pass
+    with cp.cuda.Device(1):
+        a = cp.asfortranarray(cp.asarray(rnd((4, 4))))
+        cp.cuda.Device().synchronize()
+    h0 = cp.cuda.device.get_cublas_handle()  # device 0's
+    sim.cublas.setStream(h0, st1.ptr)
+    al = np.array(1.0)
+    with pytest.raises(CudaError, match="current"):  # a kernel on a stream of device 1, device 0 current
+        c_library(sim, ["dtrmm"]).cublasDtrmm_v2(h0, 0, 0, 0, 0, 4, 4, al.ctypes.data, a.data.ptr, 4,
+                                                 a.data.ptr, 4, a.data.ptr, 4)
+    with cp.cuda.Device(1):
+        h = sim.cublas.create()
+    with pytest.raises(CudaError, match="cublasDestroy"):
+        sim.cublas.destroy(h)  # with device 0 current
+
+
+# ------------------------------------------------------------------------------- GPUDevice
+
+
+def test_plain_interface_orders_copies_and_kernels_on_stream_0(sim):
+    """to_device / empty / kernel / to_host (the asynchronous API's calls): a copy on the legacy null stream
+    read by a kernel on non-blocking stream 0 without a wait was a race (gpu-review: null-stream race)."""
+    from tileblas.devices.gpu import GPUDevice
+
+    d = GPUDevice(0, memory=1 << 22, streams=2)
+    x, y = rnd((16, 16)), rnd((16, 16))
+    a, b = d.to_device(x), d.to_device(y)
+    c = d.empty((16, 16), np.float64)
+    d.kernel("gemm")(1.0, a, b, 0.0, c)
+    out = np.empty((16, 16), order="F")
+    d.to_host(c, out)
+    np.testing.assert_allclose(out, x @ y, atol=1e-12)
+    d.close()
+
+
+def test_async_api_on_a_gpu_device(sim):
+    """bench_async part 4's check (bench_async.py:351-357) on the stand-in: every result right, no race."""
+    from tileblas import asyncapi as aa
+    from tileblas.devices.gpu import GPUDevice
+
+    gpu = GPUDevice(0, memory=1 << 24)
+    x, y = rnd((48, 48)), rnd((48, 48))
+    with aa.Executor([gpu]) as ex:
+        for _ in range(3):
+            a, b = ex.handle(x, copy=False), ex.handle(y, copy=False)
+            c = ex.empty((48, 48))
+            aa.gemm(1.0, a, b, 0.0, c).result()
+            np.testing.assert_allclose(c.get(), x @ y, atol=1e-10)
+    gpu.close()
+
+
+def test_events_are_made_in_their_device_context(sim):
+    """record() made the event with whatever device was current: on GPU 1 its record failed."""
+    from tileblas.devices.gpu import GPUDevice
+
+    d0, d1 = GPUDevice(0, memory=1 << 20, streams=2), GPUDevice(1, memory=1 << 20, streams=2)
+    ev = d1.record(1)
+    d0.wait(0, ev)  # a stream may wait for another device's event
+    ev.synchronize()
+    assert ev.query()
+    d0.close()
+    d1.close()
+
+
+def _tile(d, offset, shape, host=None):
+    t = d.view(offset, shape, np.float64)
+    if host is not None:
+        d.h2d(t, host, 0)
+    return t
+
+
+def test_a_failed_sync_leaves_no_stale_work(sim):
+    """A failing synchronisation (or elapsed-time query) left the stream's deferred copies, marks and
+    reference behind: later syncs unpacked stale tiles and failed again on the same events."""
+    from tileblas.devices.gpu import GPUDevice
+
+    d = GPUDevice(0, memory=1 << 20, streams=1)
+    x = rnd((8, 8))
+    t = _tile(d, 0, (8, 8), x)
+    d.sync(0)
+    lost = np.full((8, 8), 7.0, order="F")
+    d.d2h(t, lost, 0)
+    sim.fail_next_sync(d._streams[0])
+    with pytest.raises(CudaError):
+        d.sync(0)
+    lost[...] = -1.0  # the caller gave up on this copy: a later sync must not write into it
+    got = np.empty((8, 8), order="F")
+    d.d2h(t, got, 0)
+    d.sync(0)
+    assert (lost == -1.0).all()
+    np.testing.assert_array_equal(got, x)
+    # the timeline's events failing: the next sync starts clean
+    d.launch("gemm", [1.0, t, t, 0.0, _tile(d, 4096, (8, 8))], {}, 0)
+    sim.poison(d._streams[0])
+    with pytest.raises(CudaError):
+        d.sync(0)
+    d.launch("gemm", [1.0, t, t, 0.0, _tile(d, 4096, (8, 8))], {}, 0)
+    d.sync(0)
+    assert [w for w, *_ in d.timeline(0)][-1:] == ["kernel"]
+    d.close()
+
+
+def test_stream_0_is_safe_to_share_between_threads(sim):
+    """The asynchronous API's GPU backend runs kernels on stream 0 while another backend's thread copies a
+    handle to the host and synchronises the device: both touch stream 0's marks, reference and deferred
+    copies."""
+    from tileblas.devices.gpu import GPUDevice
+
+    d = GPUDevice(0, memory=1 << 22, streams=2)
+    n = 8
+    a, b = d.to_device(rnd((n, n))), d.to_device(rnd((n, n)))
+    c = d.empty((n, n), np.float64)
+    errors: list = []
+    stop = threading.Event()
+
+    def compute():
+        try:
+            k = d.kernel("gemm")
+            for _ in range(300):
+                k(1.0, a, b, 0.0, c)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    def read():
+        out = np.empty((n, n), order="F")
+        try:
+            while not stop.is_set():
+                d.to_host(a, out)
+                d.synchronize()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        ts = [threading.Thread(target=compute), threading.Thread(target=read), threading.Thread(target=read)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[0]
+    kernels = [iv for iv in d.timeline(0) if iv[0] == "kernel"]
+    assert len(kernels) == 300 and all(t0 <= t1 for _, t0, t1 in kernels)
+    d.close()
+
+
+def test_kernel_refuses_a_c_ordered_array_and_reads_views_with_their_leading_dimension(sim):
+    """_kernel took lda = shape[0] without looking: a C-ordered array gave a wrong result silently."""
+    from tileblas.devices.gpu import GPUDevice
+
+    cp = sim.cp
+    d = GPUDevice(0, memory=1 << 20, streams=1)
+    x, y = rnd((6, 6)), rnd((6, 6))
+    a, b, c = d.to_device(x), d.to_device(y), d.empty((6, 6), np.float64)
+    with d.on_stream(0):
+        ac = cp.ascontiguousarray(a)
+    with pytest.raises(ValueError, match="column-major"):
+        d.kernel("gemm")(1.0, ac, b, 0.0, c)
+    # a column-major view with a leading dimension larger than its rows is read as such
+    big = d.to_device(np.asfortranarray(np.vstack([x, rnd((5, 6))])))
+    d.kernel("gemm")(1.0, big[:6], b, 0.0, c)
+    out = np.empty((6, 6), order="F")
+    d.to_host(c, out)
+    np.testing.assert_allclose(out, x @ y, atol=1e-12)
+    d.close()
+
+
+def test_close_synchronizes_the_streams_then_destroys_the_handles_on_the_device(sim):
+    from tileblas.devices.gpu import GPUDevice
+
+    before = set(sim.live_handles())
+    d = GPUDevice(1, memory=1 << 20, streams=2)
+    handles = set(sim.live_handles()) - before
+    queues = {s._q().id for s in d._streams}
+    d.launch("gemm", [1.0, _tile(d, 0, (4, 4)), _tile(d, 0, (4, 4)), 0.0, _tile(d, 512, (4, 4))], {}, 1)
+    n_log = len(sim.log)
+    d.close()
+    assert not handles & set(sim.live_handles())  # every handle destroyed (not an error swallowed)
+    log = sim.log[n_log:]
+    first_destroy = min(i for i, e in enumerate(log) if e[0] == "destroy")
+    assert queues <= {q for what, q in log[:first_destroy] if what == "sync"}
+
+
+def test_syncs_block_instead_of_spinning(sim):
+    """Stream synchronisations spin on a CPU core; the device waits on blocking events instead."""
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.runtime import Runtime
+
+    d = GPUDevice(0, memory=1 << 22, streams=2)
+    with Runtime([d]) as rt:
+        a, b, c = rnd((64, 64)), rnd((64, 64)), np.zeros((64, 64), order="F")
+        rt.gemm(1.0, a, b, 0.0, c, tile_size=32)
+    x = d.to_device(a)
+    d.kernel("gemm")(1.0, x, x, 0.0, d.empty((64, 64), np.float64))
+    d.to_host(x, c)
+    d.close()
+    assert sim.syncs["spinning"] == 0 and sim.syncs["blocking"] > 0
+
+
+def test_a_second_device_on_one_gpu_leaves_a_reserve_and_a_failed_allocation_is_retried(monkeypatch):
+    from tileblas.devices._base import DeviceError
+    from tileblas.devices.gpu import GPUDevice
+
+    total = 1 << 30
+    sim = install(monkeypatch, devices=1, total=total)
+    d1 = GPUDevice(0, streams=1)
+    assert d1.memory_bytes <= 0.8 * total
+    free = sim.mem_info(0)[0]
+    d2 = GPUDevice(0, streams=1)  # what the first left, less a reserve for cuBLAS and CuPy
+    assert d2.memory_bytes <= free - total // 10
+    d2.close()
+    d1.close()
+    sim.state["max_alloc"] = 100 << 20  # the driver refuses what memGetInfo promised (fragmentation)
+    d = GPUDevice(0, streams=1)
+    assert 64 << 20 <= d.memory_bytes <= 100 << 20
+    d.close()
+    with pytest.raises(DeviceError, match="memory="):
+        GPUDevice(0, memory=200 << 20)  # asked for: no retry with less
+
+
+def test_timeline_reference_is_taken_before_the_first_wait(sim):
+    """The reference event was recorded at the first operation after a sync: after a wait for a late event
+    it ran late, and every interval after it was placed too early."""
+    from tileblas.devices.gpu import GPUDevice
+
+    d = GPUDevice(0, memory=1 << 20, streams=2)
+    t = _tile(d, 0, (4, 4), rnd((4, 4)))
+    d.sync(0)
+    d.timeline(0)
+    sim.delay(d._streams[0], 0.05)  # stream 0 is busy for 50 ms
+    ev = d.record(0)
+    d.wait(1, ev)
+    d.launch("gemm", [1.0, t, t, 0.0, _tile(d, 512, (4, 4))], {}, 1)
+    d.sync(1)
+    d.sync(0)
+    (kernel,) = [iv for iv in d.timeline(1) if iv[0] == "kernel"]
+    assert kernel[1] >= ev.ev.t - 1e-3  # (the host clock is read beside the reference, a few us off)
+    d.close()
+
+
+# ------------------------------------------------------------------------------- fallbacks, libcublas
+
+
+def _unbind(sim, monkeypatch, names):
+    from tileblas.kernels import _cuda
+
+    for name in names:
+        monkeypatch.delattr(sim.cublas, name)
+
+    def missing():
+        raise _cuda.CublasError("cuBLAS C library not found (stand-in)")
+
+    monkeypatch.setattr(_cuda, "_LIB", {})
+    monkeypatch.setattr(_cuda, "_find_libcublas", missing)
+    monkeypatch.setattr(_cuda, "_FALLBACKS", {})
+
+
+def test_fallbacks_say_so_once_and_herk_zeroes_the_diagonals_imaginary_part(sim, monkeypatch):
+    from tileblas.devices.gpu import GPUDevice, gpu_info
+    from tileblas.kernels import _cuda
+    from tileblas.runtime import Runtime
+
+    _unbind(sim, monkeypatch, ["zherk", "dtrmm", "dsymm"])
+    n = 32
+    a = rnd((n, n), np.complex128)
+    c0 = rnd((n, n), np.complex128)  # its diagonal has an imaginary part: herk's result has none
+    d = GPUDevice(0, memory=1 << 22, streams=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Runtime([d]) as rt:
+            for _ in range(2):
+                c = c0.copy(order="F")
+                rt.herk(1.0, a, 0.5, c, uplo="U", trans="N", tile_size=16)
+            t = np.asfortranarray(np.triu(rnd((n, n))) / n + 2 * np.eye(n))
+            b = rnd((n, n))
+            rt.trmm(1.0, t, b, side="L", uplo="U", tile_size=16)
+    ours = [w for w in caught if "CuPy composition" in str(w.message)]
+    assert sorted(str(w.message).split(":")[0] for w in ours) == ["gpu0", "gpu0"], [str(w.message) for w in ours]
+    assert {"zherk", "dtrmm"} <= set(_cuda.fallbacks())
+    assert set(d.describe()["fallbacks"]) == {"zherk", "dtrmm"}
+    assert "zherk" in gpu_info()["fallbacks"]
+    up = np.triu(np.ones((n, n), bool))
+    want = a @ a.conj().T + 0.5 * c0
+    np.testing.assert_allclose(c[up], np.where(np.eye(n, dtype=bool), want.real, want)[up], atol=1e-10)
+    assert not np.diag(c).imag.any()
+    d.close()
+
+
+def test_cupy_backend_trmm_fallback_says_so(sim, monkeypatch):
+    from tileblas.kernels import _cuda
+    from tileblas.kernels._gpu_recursive import gpu_recursive
+
+    _unbind(sim, monkeypatch, ["dtrmm"])
+    cp = sim.cp
+    a, b = cp.asfortranarray(cp.asarray(rnd((20, 20)))), cp.asfortranarray(cp.asarray(rnd((20, 5))))
+    with pytest.warns(RuntimeWarning, match="CuPy composition"):
+        gpu_recursive("trmm", 1.0, a, b, "L", "U", "N", "N", stop=8)
+    assert "dtrmm" in _cuda.fallbacks()
+
+
+def test_cupy_backend_leaves_cupys_cublas_handle_as_it_found_it(sim):
+    """host_async binds CuPy's per-thread handle to per-call streams that are destroyed on return."""
+    from tileblas.kernels import _gpu_recursive as g
+
+    cp = sim.cp
+    h = cp.cuda.device.get_cublas_handle()
+    keep = cp.cuda.Stream(non_blocking=True)
+    sim.cublas.setStream(h, keep.ptr)
+    a = np.asfortranarray(np.triu(rnd((40, 40))) / 40 + 2 * np.eye(40))
+    b = rnd((40, 7))
+    g.host_async("trsm", 1.0, a, b.copy(order="F"), "L", "U", "N", "N", stop=8)
+    assert sim.handle_stream(h) == keep.ptr and sim.stream_alive(sim.handle_stream(h))
+    st = cp.cuda.Stream(non_blocking=True)
+    a_d, b_d = cp.asfortranarray(cp.asarray(a)), cp.asfortranarray(cp.asarray(b))
+    cp.cuda.Device().synchronize()
+    g.gpu_recursive("trmm", 1.0, a_d, b_d, "L", "U", "N", "N", stop=8, stream=st)
+    assert sim.handle_stream(h) == keep.ptr
+
+
+def test_the_cublas_handle_is_resolved_before_the_c_symbol(sim, monkeypatch):
+    """The C library is looked up once CuPy's handle exists (CuPy has loaded its libcublas by then)."""
+    from tileblas.kernels import _cuda
+    from tileblas.kernels._gpu_recursive import cublas_native
+
+    order: list = []
+    monkeypatch.delattr(sim.cublas, "dtrmm")
+    lib = c_library(sim, ["dtrmm"])
+    monkeypatch.setattr(_cuda, "_LIB", {})
+    monkeypatch.setattr(_cuda, "_find_libcublas", lambda: order.append("library") or lib)
+    get = sim.cp.cuda.device.get_cublas_handle
+    monkeypatch.setattr(sim.cp.cuda.device, "get_cublas_handle", lambda: order.append("handle") or get())
+    cp = sim.cp
+    a, b = cp.asfortranarray(cp.asarray(np.eye(4))), cp.asfortranarray(cp.asarray(rnd((4, 2))))
+    cp.cuda.Device().synchronize()
+    cublas_native("trmm", 1.0, a, b, "L", "U", "N", "N")
+    assert order[:2] == ["handle", "library"]
+
+
+def test_libcublas_is_the_copy_cupys_bindings_are_linked_with():
+    """With PyTorch's and CuPy's libcublas both loaded, the first one in the memory map may be the wrong
+    one: the library is the one that provides the symbol to CuPy's extension module."""
+    from tileblas.kernels import _cuda
+
+    try:
+        from numpy._core import _multiarray_umath as ext
+    except ImportError:  # NumPy 1
+        from numpy.core import _multiarray_umath as ext
+    path = _cuda._providing_library(ext.__file__, "memcpy")  # an extension module and a symbol it links
+    assert path is not None and path.rsplit("/", 1)[-1].startswith("libc.so")
+    assert _cuda._providing_library(ext.__file__, "no_such_symbol_anywhere") is None
+    maps = ["7f00-7f01 r-xp 0 08:01 1 /opt/torch/lib/libcublas.so.12",
+            "7f02-7f03 r-xp 0 08:01 2 /opt/torch/lib/libcublasLt.so.12",
+            "7f04-7f05 r-xp 0 08:01 3 /site/nvidia/cu13/lib/libcublas.so.13"]
+    assert _cuda._pick_mapped(maps, 13) == "/site/nvidia/cu13/lib/libcublas.so.13"
+    assert _cuda._pick_mapped(maps, 12) == "/opt/torch/lib/libcublas.so.12"
+    assert _cuda._pick_mapped(maps[1:2], 13) is None
