@@ -41,9 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = args.func(args)
     except Exception as exc:
+        from tileblas.devices import DeviceError
         from tileblas.policy._repository import RepositoryError
 
-        if not isinstance(exc, (ValueError, TypeError, OSError, RepositoryError)):
+        # DeviceError: a device that cannot be made here (no CuPy, no usable GPU), said in one line
+        if not isinstance(exc, (ValueError, TypeError, OSError, RepositoryError, DeviceError)):
             raise
         print(f"tileblas {args.command}: error: {exc}", file=sys.stderr)
         return 2

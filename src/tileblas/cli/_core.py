@@ -26,19 +26,8 @@ def info() -> dict[str, Any]:
         ob_version = version("scipy-openblas32")
     except Exception:  # pragma: no cover - metadata missing
         ob_version = "unknown"
-    gpus: list[str] = []
-    gpu_note = "CuPy not installed"
-    try:
-        import importlib.util
+    from tileblas.devices.gpu import gpu_info
 
-        if importlib.util.find_spec("cupy") is not None:
-            import cupy  # type: ignore[import-not-found]
-
-            n = cupy.cuda.runtime.getDeviceCount()
-            gpus = [cupy.cuda.runtime.getDeviceProperties(i)["name"].decode() for i in range(n)]
-            gpu_note = f"{n} CUDA device(s)"
-    except Exception as exc:  # no driver, no device
-        gpu_note = f"CuPy present, no usable GPU ({type(exc).__name__})"
     return {
         "tileblas": __version__,
         "python": sys.version.split()[0],
@@ -57,7 +46,7 @@ def info() -> dict[str, Any]:
         },
         "devices": [d.describe() for d in host_devices()],
         "threads": threads_info(),
-        "gpu": {"available": bool(gpus), "devices": gpus, "note": gpu_note},
+        "gpu": gpu_info(),
         "paths": paths_info(),
     }
 
@@ -149,7 +138,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"threads      native path {t['native_threads']}, limit in force: {lim} (threadpoolctl {t['threadpoolctl']}); "
           + ", ".join(f"instance of {i['nominal']}: {i['num_threads']} now" for i in t["instances"]))
     g = data["gpu"]
-    print("GPU          " + (", ".join(g["devices"]) if g["available"] else f"none ({g['note']})"))
+    print("GPU          " + (", ".join(g["devices"]) + f" ({g['note']})" if g["available"] else f"none ({g['note']})"))
+    cb = g.get("cublas") or {}
+    if g["available"]:
+        print("             cuBLAS: " + (f"{len(cb.get('cupy_binds', []))} routines through CuPy"
+                                         + (f", {len(cb['from_library'])} from {cb['library']}" if cb.get("library")
+                                            else "") if "note" not in cb else cb["note"])
+              + (f"; CuPy compositions: {', '.join(cb['compositions'])}" if cb.get("compositions") else ""))
+    if g.get("fallbacks"):
+        print(f"             ran as CuPy compositions here: {', '.join(sorted(g['fallbacks']))}")
     _print_paths(data["paths"])
     return 0
 

@@ -16,10 +16,15 @@ from tileblas.devices._base import (
 from tileblas.devices.cpu import CPUDevice, cpu_count, host_devices
 from tileblas.devices._discrete import DiscreteDevice, Event
 from tileblas.devices.sim import SimDevice, sim_devices
+from tileblas.devices.gpu import CupyMissingError, GPUUnavailableError  # (imports no CuPy)
 
 
-def _gpu(*args, **kwargs):
-    """Factory of the "gpu" kind: imports CuPy only when a GPU device is created."""
+def _gpu(*args, threads=None, **kwargs):
+    """Factory of the "gpu" kind: imports CuPy only when a GPU device is created.  A spec's thread count
+    ('gpu:1x2') is refused by name: it means BLAS threads of a CPU worker."""
+    if threads is not None:
+        raise ValueError(f"a GPU device has no BLAS threads to set (x{threads}); the 'xN' of a spec like "
+                         "'cpu:1x2' is for CPU workers: name GPUs as 'gpu:N'")
     from tileblas.devices.gpu import GPUDevice
 
     return GPUDevice(*args, **kwargs)
@@ -33,6 +38,8 @@ __all__ = [
     "CPUDevice",
     "DiscreteDevice",
     "Event",
+    "GPUUnavailableError",
+    "CupyMissingError",
     "SimDevice",
     "sim_devices",
     "create_device",

@@ -104,7 +104,7 @@ def _cupy() -> Any:
     try:
         return _cuda.cupy_module()
     except _cuda.CupyUnavailable as exc:
-        raise CupyMissingError(f"GPU devices need CuPy. {exc}", name="cupy") from None
+        raise CupyMissingError(f"GPU devices need CuPy. {exc}") from None
 
 
 def _count(cp: Any) -> int:

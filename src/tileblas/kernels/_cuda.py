@@ -249,6 +249,8 @@ def cublas_report() -> dict[str, Any]:
         return {"library": None, "note": f"CuPy's cuBLAS bindings do not import: {exc}"}
     bound = [r for r in routines if hasattr(cublas, r)]
     rest = [r for r in routines if r not in bound]
+    if not rest:
+        return {"library": None, "cupy_binds": bound, "from_library": [], "compositions": []}
     try:
         lib = _library()
     except CublasError as exc:

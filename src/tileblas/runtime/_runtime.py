@@ -191,22 +191,27 @@ def make_devices(spec: Any = None) -> list:
     if isinstance(spec, str):
         devs: list = []
         counts: dict[str, int] = {}
-        for item in spec.split(","):
-            item = item.strip()
-            kind, _, rest = item.partition(":")
-            count_s, _, threads_s = (rest or "1").partition("x")
-            try:
-                count = int(count_s)
-                threads = int(threads_s) if threads_s else None
-            except ValueError:
-                raise ValueError(f"devices spec item must look like 'cpu:2' or 'cpu:1x2'; got {item!r}") from None
-            if count < 1:
-                raise ValueError(f"devices spec item {item!r} must have a count >= 1")
-            for _ in range(count):
-                idx = counts.get(kind, 0)
-                counts[kind] = idx + 1
-                kw = {"threads": threads} if threads else {}
-                devs.append(create_device(kind, idx, **kw))
+        try:
+            for item in spec.split(","):
+                item = item.strip()
+                kind, _, rest = item.partition(":")
+                count_s, _, threads_s = (rest or "1").partition("x")
+                try:
+                    count = int(count_s)
+                    threads = int(threads_s) if threads_s else None
+                except ValueError:
+                    raise ValueError(f"devices spec item must look like 'cpu:2' or 'cpu:1x2'; got {item!r}") from None
+                if count < 1:
+                    raise ValueError(f"devices spec item {item!r} must have a count >= 1")
+                for _ in range(count):
+                    idx = counts.get(kind, 0)
+                    counts[kind] = idx + 1
+                    kw = {"threads": threads} if threads else {}
+                    devs.append(create_device(kind, idx, **kw))
+        except BaseException:
+            for d in devs:  # a spec that cannot be made whole leaves nothing open (a GPU's tile memory)
+                d.close()
+            raise
         return devs
     devs = list(spec)
     if not devs:
