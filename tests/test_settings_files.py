@@ -221,3 +221,85 @@ def test_fuzz_no_policy_file_content_breaks_a_call_or_info(policy_file, doc):
         assert got == [] and pol.source.startswith("tuned on")
     json.dumps(_core.info(), default=str)  # what `tileblas info` shows
     pol.describe()
+
+
+# -- the model repository: locked, empty, foreign -------------------------------------------------------
+
+
+@pytest.fixture
+def locked_repository(tmp_path):
+    """A model repository held under an exclusive lock by another process for the test's length."""
+    from tileblas.perf import Repository
+
+    path = tmp_path / "models.sqlite"
+    Repository(path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys, time\n"
+         f"con = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+         "con.execute('PRAGMA locking_mode=EXCLUSIVE'); con.execute('BEGIN EXCLUSIVE')\n"
+         "con.execute(\"INSERT INTO meta VALUES ('held', 'by another process')\")\n"
+         "print('locked', flush=True); time.sleep(300)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield path
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_locked_model_repository_does_not_stall_a_tiled_call(locked_repository, monkeypatch):
+    import time
+
+    import tileblas
+    from tileblas.policy import _suggest
+
+    monkeypatch.setenv("TILEBLAS_MODEL_DB", str(locked_repository))
+    _suggest.clear_cache()
+    try:
+        t0 = time.perf_counter()
+        assert _suggest.suggest("tile_size", n=2048) is None  # the shipped heuristics apply
+        a = np.asfortranarray(np.random.default_rng(1).random((700, 700)))
+        c = np.zeros((700, 700), order="F")
+        with tileblas.Runtime(2, small_flops=0) as rt:
+            rt.run("gemm", 1.0, a, a, 0.0, c)
+        took = time.perf_counter() - t0
+    finally:
+        _suggest.clear_cache()
+    assert took < 5.0, f"stalled {took:.1f} s on a locked model repository"
+    np.testing.assert_allclose(c, a @ a, rtol=1e-12)
+
+
+def test_model_show_on_a_locked_repository_prints_one_line(locked_repository, capsys):
+    import time
+
+    from tileblas.cli import main
+
+    t0 = time.perf_counter()
+    rc = main(["model", "show", "--db", str(locked_repository)])
+    took = time.perf_counter() - t0
+    out, err = capsys.readouterr()
+    assert rc == 2 and took < 10 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "locked" in err and str(locked_repository) in err
+
+
+@pytest.mark.parametrize("content", [b"", b"my notes, not a database\n", "sqlite_other"])
+def test_model_show_never_rewrites_a_file_that_is_no_model_repository(tmp_path, capsys, content):
+    import sqlite3
+
+    from tileblas.cli import main
+
+    f = tmp_path / "mine.db"
+    if content == "sqlite_other":
+        con = sqlite3.connect(f)
+        con.execute("CREATE TABLE people (name TEXT)")
+        con.commit()
+        con.close()
+    else:
+        f.write_bytes(content)
+    before = f.read_bytes()
+    rc = main(["model", "show", "--db", str(f)])
+    out, err = capsys.readouterr()
+    assert f.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["mine.db"]
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "not a tileblas model repository" in err

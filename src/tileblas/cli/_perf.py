@@ -33,6 +33,10 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected integers like 256,512 or 16:256:16; got {text!r}") from None
 
 
+#: Seconds the read-only model commands wait for another process's lock on the repository.
+_SHOW_TIMEOUT = 2.0
+
+
 def _repo(args: argparse.Namespace):
     from tileblas.perf import Repository
 
@@ -105,8 +109,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     from tileblas.perf import Repository
 
-    try:
-        repo = Repository(args.db, create=False)
+    try:  # read only (never creates or rewrites a file), a short wait for another process's lock
+        repo = Repository(args.db, create=False, timeout=_SHOW_TIMEOUT, read_only=True)
     except FileNotFoundError as exc:
         print(f"{exc}; build models with `tileblas model build ROUTINE` or `tileblas tune`")
         return 0

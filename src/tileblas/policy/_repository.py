@@ -6,6 +6,12 @@ Design note
     processes never share one), in WAL mode with a busy timeout; writes run in ``BEGIN IMMEDIATE``
     transactions, so concurrent writers serialise and readers never see half a model.
 
+    Readers.  ``Repository(path, read_only=True)`` (what the runtime's model lookups, ``tileblas model
+    show`` and ``rank`` without ``--build`` open) never creates the file or its tables and never writes:
+    an empty file, or one that is not a tileblas repository, is an error that leaves it as it is.  The
+    runtime's lookups wait :data:`READ_TIMEOUT` for a lock, not the writers' 30 s: a repository locked by
+    another process is :class:`RepositoryBusyError`, and the lookup falls back to the shipped heuristics.
+
     Schema versioning: a ``meta`` table holds ``schema_version``.  A file written by a newer tileblas (or
     a database that is not a tileblas repository, or bytes that are not SQLite at all) raises
     :class:`RepositoryError` naming the path and what is wrong.  Each model body is JSON with a SHA-256
@@ -32,9 +38,12 @@ from typing import Any, Iterator
 from tileblas.policy._models import Submodel
 from tileblas.policy._paths import default_path
 
-__all__ = ["Repository", "RepositoryError", "ReadOnlyRepositoryError", "ModelKey", "current_key", "default_path", "SCHEMA_VERSION"]
+__all__ = ["Repository", "RepositoryError", "ReadOnlyRepositoryError", "RepositoryBusyError", "ModelKey",
+           "current_key", "default_path", "SCHEMA_VERSION", "READ_TIMEOUT"]
 
 SCHEMA_VERSION = 1
+#: Seconds a reader that has a fallback (the runtime's model lookups) waits for another process's lock.
+READ_TIMEOUT = 0.2
 _APP = "tileblas-models"
 
 _SCHEMA = """
@@ -60,6 +69,15 @@ class RepositoryError(RuntimeError):
 
 class ReadOnlyRepositoryError(RepositoryError, PermissionError):
     """A write (store, delete, create) to a model repository that this process may only read."""
+
+
+class RepositoryBusyError(RepositoryError):
+    """The model repository stayed locked by another connection or process for the whole busy timeout."""
+
+
+def _is_busy_error(exc: BaseException) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
 
 
 def _writable(path: Path) -> bool:
@@ -118,22 +136,31 @@ class Repository:
         Create the file (and its directory) if missing.  With ``create=False`` a missing file raises
         :class:`FileNotFoundError`.
     timeout : float
-        Seconds a writer waits for another writer's lock.
+        Seconds a connection waits for another's lock (then :class:`RepositoryBusyError`).
+    read_only : bool
+        Open for reading only: never create the file or its tables, never write (stores raise
+        :class:`ReadOnlyRepositoryError`); a file that is not a tileblas repository is left as it is.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True, timeout: float = 30.0,
+                 read_only: bool = False) -> None:
         self.path = Path(path) if path is not None else default_path()
         self.timeout = float(timeout)
         if self.path.is_dir():
             raise RepositoryError(f"the model repository path {self.path} is a directory, not a file")
         if not self.path.exists():
-            if not create:
+            if not create or read_only:
                 raise FileNotFoundError(f"no model repository at {self.path}")
             self._make_parent()
-        #: True when the file can be read but not written (permissions): loads work, stores raise
-        #: :class:`ReadOnlyRepositoryError`.
-        self.read_only = self.path.exists() and not _writable(self.path)
+        if read_only and not self.path.is_file():
+            raise RepositoryError(f"{self.path} is not a regular file, not a tileblas model repository")
+        self._reader = bool(read_only)
+        #: True when the file can be read but not written (opened ``read_only``, or permissions): loads
+        #: work, stores raise :class:`ReadOnlyRepositoryError`.
+        self.read_only = self._reader or (self.path.exists() and not _writable(self.path))
         self._immutable: bool | None = None
+        if self._reader and self.path.stat().st_size == 0:
+            raise RepositoryError(f"{self.path} is an empty file, not a tileblas model repository (left as it is)")
         self._init()
 
     def _make_parent(self) -> None:
@@ -161,16 +188,35 @@ class Repository:
         database (read-only directory), the file is opened as immutable: nothing can write it then."""
         base = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
         if self._immutable is None:
-            self._immutable = False
+            immutable = False
             try:
                 con = sqlite3.connect(base, uri=True, timeout=self.timeout)
                 try:
                     con.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 finally:
                     con.close()
-            except sqlite3.OperationalError:
-                self._immutable = True
+            except sqlite3.OperationalError as exc:
+                if _is_busy_error(exc):  # locked by another process: not a read-only directory; ask again later
+                    raise self._busy_error(exc) from exc
+                immutable = not os.access(self.path.parent, os.W_OK)  # no -shm can be made beside it
+                if not immutable:
+                    raise RepositoryError(f"cannot open the model repository {self.path}: {exc}") from exc
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged_error(exc) from exc
+            self._immutable = immutable
         return base + "&immutable=1" if self._immutable else base
+
+    def _damaged_error(self, exc: BaseException) -> RepositoryError:
+        if self._reader:  # maybe a file of the user's: no advice to delete it
+            return RepositoryError(f"{self.path} is damaged or not an SQLite file ({exc}): not a tileblas model "
+                                   "repository (left as it is)")
+        return RepositoryError(f"the model repository {self.path} is damaged or not an SQLite file ({exc}); "
+                               "delete it or point TILEBLAS_MODEL_DB elsewhere")
+
+    def _busy_error(self, exc: BaseException) -> RepositoryBusyError:
+        return RepositoryBusyError(
+            f"the model repository {self.path} is locked by another process (waited {self.timeout:g} s: {exc}); "
+            "try again when it is done")
 
     def _read_only_error(self, what: str = "store models in it") -> ReadOnlyRepositoryError:
         return ReadOnlyRepositoryError(
@@ -192,14 +238,11 @@ class Repository:
             con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             yield con
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise
+            if _is_busy_error(exc):
+                raise self._busy_error(exc) from exc
             if _is_readonly_error(exc):
                 raise self._read_only_error() from exc
-            raise RepositoryError(
-                f"the model repository {self.path} is damaged or not an SQLite file ({exc}); "
-                f"delete it or point TILEBLAS_MODEL_DB elsewhere"
-            ) from exc
+            raise self._damaged_error(exc) from exc
         finally:
             con.close()
 
@@ -225,6 +268,9 @@ class Repository:
                 self._check_version(con)
                 if tables >= {"meta", "models", "properties"}:
                     return
+            if self._reader:
+                raise RepositoryError(f"{self.path} is an SQLite database without the tables of a tileblas "
+                                      "model repository: not a tileblas model repository (left as it is)")
             if self.read_only:
                 raise self._read_only_error("create its tables")
             con.execute("PRAGMA journal_mode=WAL").fetchone()

@@ -145,10 +145,12 @@ def _predictor(path: str, threads: int, locality: str) -> Any:
         pred = None
         try:
             from tileblas.policy._predictor import Predictor
-            from tileblas.policy._repository import Repository, current_key
+            from tileblas.policy._repository import READ_TIMEOUT, Repository, current_key
 
-            pred = Predictor(Repository(path, create=False), current_key(threads, locality))
-        except Exception:  # damaged, foreign or too new file, no BLAS library: the heuristic applies
+            # read only, and no long wait for a lock: a call must not stall on another process's work
+            pred = Predictor(Repository(path, create=False, timeout=READ_TIMEOUT, read_only=True),
+                             current_key(threads, locality))
+        except Exception:  # damaged, foreign, locked or too new file, no BLAS library: the heuristic applies
             pred = None
         preds[pk] = pred
     return preds[pk]
