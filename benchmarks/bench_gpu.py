@@ -4,8 +4,14 @@ Usage::
 
     python benchmarks/bench_gpu.py [--parts incore,routines,hetero,ooc,trace] [--sizes 8192,16384,32768]
                                    [--routine-n 16384] [--ooc-n 65536] [--trials 3] [--out DIR]
+    python benchmarks/bench_gpu.py --parts quick [--quick-n 8192]
 
-Parts, in the order they run (most important first; ``benchmarks/gpu_suite.sh`` runs them all):
+``quick`` (not among the default parts; ``benchmarks/gpu_suite.sh`` runs it, a minute on an H100): dgemm
+n = ``--quick-n`` on host operands through the tile runtime on GPU 0, in core (default tile memory) and out
+of core (``GPUDevice(memory=1 << 30)``), against ``cupy.matmul`` on device operands; the recursive
+trmm/trsm on device arrays against cuBLAS's own in-place call; every result against its reference.
+
+Parts, in the order they run (most important first):
 
 * ``incore``: dgemm and sgemm on host-resident operands through the tile runtime on one GPU, against one
   cuBLAS call (``cupy.matmul``) on device-resident operands of the same size (BLASX's in-core peak:
@@ -36,7 +42,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-PARTS = ("incore", "routines", "hetero", "ooc", "trace")
+PARTS = ("incore", "routines", "hetero", "ooc", "trace", "quick")
+DEFAULT_PARTS = PARTS[:-1]
 
 
 def _cp() -> Any:
@@ -106,6 +113,90 @@ def _gpu_runtime(extra: str = "", timeline: bool = False) -> Any:
 
         devs += make_devices(extra)
     return tileblas.Runtime(devs), devs[0]
+
+
+def _best_fresh(call: Callable[[Any], Any], make: Callable[[], Any], trials: int) -> float:
+    """Like :func:`_best` for a call that works in place: ``make()`` (untimed) gives each run its operand."""
+    call(make())
+    _sync()
+    best = float("inf")
+    for _ in range(trials):
+        x = make()
+        _sync()
+        t0 = time.perf_counter()
+        call(x)
+        _sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def part_quick(args: argparse.Namespace, res: dict) -> None:
+    import tileblas
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.kernels._gpu_recursive import cublas_native, gpu_recursive
+
+    cp = _cp()
+    n = args.quick_n
+    a, b = _host(n, n, np.float64, 1), _host(n, n, np.float64, 2)
+    ad, bd = cp.asfortranarray(cp.asarray(a)), cp.asfortranarray(cp.asarray(b))
+    cd = cp.empty((n, n), dtype=np.float64, order="F")
+    t_mm = _best(lambda: cp.matmul(ad, bd, out=cd), args.trials)
+    ref = cp.asnumpy(cd)
+    ad = bd = cd = None
+    _free_gpu()
+    scale = float(np.abs(ref).max()) or 1.0
+    fl = 2.0 * n ** 3
+    rows = []
+    for label, memory in (("incore", None), ("ooc_1GiB", 1 << 30)):
+        gpu = GPUDevice(0, memory=memory, timeline=False)
+        rt = tileblas.Runtime([gpu])
+        c = np.zeros((n, n), order="F")
+        try:
+            t = _best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c), args.trials)
+            prof = rt.last_profile()
+        finally:
+            rt.shutdown()
+            gpu.close()
+            _free_gpu()
+        row = {"what": label, "n": n, "memory": gpu.memory_bytes, "cupy_matmul_s": t_mm, "tiles_s": t,
+               "ratio": t_mm / t, "tiles_tflops": fl / t / 1e12, "cupy_tflops": fl / t_mm / 1e12,
+               "tile": prof.tile_size, "bytes_moved": sum(d.bytes_moved for d in prof.devices),
+               "max_rel_error": float(np.abs(c - ref).max()) / scale}
+        rows.append(row)
+        print(f"  dgemm n={n} {label}: tiles {row['tiles_tflops']:.1f} TF/s, cupy.matmul {row['cupy_tflops']:.1f} "
+              f"TF/s -> {row['ratio']:.3f}x (tile {row['tile']}, {row['bytes_moved'] / 2**30:.1f} GiB moved, "
+              f"error {row['max_rel_error']:.1e})", flush=True)
+    res["quick_gemm"] = rows
+    del ref, c
+    t_h = np.tril(_host(n, n, np.float64, 3)) / n
+    t_h[np.diag_indices(n)] += 2.0
+    A = cp.asfortranarray(cp.asarray(t_h))
+    del t_h
+    B = cp.asfortranarray(cp.asarray(b))
+    Z = cp.tril(A)
+    tri = []
+    for kind in ("trmm", "trsm"):
+        def run(h: Any, M: Any, kind: str = kind) -> None:
+            h(kind, 1.0, A, M, "L", "L", "N", "N")
+
+        X, Y = B.copy(order="F"), B.copy(order="F")
+        run(gpu_recursive, X)
+        run(cublas_native, Y)
+        _sync()
+        scale = float(cp.abs(Y).max()) or 1.0
+        row = {"kind": kind, "n": n, "diff_vs_cublas": float(cp.abs(X - Y).max()) / scale,
+               "residual": float(cp.abs(Z @ B - Y if kind == "trmm" else Z @ Y - B).max()) / float(cp.abs(B).max()),
+               "recursive_s": _best_fresh(lambda M: run(gpu_recursive, M), lambda: B.copy(order="F"), args.trials),
+               "cublas_s": _best_fresh(lambda M: run(cublas_native, M), lambda: B.copy(order="F"), args.trials)}
+        row["speedup"] = row["cublas_s"] / row["recursive_s"]
+        X = Y = None
+        tri.append(row)
+        print(f"  {kind} n={n} (side L, lower, N): recursive {row['recursive_s'] * 1e3:.1f} ms, cuBLAS "
+              f"{row['cublas_s'] * 1e3:.1f} ms -> {row['speedup']:.2f}x; vs cuBLAS {row['diff_vs_cublas']:.1e}, "
+              f"residual {row['residual']:.1e}", flush=True)
+    res["quick_trmm_trsm"] = tri
+    A = B = Z = None
+    _free_gpu()
 
 
 def part_incore(args: argparse.Namespace, res: dict) -> None:
@@ -291,10 +382,11 @@ def part_ooc(args: argparse.Namespace, res: dict, trace_dir: str | None = None) 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench_gpu", description=__doc__.split("\n\n")[0])
-    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--parts", default=",".join(DEFAULT_PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     p.add_argument("--sizes", default="8192,16384,32768", help="incore sizes")
     p.add_argument("--routine-n", type=int, default=16384)
     p.add_argument("--ooc-n", type=int, default=65536)
+    p.add_argument("--quick-n", type=int, default=8192)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-results"))
     args = p.parse_args(argv)
@@ -305,13 +397,20 @@ def main(argv: list[str] | None = None) -> int:
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     os.makedirs(args.out, exist_ok=True)
     import tileblas
+    from tileblas.devices.gpu import gpu_info
 
-    cp = _cp()
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    res: dict[str, Any] = {"device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
-                           "cupy": cp.__version__, "tileblas": tileblas.__version__, "trials": args.trials,
-                           "cpu_count": os.cpu_count(), "errors": {}}
     path = os.path.join(args.out, "bench_gpu.json")
+    res: dict[str, Any] = {"tileblas": tileblas.__version__, "trials": args.trials, "cpu_count": os.cpu_count(),
+                           "errors": {}}
+    g = gpu_info()
+    if not g["available"]:  # no CuPy or no usable GPU: say why, in the results too
+        res["errors"]["gpu"] = g["note"]
+        print(f"no GPU to measure: {g['note']}", file=sys.stderr)
+        with open(path, "w") as fh:
+            json.dump(res, fh, indent=1, default=float)
+        return 2
+    cp = _cp()
+    res.update(device=g["devices"][0], cupy=cp.__version__, cublas=g.get("cublas"))
     for part in parts:
         print(f"== {part}", flush=True)
         t0 = time.perf_counter()
@@ -326,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                 part_ooc(args, res, args.out if "trace" in parts else None)
             elif part == "trace" and "ooc" not in parts:
                 part_ooc(args, res, args.out)
+            elif part == "quick":
+                part_quick(args, res)
         except Exception:  # noqa: BLE001 - one part's failure is reported and the others still run
             res["errors"][part] = traceback.format_exc()
             print(res["errors"][part], file=sys.stderr)

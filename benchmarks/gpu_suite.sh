@@ -1,72 +1,206 @@
 #!/usr/bin/env bash
-# Every GPU measurement of tileblas in one command, on a machine with an NVIDIA GPU and CuPy.
+# The GPU check of tileblas: one command, at most 8 minutes, on a machine with an NVIDIA GPU and CuPy
+# (made for the GPU test machine: one H100, 16 cores, 128 GiB, CuPy 14 / CUDA 13, Python 3.12, no network).
 #
-#   bash benchmarks/gpu_suite.sh [OUTDIR] [BUDGET_MINUTES]
+#   bash benchmarks/gpu_suite.sh [OUTDIR]          (OUTDIR: default $OUT, else gpu-results)
 #
-# OUTDIR defaults to $OUT, else gpu-results; BUDGET_MINUTES (default 28) bounds the whole run: steps are
-# ordered by priority and a step that would start after the budget is skipped (and reported).
-# Without internet: put the wheels the machine lacks in .whl/ at the root of the tree; they are installed
-# with --no-index into /tmp/tileblas-site.  tileblas needs numpy, scipy and scipy-openblas32 (its own
-# OpenBLAS); a machine with CuPy usually lacks only the last, fetched on a machine with internet by
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-#       -d .whl scipy-openblas32  tileblas itself runs from
-# the tree: its two C extensions are compiled in place with the machine's C compiler.  Each step writes a log; JSON and PNG results go to
-# OUTDIR, with nvidia-smi's report and a summary (step, exit status, seconds).
+# Set-up in the checkout, once (the machine has no scipy-openblas32 and no network; .whl/ is ignored by git
+# and must travel with the tree, e.g. the device run's carry=[".whl"]):
+#   mkdir -p .whl && cp /work/shared/wheels/scipy_openblas32-*.whl .whl/
+#   echo /.whl/ >> .git/info/exclude
+#
+# Steps, each with its own time limit (seconds; all of them together 470 s < 8 min; a step gets at most
+# what is left of the whole), each failure recorded and the next step run all the same (the script exits
+# 0; the summary says what failed):
+#
+#   step    limit  what                                                              host memory
+#   build     60   the C extensions of setup.py compiled in place (-O2 -pthread)      < 1 GiB
+#   wheels    30   the wheels of .whl/ unpacked into a private site dir (no index)    < 1 GiB
+#   env       40   versions, the GPUs, nvidia-smi, the libcublas tileblas calls and   < 1 GiB
+#                  the one CuPy's bindings call, the cuBLAS _v2 symbols it lacks
+#   pytest   170   pytest -m gpu on the GPU test files only                          < 2 GiB
+#   bench    170   benchmarks/bench_gpu.py --parts quick: dgemm n = 8192 in core and  ~ 3 GiB
+#                  out of core (1 GiB tile memory) vs cupy.matmul, recursive trmm/trsm
+#                  vs cuBLAS
+#
+# Results in OUTDIR (7 files at most): summary.txt (the table above with the seconds used and exit
+# statuses), build.txt, env.txt, pytest.txt, bench.txt, bench_gpu.json, extra.tar.gz (the pytest JUnit
+# XML).  Where CuPy is missing each step says so and the whole run takes seconds.
+#
+# TILEBLAS_BUILD_IN=DIR builds and runs from a copy of src/ in DIR instead of in place (the CPU test of
+# this script uses it, so that the checkout's own compiled modules stay as they are).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 out=${1:-${OUT:-gpu-results}}
-budget=$(( ${2:-28} * 60 ))
-py=${PYTHON:-python3}
 mkdir -p "$out"
-t_start=$(date +%s)
+out=$(cd "$out" && pwd)
+py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
+total=470
+t_start=$(date +%s)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/tileblas-gpu-suite.XXXXXX")
+summary=$out/summary.txt
+printf '%-7s %6s %6s %4s  %s\n' step limit used rc result > "$summary"
 
-if ls .whl/*.whl >/dev/null 2>&1; then
-    $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/tileblas-site \
-        .whl/*.whl || exit 1
-    export PYTHONPATH=/tmp/tileblas-site${PYTHONPATH:+:$PYTHONPATH}
-fi
-# the two C extensions, compiled in place with the machine's compiler (no setuptools, no network)
-$py - > "$out/build.log" 2>&1 <<'EOF' || { cat "$out/build.log"; exit 1; }
-import subprocess, sysconfig, numpy
-inc = [sysconfig.get_paths()["include"], numpy.get_include()]
-cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-for src in ("src/tileblas/kernels/_native.c", "src/tileblas/blas/_fastpath.c"):
-    out = src[:-2] + sysconfig.get_config_var("EXT_SUFFIX")
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", *["-I" + i for i in inc], src, "-o", out], check=True)
-    print("built", out)
-EOF
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
-nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-$py -c "import cupy, tileblas; print('cupy', cupy.__version__, 'tileblas', tileblas.__version__)" | tee "$out/versions.txt"
-
-step() {  # step NAME MAX_SECONDS COMMAND...
-    local name=$1 limit=$2 t0 rc left
-    shift 2
-    left=$(( budget - ($(date +%s) - t_start) ))
-    if (( left < 30 )); then
-        echo "$name skipped (budget spent)" | tee -a "$out/summary.txt"
+# step NAME LIMIT LOG COMMAND...: run with the smaller of LIMIT and what is left of the whole budget
+step() {
+    local name=$1 limit=$2 log=$3 t0 rc left result
+    shift 3
+    left=$(( total - ($(date +%s) - t_start) ))
+    if (( left < 10 )); then
+        printf '%-7s %6s %6s %4s  %s\n' "$name" "$limit" 0 - "skipped: the 8-minute budget is spent" >> "$summary"
         return
     fi
     (( limit > left )) && limit=$left
-    echo "== $name (at most ${limit}s)"
+    echo "== $name (at most ${limit} s)"
     t0=$(date +%s)
-    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    timeout -k 5 "$limit" bash -c '"$@"' step "$@" >> "$log" 2>&1  # (the steps are exported functions)
     rc=$?
-    tail -n 15 "$out/$name.log"
-    echo "$name rc=$rc $(( $(date +%s) - t0 ))s" | tee -a "$out/summary.txt"
+    case $rc in
+        0) result=ok ;;
+        124|137) result="timed out after ${limit} s" ;;
+        *) result="failed: $(grep -v '^\s*$' "$log" | tail -n 1 | cut -c1-160)" ;;
+    esac
+    printf '%-7s %6s %6s %4s  %s\n' "$name" "$limit" "$(( $(date +%s) - t0 ))" "$rc" "$result" >> "$summary"
+    tail -n 5 "$log"
 }
 
-# 1. every GPU test (the rest of the suite runs in CI without a GPU)
-step pytest-gpu 300 $py -m pytest -q -m gpu tests --junitxml "$out/pytest-gpu.xml"
-# 2, 5, 4, 3, 8. the tile runtime on the GPU: in-core, every routine, GPU + CPU, out-of-core and its trace
-step bench-gpu-incore 300 $py benchmarks/bench_gpu.py --parts incore --out "$out/incore"
-step bench-gpu-routines 300 $py benchmarks/bench_gpu.py --parts routines --out "$out/routines"
-step bench-gpu-hetero 150 $py benchmarks/bench_gpu.py --parts hetero --out "$out/hetero"
-step bench-gpu-ooc 400 $py benchmarks/bench_gpu.py --parts ooc,trace --out "$out/ooc"
-# 6. KBLAS: recursive trmm/trsm on cuBLAS vs cuBLAS's own; the asynchronous host-data variant
-step bench-trmm-trsm 300 $py benchmarks/bench_trmm_trsm.py --gpu --json "$out/trmm_trsm_gpu.json"
-# 7. the asynchronous API with GPU + CPU backends vs the GPU alone
-step bench-async 200 $py benchmarks/bench_async.py --quick --accel gpu --json "$out/async_gpu.json"
+src=$root/src
+if [ -n "${TILEBLAS_BUILD_IN:-}" ]; then
+    mkdir -p "$TILEBLAS_BUILD_IN" && cp -r "$root/src" "$TILEBLAS_BUILD_IN/" && src=$TILEBLAS_BUILD_IN/src
+fi
+site=$scratch/site
+export root src py out scratch site
 
-echo "total $(( $(date +%s) - t_start ))s" | tee -a "$out/summary.txt"
+# 1. build: every extension setup.py declares, with its own sources, include dirs and flags, in place
+build() {
+    cd "$root" && SRC=$src "$py" - <<'EOF'
+import os, shutil, subprocess, sys, sysconfig, types
+from concurrent.futures import ThreadPoolExecutor
+
+# setup.py read with a setuptools of our own (the machine may have none): its extensions as declared
+exts = []
+
+
+class Extension:
+    def __init__(self, name, sources, include_dirs=(), extra_compile_args=(), extra_link_args=(), **_):
+        self.name, self.sources, self.include_dirs = name, list(sources), list(include_dirs)
+        self.extra_compile_args, self.extra_link_args = list(extra_compile_args), list(extra_link_args)
+
+
+sys.modules["setuptools"] = types.SimpleNamespace(Extension=Extension,
+                                                  setup=lambda **kw: exts.extend(kw.get("ext_modules", [])))
+sys.argv = ["setup.py"]
+exec(compile(open("setup.py").read(), "setup.py", "exec"), {"__name__": "__main__"})
+cc = None
+for c in (os.environ.get("CC"), *(sysconfig.get_config_var("CC") or "").split()[:1], "cc", "gcc"):
+    if c and shutil.which(c):
+        cc = c
+        break
+if cc is None:
+    sys.exit("no C compiler found (CC, sysconfig's CC, cc, gcc)")
+suffix = sysconfig.get_config_var("EXT_SUFFIX")
+src = os.environ["SRC"]
+
+def moved(p):  # a path under src/ in the tree that is built
+    return os.path.join(src, os.path.relpath(p, "src")) if p.startswith("src/") else p
+
+def build(ext):
+    target = os.path.join(src, *ext.name.split(".")) + suffix
+    cmd = [cc, "-shared", "-fPIC", "-pthread", "-I" + sysconfig.get_paths()["include"]]
+    cmd += ["-I" + moved(d) for d in ext.include_dirs] + list(ext.extra_compile_args)
+    cmd += [moved(s) for s in ext.sources] + list(ext.extra_link_args) + ["-o", target]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return ext.name, r.returncode, " ".join(cmd), r.stdout + r.stderr
+
+with ThreadPoolExecutor(len(exts)) as pool:
+    results = list(pool.map(build, exts))
+for name, rc, cmd, log in results:
+    print(f"{'built' if rc == 0 else 'FAILED'} {name}: {cmd}\n{log}", end="")
+bad = [name for name, rc, *_ in results if rc]
+print(f"{len(results) - len(bad)} of {len(results)} extensions built" + (f"; failed: {', '.join(bad)}" if bad else ""))
+sys.exit(1 if bad else 0)
+EOF
+}
+export -f build
+step build 60 "$out/build.txt" build
+
+# 2. wheels: what the machine lacks (scipy-openblas32), unpacked without an index or pip's resolver
+wheels() {
+    if ! ls "$root"/.whl/*.whl > /dev/null 2>&1; then
+        echo "no .whl/ in the checkout: using the interpreter's own packages"
+        return 0
+    fi
+    "$py" - "$site" "$root"/.whl/*.whl <<'EOF'
+import sys, zipfile
+site, wheels = sys.argv[1], sys.argv[2:]
+for w in wheels:
+    zipfile.ZipFile(w).extractall(site)
+    print("unpacked", w.rsplit("/", 1)[-1])
+EOF
+}
+export -f wheels
+step wheels 30 "$out/build.txt" wheels
+export PYTHONPATH=$src:$site${PYTHONPATH:+:$PYTHONPATH}
+
+# 3. env: versions, GPUs, which libcublas (tileblas' and CuPy's bindings'), the _v2 symbols it lacks
+env_report() {
+    (command -v nvidia-smi > /dev/null && nvidia-smi) || echo "nvidia-smi: not found"
+    "$py" - <<'EOF'
+import json, sys
+print("python", sys.version.split()[0])
+import numpy
+print("numpy", numpy.__version__)
+import tileblas
+from tileblas.kernels import _openblas
+print("tileblas", tileblas.__version__, "from", tileblas.__file__)
+print("OpenBLAS", _openblas.get_library(1).config())
+from tileblas.devices.gpu import gpu_info
+g = gpu_info()
+print(json.dumps(g, indent=1, default=str))
+if not g["available"]:
+    sys.exit(f"no GPU: {g['note']}")
+import cupy
+from cupy_backends.cuda.libs import cublas as bindings
+from tileblas.kernels import _cuda
+rt = cupy.cuda.runtime
+print("cupy", cupy.__version__, "CUDA runtime", rt.runtimeGetVersion(), "driver", rt.driverGetVersion())
+print("CuPy's cuBLAS bindings:", bindings.__file__)
+print("libcublas giving them cublasCreate_v2:", _cuda._providing_library(bindings.__file__, "cublasCreate_v2"))
+lib = _cuda._library()
+print("libcublas tileblas calls:", lib._name)
+print("libcublas in the memory map:", sorted({l.split()[-1] for l in open("/proc/self/maps") if "libcublas" in l}))
+names = [f"cublas{p.upper()}{r}_v2" for p in "sdcz" for r in _cuda._ARGTYPES if p in "cz" or r[0] != "h"]
+missing = [n for n in names if not hasattr(lib, n)]
+print(f"_v2 symbols of the {len(names)} Level-3 routines missing from it:", missing)
+sys.exit(1 if missing else 0)
+EOF
+}
+export -f env_report
+step env 40 "$out/env.txt" env_report
+
+# 4. the GPU tests, by file name (the other test files need what this machine lacks)
+gpu_tests() {
+    local opts=()
+    "$py" -c "import pytest_timeout" 2> /dev/null && opts+=(--timeout 120)
+    cd "$root" && "$py" -m pytest -q -m gpu -p no:cacheprovider "${opts[@]}" --junitxml "$scratch/pytest-gpu.xml" \
+        tests/test_gpu_*.py
+}
+export -f gpu_tests
+step pytest 170 "$out/pytest.txt" gpu_tests
+
+# 5. the quick benchmark (bench_gpu.py's part "quick")
+bench() {
+    cd "$root" && "$py" benchmarks/bench_gpu.py --parts quick --quick-n "${GPU_SUITE_N:-8192}" --trials 2 \
+        --out "$out"
+}
+export -f bench
+step bench 170 "$out/bench.txt" bench
+
+# results: anything beyond the seven files goes into extra.tar.gz
+tar -czf "$out/extra.tar.gz" -C "$scratch" $(cd "$scratch" && ls -d pytest-gpu.xml 2> /dev/null) --files-from /dev/null
+printf 'total %s s of %s\n' "$(( $(date +%s) - t_start ))" "$total" >> "$summary"
+cat "$summary"
+rm -rf "$scratch"
+exit 0

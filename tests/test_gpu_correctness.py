@@ -7,6 +7,7 @@ The first tests check the stand-in itself: that it finds the bugs the later test
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -456,3 +457,136 @@ def test_libcublas_is_the_copy_cupys_bindings_are_linked_with():
     assert _cuda._pick_mapped(maps, 13) == "/site/nvidia/cu13/lib/libcublas.so.13"
     assert _cuda._pick_mapped(maps, 12) == "/opt/torch/lib/libcublas.so.12"
     assert _cuda._pick_mapped(maps[1:2], 13) is None
+
+
+# ------------------------------------------------------------------------------- needs a GPU: the same on CUDA
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # driver missing
+        pytest.skip(f"no CUDA device: {exc}")
+    if count < 1:
+        pytest.skip("no CUDA device")
+    return count
+
+
+@pytest.mark.gpu
+def test_gpu_plain_interface_async_api_and_layouts(gpus):
+    import cupy as cp
+
+    from tileblas import asyncapi as aa
+    from tileblas.devices.gpu import GPUDevice
+
+    d = GPUDevice(0, memory=1 << 26, streams=2)
+    x, y = rnd((300, 200)), rnd((200, 100))
+    a, b, c = d.to_device(x), d.to_device(y), d.empty((300, 100), np.float64)
+    d.kernel("gemm")(1.0, a, b, 0.0, c)
+    out = np.empty((300, 100), order="F")
+    d.to_host(c, out)
+    np.testing.assert_allclose(out, x @ y, atol=1e-10)
+    view = np.empty((100, 300)).T  # a host view that is not F-contiguous
+    d.to_host(c, view)
+    np.testing.assert_allclose(view, x @ y, atol=1e-10)
+    with d.on_stream(0):
+        ac = cp.ascontiguousarray(a)
+    with pytest.raises(ValueError, match="column-major"):
+        d.kernel("gemm")(1.0, ac, b, 0.0, c)
+    with aa.Executor([d]) as ex:
+        for _ in range(3):
+            ha, hb, hc = ex.handle(x, copy=False), ex.handle(y, copy=False), ex.empty((300, 100))
+            aa.gemm(1.0, ha, hb, 0.0, hc).result()
+            np.testing.assert_allclose(hc.get(), x @ y, atol=1e-10)
+    if gpus > 1:
+        d1 = GPUDevice(1, memory=1 << 24, streams=1)
+        ev = d1.record(0)
+        d.wait(1, ev)
+        ev.synchronize()
+        d1.close()
+    d.close()
+    d.close()
+
+
+@pytest.mark.gpu
+def test_gpu_fallback_compositions_match_cublas(gpus):
+    """The CuPy compositions (used where no cuBLAS routine is found) against NumPy, herk's real diagonal."""
+    import cupy as cp
+
+    from tileblas.devices.gpu import GPUDevice
+
+    d = GPUDevice(0, memory=1 << 24, streams=1)
+    n = 40
+    a, c0 = rnd((n, n), np.complex128), rnd((n, n), np.complex128)
+    up = np.triu(np.ones((n, n), bool))
+    with d.on_stream(0):
+        ad, cd = cp.asfortranarray(cp.asarray(a)), cp.asfortranarray(cp.asarray(c0))
+        d._fallback("herk", [1.0, ad, 0.5, cd], {"uplo": "U", "trans": "N"})
+        got = cp.asnumpy(cd)
+    want = a @ a.conj().T + 0.5 * c0
+    np.testing.assert_allclose(got[up & ~np.eye(n, dtype=bool)], want[up & ~np.eye(n, dtype=bool)], atol=1e-10)
+    np.testing.assert_allclose(np.diag(got), np.diag(want).real, atol=1e-10)
+    t = np.triu(rnd((n, n))) / n + 2 * np.eye(n)
+    b = rnd((n, 7))
+    with d.on_stream(0):
+        td, bd = cp.asfortranarray(cp.asarray(t)), cp.asfortranarray(cp.asarray(b))
+        d._fallback("trmm", [2.0, td, bd], {"side": "L", "uplo": "U", "transa": "T", "diag": "N"})
+        np.testing.assert_allclose(cp.asnumpy(bd), 2.0 * np.triu(t).T @ b, atol=1e-10)
+    d.close()
+
+
+@pytest.mark.gpu
+def test_gpu_libcublas_is_cupys_and_has_every_routine(gpus):
+    from cupy_backends.cuda.libs import cublas as bindings
+
+    from tileblas.kernels import _cuda
+
+    lib = _cuda._library()
+    linked = _cuda._providing_library(bindings.__file__, "cublasCreate_v2")
+    if linked is not None:
+        assert os.path.realpath(lib._name) == os.path.realpath(linked)
+    names = [f"cublas{p.upper()}{r}_v2" for p in "sdcz" for r in _cuda._ARGTYPES if p in "cz" or r[0] != "h"]
+    assert [s for s in names if not hasattr(lib, s)] == []
+
+
+@pytest.mark.gpu
+def test_gpu_recursion_gives_cupys_handle_back(gpus):
+    import cupy as cp
+    from cupy_backends.cuda.libs import cublas
+
+    from tileblas.kernels import _gpu_recursive as g
+
+    h = cp.cuda.device.get_cublas_handle()
+    keep = cp.cuda.Stream(non_blocking=True)
+    cublas.setStream(h, keep.ptr)
+    a = np.asfortranarray(np.triu(rnd((300, 300))) / 300 + 2 * np.eye(300))
+    b = rnd((300, 20))
+    want = np.linalg.solve(np.triu(a), b)
+    g.host_async("trsm", 1.0, a, b, "L", "U", "N", "N", stop=64)
+    np.testing.assert_allclose(b, want, atol=1e-9)
+    assert cublas.getStream(h) == keep.ptr
+
+
+@pytest.mark.gpu
+def test_gpu_default_memory_leaves_a_reserve(gpus):
+    import cupy as cp
+
+    from tileblas.devices._base import DeviceError
+    from tileblas.devices.gpu import GPUDevice
+
+    first = GPUDevice(0, streams=1)
+    try:
+        with cp.cuda.Device(0):
+            free, total = cp.cuda.runtime.memGetInfo()
+        assert free >= 0.09 * total
+        try:
+            second = GPUDevice(0, streams=1)
+        except DeviceError as exc:  # too little left: said, not a crash
+            assert "memory=" in str(exc)
+        else:
+            assert second.memory_bytes <= free - 0.1 * total + (1 << 20)
+            second.close()
+    finally:
+        first.close()

@@ -246,6 +246,28 @@ def test_gpu_benchmark_runs_every_part_on_the_stand_in(stand_in, tmp_path):
     assert (tmp_path / "gpu_ooc_trace.json").stat().st_size > 100
 
 
+def test_gpu_benchmark_quick_part_on_the_stand_in(monkeypatch, tmp_path):
+    """bench_gpu.py --parts quick (gpu_suite.sh's benchmark) on the stand-in: every number made, every
+    result checked against its reference."""
+    import importlib.util
+    import json
+    import pathlib
+
+    install(monkeypatch, devices=1, total=4 << 30)  # room for the 1 GiB out-of-core tile memory
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rc = bench.main(["--parts", "quick", "--quick-n", "96", "--trials", "1", "--out", str(tmp_path)])
+    res = json.loads((tmp_path / "bench_gpu.json").read_text())
+    assert rc == 0 and res["errors"] == {}
+    assert [r["what"] for r in res["quick_gemm"]] == ["incore", "ooc_1GiB"]
+    assert all(r["max_rel_error"] < 1e-12 and r["ratio"] > 0 for r in res["quick_gemm"])
+    assert res["quick_gemm"][1]["memory"] == 1 << 30
+    assert [r["kind"] for r in res["quick_trmm_trsm"]] == ["trmm", "trsm"]
+    assert all(r["diff_vs_cublas"] < 1e-12 and r["residual"] < 1e-12 for r in res["quick_trmm_trsm"])
+
+
 def test_import_does_not_load_cupy():
     import subprocess
 
