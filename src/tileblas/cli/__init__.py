@@ -23,7 +23,9 @@ _PLUGINS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from tileblas.cli._args import OneLineParser  # bad input: one line, exit status 2 (every subcommand)
+
+    parser = OneLineParser(
         prog="tileblas", description="Every device of a machine working together on BLAS."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

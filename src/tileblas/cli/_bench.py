@@ -30,6 +30,7 @@ import re
 from typing import Any, Callable
 
 from tileblas._timing import interleaved
+from tileblas.cli._args import count
 
 __all__ = ["register", "bench_blas", "scipy_openblas_threads", "set_scipy_openblas_threads", "FAMILIES"]
 
@@ -410,7 +411,8 @@ def register(sub: Any) -> None:
         bench._tileblas_targets = bench.add_subparsers(dest="bench_target", metavar="TARGET")
 
         def _no_target(args: argparse.Namespace, _p: argparse.ArgumentParser = bench) -> int:
-            _p.print_help()
+            targets = [c for a in _p._actions if isinstance(a, argparse._SubParsersAction) for c in a.choices]
+            _p.error(f"name the target: {{{','.join(targets)}}} (tileblas bench -h)")
             return 2
 
         bench.set_defaults(func=_no_target)
@@ -422,10 +424,10 @@ def register(sub: Any) -> None:
         "(best of --repeat) and report seconds, GFLOP/s (Level 3) or GB/s (Level 1/2) and their ratio.",
     )
     p.add_argument("routine", help="routine name as in scipy.linalg.blas, e.g. dgemm, zherk, daxpy, dgemv")
-    p.add_argument("--n", type=int, default=None,
+    p.add_argument("--n", type=count(1), default=None,
                    help="matrix order (Level 2/3) or vector length (Level 1); default 1024 / 2048 / 1e6")
-    p.add_argument("--repeat", type=int, default=5, help="alternating timed runs per library (default 5)")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--repeat", type=count(1), default=5, help="alternating timed runs per library (default 5)")
+    p.add_argument("--threads", type=count(1), default=None,
                    help="SciPy's OpenBLAS threads and tile-runtime CPU workers (default: all cores)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_bench_blas)

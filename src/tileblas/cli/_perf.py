@@ -17,35 +17,48 @@ import argparse
 import json
 from typing import Any
 
+from tileblas.cli._args import count, names, number, sizes
+from tileblas.policy._paths import CLASSES as _CLASSES
+from tileblas.policy._paths import FAMILIES as _FAMILIES
+
 __all__ = ["register", "ranking_agreement"]
 
 
-def _ints(text: str) -> list[int]:
-    """'8:1024:8' (start:stop:step, inclusive), '256,512' or '96' -> list of ints."""
-    try:
-        if ":" in text:
-            parts = [int(p) for p in text.split(":")]
-            start, stop = parts[0], parts[1]
-            step = parts[2] if len(parts) > 2 else max(1, (stop - start) // 8 or 1)
-            return list(range(start, stop + 1, step))
-        return [int(p) for p in text.split(",") if p]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers like 256,512 or 16:256:16; got {text!r}") from None
+_ints = sizes()  # '8:1024:8' (start:stop:step, inclusive), '256,512' or '96' -> a non-empty list of ints >= 1
+_pos = count(1)
+_nonneg = count(0)
+
+
+def _missing_action(parser: argparse.ArgumentParser, what: str) -> Any:
+    """The command's answer when no action is named: one line (``-h`` lists them)."""
+    def answer(args: argparse.Namespace) -> int:
+        parser.error(f"name the {what}: {{{','.join(_choices(parser))}}} (tileblas {parser.prog.split()[-1]} -h)")
+        return 2
+
+    return answer
+
+
+def _choices(parser: argparse.ArgumentParser) -> list[str]:
+    return [c for a in parser._actions if isinstance(a, argparse._SubParsersAction) for c in a.choices]
 
 
 #: Seconds the read-only model commands wait for another process's lock on the repository.
 _SHOW_TIMEOUT = 2.0
 
 
-def _repo(args: argparse.Namespace):
+def _repo(args: argparse.Namespace, read_only: bool = False):
+    """The repository of ``--db``; ``read_only``: opened to read (never created or written; a short wait
+    for another process's lock)."""
     from tileblas.perf import Repository
 
+    if read_only:
+        return Repository(args.db, create=False, timeout=_SHOW_TIMEOUT, read_only=True)
     return Repository(args.db)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=None, help="model repository file (default: $TILEBLAS_MODEL_DB or the cache dir)")
-    p.add_argument("--threads", type=int, default=1, help="BLAS threads the models are for (default 1)")
+    p.add_argument("--threads", type=_pos, default=1, help="BLAS threads the models are for (default 1)")
     p.add_argument("--locality", choices=("in-cache", "out-of-cache"), default="in-cache")
 
 
@@ -80,6 +93,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     hi = args.hi * d if len(args.hi) == 1 else args.hi
     if len(lo) != d or len(hi) != d:
         raise ValueError(f"--lo/--hi need 1 or {d} values for {spec.size_names}; got {args.lo} and {args.hi}")
+    if any(a > b for a, b in zip(lo, hi)):  # an empty domain: no model to build, none to replace
+        raise ValueError(f"--lo must not be above --hi for any of {spec.size_names}; got --lo "
+                         f"{' '.join(map(str, args.lo))} and --hi {' '.join(map(str, args.hi))}")
     key = current_key(args.threads, args.locality)
     repo = _repo(args)
     sampler = Sampler(threads=args.threads, locality=args.locality, reps=args.reps,
@@ -130,19 +146,38 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_rank(args: argparse.Namespace) -> int:
     from tileblas.perf import Predictor, build_models_for, current_key
     from tileblas.perf._algorithms import get_algorithm
-    from tileblas.perf._predictor import measure_algorithm
+    from tileblas.policy._predictor import MissingModelError
 
     alg = get_algorithm(args.algorithm)
     variants = args.variants or list(alg.variants)
     bad = [v for v in variants if v not in alg.variants]
     if bad:
         raise ValueError(f"--variants for {args.algorithm} must be among {list(alg.variants)}; got {bad}")
-    repo = _repo(args)
     key = current_key(args.threads, args.locality)
     if args.build:
+        repo = _repo(args)
         build_models_for(args.algorithm, args.n, [args.block], repo, key, variants, reps=args.reps,
                          progress=not args.no_progress, min_size=args.min_size, bursts=args.bursts)
+    else:  # ranking only reads: no repository is made or written
+        try:
+            repo = _repo(args, read_only=True)
+        except FileNotFoundError as exc:
+            raise _NoModels(f"{exc}: no models to rank with; add --build, or build them with "
+                            f"`tileblas model build` or `tileblas tune`") from None
     pred = Predictor(repo, key)
+    try:
+        return _rank(args, alg, variants, pred)
+    except MissingModelError as exc:
+        raise _NoModels(f"{exc}; or add --build") from None
+
+
+class _NoModels(ValueError):
+    """The models a ranking needs are not stored (one line from :func:`tileblas.cli.main`)."""
+
+
+def _rank(args: argparse.Namespace, alg: Any, variants: list[int], pred: Any) -> int:
+    from tileblas.perf._predictor import measure_algorithm
+
     series: dict[Any, dict[str, list[float]]] = {}
     total_agree = total_counted = 0
     for n in args.n:
@@ -331,17 +366,17 @@ def register(subparsers: Any) -> None:
     b = msub.add_parser("build", help="sample a routine and store its piecewise polynomial model")
     b.add_argument("routine", help="dgemm, dtrsm, dtrmm, dsyrk, dtrti2 or dtrsyl")
     b.add_argument("--flags", default=None, help="flag letters, e.g. LLN for dtrsm side,uplo,transa (diag ignored)")
-    b.add_argument("--lo", type=int, nargs="+", default=[8], help="lower bound(s) of the size arguments")
-    b.add_argument("--hi", type=int, nargs="+", default=[1024], help="upper bound(s) of the size arguments")
+    b.add_argument("--lo", type=_pos, nargs="+", default=[8], help="lower bound(s) of the size arguments")
+    b.add_argument("--hi", type=_pos, nargs="+", default=[1024], help="upper bound(s) of the size arguments")
     b.add_argument("--strategy", choices=("refine", "expand"), default="refine")
-    b.add_argument("--error-bound", type=float, default=0.1)
-    b.add_argument("--min-size", type=int, default=32, help="minimum region size (refine)")
+    b.add_argument("--error-bound", type=number(0.0, strict=True), default=0.1)
+    b.add_argument("--min-size", type=_pos, default=32, help="minimum region size (refine)")
     b.add_argument("--direction", choices=("down", "up"), default="down", help="expansion direction (expand)")
-    b.add_argument("--initial-size", type=int, default=128, help="initial region size (expand)")
-    b.add_argument("--reps", type=int, default=5, help="timed repetitions per point (first call excluded)")
-    b.add_argument("--bursts", type=int, default=2, help=BURSTS_HELP)
-    b.add_argument("--validation", type=int, default=200, help="fresh validation points")
-    b.add_argument("--max-samples", type=int, default=None,
+    b.add_argument("--initial-size", type=_pos, default=128, help="initial region size (expand)")
+    b.add_argument("--reps", type=_pos, default=5, help="timed repetitions per point (first call excluded)")
+    b.add_argument("--bursts", type=_pos, default=2, help=BURSTS_HELP)
+    b.add_argument("--validation", type=_nonneg, default=200, help="fresh validation points")
+    b.add_argument("--max-samples", type=_pos, default=None,
                    help="sample budget (refine): once spent, the remaining regions are accepted as they are")
     b.add_argument("--plot", default=None, help="write a PNG of the regions coloured by error")
     b.add_argument("--no-progress", action="store_true")
@@ -352,38 +387,39 @@ def register(subparsers: Any) -> None:
     s.add_argument("--db", default=None)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_cmd_show)
-    model.set_defaults(func=lambda a: (model.print_help(), 2)[1])
+    model.set_defaults(func=_missing_action(model, "action"))
 
     rank = subparsers.add_parser("rank", help="rank algorithm variants by their predicted time")
     rsub = rank.add_subparsers(dest="rank_command", metavar="ALGORITHM")
     for name in ("trinv", "sylvester"):
         r = rsub.add_parser(name, help=f"rank the {name} variants")
         r.add_argument("--n", type=_ints, default=[256, 512], help="matrix sizes, e.g. 256,512 or 64:1024:64")
-        r.add_argument("--block", type=int, default=96)
+        r.add_argument("--block", type=_pos, default=96)
         r.add_argument("--variants", type=_ints, default=None)
         r.add_argument("--measure", action="store_true", help="also run the variants and compare rankings")
         r.add_argument("--build", action="store_true", help="build missing models first")
-        r.add_argument("--reps", type=int, default=3)
-        r.add_argument("--bursts", type=int, default=2, help=BURSTS_HELP)
-        r.add_argument("--min-size", type=int, default=32)
-        r.add_argument("--tolerance", type=float, default=0.05)
+        r.add_argument("--reps", type=_pos, default=3)
+        r.add_argument("--bursts", type=_pos, default=2, help=BURSTS_HELP)
+        r.add_argument("--min-size", type=_pos, default=32)
+        r.add_argument("--tolerance", type=number(0.0), default=0.05)
         r.add_argument("--plot", default=None, help="write Fig. IV.1-like PNG (efficiency vs n)")
         r.add_argument("--no-progress", action="store_true")
         _add_common(r)
         r.set_defaults(func=_cmd_rank, algorithm=name)
-    rank.set_defaults(func=lambda a: (rank.print_help(), 2)[1])
+    rank.set_defaults(func=_missing_action(rank, "algorithm"))
 
     t = subparsers.add_parser("tune", help="build the models an algorithm and the runtime need; pick block sizes")
     t.add_argument("--algorithm", choices=("trinv", "sylvester"), default="trinv")
-    t.add_argument("--variant", type=int, default=None)
-    t.add_argument("--n", type=int, default=1000)
+    t.add_argument("--variant", type=_pos, default=None)
+    t.add_argument("--n", type=_pos, default=1000)
     t.add_argument("--blocks", type=_ints, default=list(range(16, 257, 16)))
-    t.add_argument("--max-tile", type=int, default=512, help="largest DGEMM tile / TRSM size modeled for the runtime")
-    t.add_argument("--reps", type=int, default=5)
-    t.add_argument("--bursts", type=int, default=2, help=BURSTS_HELP)
-    t.add_argument("--min-size", type=int, default=32)
-    t.add_argument("--validation", type=int, default=50)
-    t.add_argument("--max-samples", type=int, default=20000, help="sample budget per model")
+    t.add_argument("--max-tile", type=count(8), default=512,
+                   help="largest DGEMM tile / TRSM size modeled for the runtime (at least 8, the models' lower end)")
+    t.add_argument("--reps", type=_pos, default=5)
+    t.add_argument("--bursts", type=_pos, default=2, help=BURSTS_HELP)
+    t.add_argument("--min-size", type=_pos, default=32)
+    t.add_argument("--validation", type=_nonneg, default=50)
+    t.add_argument("--max-samples", type=_pos, default=20000, help="sample budget per model")
     t.add_argument("--measure", action="store_true", help="run the chosen configuration once")
     t.add_argument("--no-progress", action="store_true")
     g = t.add_argument_group("Level-3 paths", "crossovers between one native call on all threads, tiles and "
@@ -398,28 +434,28 @@ def register(subparsers: Any) -> None:
                    help="trmm/trsm triangle orders for native vs recursion")
     g.add_argument("--path-rhs", type=_ints, default=[16, 32, 64, 128, 256],
                    help="trmm/trsm right-hand-side counts for native vs recursion")
-    g.add_argument("--path-reps", type=int, default=3, help="interleaved rounds per point (best kept)")
-    g.add_argument("--families", type=lambda s: [x for x in s.split(",") if x],
-                   default=["gemm", "symm", "syrk", "syr2k", "trmm", "trsm"], help="routine families to measure")
-    g.add_argument("--classes", type=lambda s: [x for x in s.split(",") if x], default=["real", "complex"],
+    g.add_argument("--path-reps", type=_pos, default=3, help="interleaved rounds per point (best kept)")
+    g.add_argument("--families", type=names(_FAMILIES), default=list(_FAMILIES), help="routine families to measure")
+    g.add_argument("--classes", type=names(_CLASSES), default=list(_CLASSES),
                    help="precision classes to measure (real: float64, complex: complex128)")
-    g.add_argument("--settle", type=float, default=0.2, help="pause in seconds before each timed block")
-    g.add_argument("--margin", type=float, default=0.03, help="a path must win by more than this to be chosen")
+    g.add_argument("--settle", type=number(0.0), default=0.2, help="pause in seconds before each timed block")
+    g.add_argument("--margin", type=number(0.0), default=0.03,
+                   help="a path must win by more than this to be chosen")
     g.add_argument("--rank-gemm-orders", type=_ints, default=[16, 32, 48, 64, 80, 96, 112, 128],
                    help="square orders for the syrk/syr2k gemm route as one call")
     g.add_argument("--rank-gemm-split-orders", type=_ints, default=[64, 80, 96, 112, 128, 144, 160, 176],
                    help="square orders for the syrk/syr2k gemm route split on the pool")
-    g.add_argument("--rank-gemm-reps", type=int, default=5, help="interleaved rounds per gemm-route point")
+    g.add_argument("--rank-gemm-reps", type=_pos, default=5, help="interleaved rounds per gemm-route point")
     g.add_argument("--no-rank-gemm", action="store_true",
                    help="do not measure the syrk/syr2k gemm route (its shipped limits stay in force)")
     g.add_argument("--one-thread-orders", type=_ints, default=[16, 24, 32, 48, 64, 80, 96, 128],
                    help="square trmm orders for the one-thread instance against the pool")
-    g.add_argument("--one-thread-reps", type=int, default=5, help="interleaved rounds per one-thread point")
+    g.add_argument("--one-thread-reps", type=_pos, default=5, help="interleaved rounds per one-thread point")
     g.add_argument("--no-one-thread", action="store_true",
                    help="do not measure the one-thread limit (its shipped value stays in force)")
     g.add_argument("--split-orders", type=_ints, default=[24, 32, 48, 64, 80, 96, 128, 160],
                    help="square orders for the C path's calls in parts on the pool against one call")
-    g.add_argument("--split-reps", type=int, default=5, help="interleaved rounds per split point")
+    g.add_argument("--split-reps", type=_pos, default=5, help="interleaved rounds per split point")
     g.add_argument("--no-split", action="store_true",
                    help="do not measure where the split starts (its shipped ranges stay in force)")
     _add_common(t)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tileblas.cli._args import count, number
 from tileblas.rblas._bench import BAR_PARTS, SIZES, run_bench
 
 __all__ = ["register", "parse_sizes"]
@@ -38,7 +39,7 @@ def _cmd(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add ``tileblas rblas bench`` to the ``tileblas`` command."""
     p = subparsers.add_parser("rblas", help="reversible BLAS: benchmark of tileblas.rblas")
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    p.set_defaults(func=lambda args: p.error("name the subcommand: {bench} (tileblas rblas -h)"))
     sub = p.add_subparsers(dest="rblas_command", metavar="SUBCOMMAND")
     b = sub.add_parser(
         "bench", help="paper section 3.2 sweep (figures 2-4, 11) and the issue's bars; writes JSON and PNG",
@@ -57,15 +58,15 @@ def register(subparsers: Any) -> None:
                    help="override the sweep sizes of a level (e.g. 1=1e3,1e5,1e7 2=64,256)")
     b.add_argument("--bar-sizes", nargs="+", metavar="LEVEL=N",
                    help="override a bar size (defaults 1=1e7 2=4096 3=2048)")
-    b.add_argument("--calls", type=int, default=10, help="forward (then reverse) calls per trial (paper n)")
-    b.add_argument("--trials", type=int, default=10, help="trials (paper r)")
-    b.add_argument("--bar-trials", type=int, default=5, help="best-of trials for the bars (at least)")
-    b.add_argument("--bar-max-trials", type=int, default=None,
+    b.add_argument("--calls", type=count(1), default=10, help="forward (then reverse) calls per trial (paper n)")
+    b.add_argument("--trials", type=count(1), default=10, help="trials (paper r)")
+    b.add_argument("--bar-trials", type=count(1), default=5, help="best-of trials for the bars (at least)")
+    b.add_argument("--bar-max-trials", type=count(1), default=None,
                    help="extend a bar's timing up to this many trials until each side's minimum repeats "
                         "within 1%% (default 100)")
-    b.add_argument("--bar-seconds", type=float, default=2.0,
+    b.add_argument("--bar-seconds", type=number(0.0), default=2.0,
                    help="time a bar for at least this long (default 2 s)")
-    b.add_argument("--bar-max-seconds", type=float, default=20.0,
+    b.add_argument("--bar-max-seconds", type=number(0.0), default=20.0,
                    help="stop extending a bar's timing after this long (default 20 s)")
     b.add_argument("--bars", nargs="+", choices=BAR_PARTS, default=list(BAR_PARTS),
                    help="which bars to run (default all)")

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from tileblas._dtypes import DTYPE_OF
+from tileblas.cli._args import count
+
 __all__ = ["register", "trace_routine", "make_problem"]
 
 _DTYPES = DTYPE_OF
@@ -59,9 +61,11 @@ def trace_routine(routine: str, n: int = 2048, dtype: str = "d", devices: Any = 
         raise ValueError(f"dtype must be one of s, d, c, z; got {dtype!r}")
     if n < 1:
         raise ValueError(f"n must be >= 1; got {n}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1; got {repeat}")
     args = make_problem(routine, n, _DTYPES[dtype])
     with Runtime(devices=devices, tile_size=tile_size, progress=progress) as rt:
-        for _ in range(max(1, repeat)):
+        for _ in range(repeat):
             rt.clear_history()
             rt.run(routine, *args)
         prof = rt.last_profile()
@@ -92,12 +96,12 @@ def _cmd_trace(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     p = sub.add_parser("trace", help="run a Level-3 routine on the tile runtime; write a trace JSON and timeline PNG")
     p.add_argument("routine", choices=["gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm"])
-    p.add_argument("--n", type=int, default=2048, help="matrix order (default 2048)")
+    p.add_argument("--n", type=count(1), default=2048, help="matrix order (default 2048)")
     p.add_argument("--dtype", default="d", choices=list(_DTYPES), help="precision letter (default d)")
     p.add_argument("--devices", default=None, help="number of CPU workers or a spec like 'cpu:1,cpu:1x2'")
-    p.add_argument("--tile-size", type=int, default=None, help="tile size (default: chosen per call)")
+    p.add_argument("--tile-size", type=count(1), default=None, help="tile size (default: chosen per call)")
     p.add_argument("--out", default="tileblas-trace", help="output prefix (PREFIX.json, PREFIX.png)")
-    p.add_argument("--repeat", type=int, default=1, help="run this many times, keep the last (warm-up)")
+    p.add_argument("--repeat", type=count(1), default=1, help="run this many times, keep the last (warm-up)")
     p.add_argument("--no-plot", action="store_true", help="write only the JSON")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.set_defaults(func=_cmd_trace)

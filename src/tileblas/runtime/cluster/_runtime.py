@@ -68,6 +68,9 @@ class ClusterRuntime(Runtime):
         A call with no worker left waits this long for one to join, then raises RuntimeError.
     client_kwargs : dict, optional
         Extra keyword arguments for ``distributed.Client`` when this runtime makes it.
+    progress : bool
+        As for :class:`~tileblas.runtime.Runtime`, accepted so that a call written for one runs here; a
+        cluster's calls show no bar of their own (Dask's dashboard shows their tasks).
 
     Notes
     -----
@@ -78,7 +81,7 @@ class ClusterRuntime(Runtime):
     def __init__(self, devices: Any, tile_size: int | None = None, reservation_slots: int | None = None,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None, *,
                  security: Any = None, cache_bytes: int | None = None, worker_wait_s: float = 60.0,
-                 client_kwargs: dict | None = None) -> None:
+                 client_kwargs: dict | None = None, progress: bool = False) -> None:
         P.check_tile_size(tile_size)
         if reservation_slots is not None and (isinstance(reservation_slots, bool)
                                               or not isinstance(reservation_slots, (int, np.integer))
@@ -105,6 +108,7 @@ class ClusterRuntime(Runtime):
         self.reservation_slots = None if reservation_slots is None else int(reservation_slots)
         self.sync = bool(sync)
         self.deterministic = bool(deterministic)
+        self.progress = bool(progress)
         self._small_flops = None if small_flops is None else float(small_flops)
         self.worker_wait_s = float(worker_wait_s)
         self._epoch = time.perf_counter()
