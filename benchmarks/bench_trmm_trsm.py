@@ -278,7 +278,7 @@ def _cores() -> int:
     return cpu_count()
 
 
-def bench_gpu(n, nrhs_list, trials) -> list[dict]:
+def bench_gpu(n, nrhs_list, trials, stop=None) -> list[dict]:
     try:
         import cupy
     except ImportError:
@@ -313,17 +313,18 @@ def bench_gpu(n, nrhs_list, trials) -> list[dict]:
                 return prep
 
             fns = {
-                "recursive": timed(lambda b: g.gpu_recursive(kind, 1.0, a, b, "L", "L", trans, "N")),
+                "recursive": timed(lambda b: g.gpu_recursive(kind, 1.0, a, b, "L", "L", trans, "N", stop=stop)),
                 "cublas": timed(lambda b: g.cublas_native(kind, 1.0, a, b, "L", "L", trans, "N")),
             }
             t = _best(fns, trials)
+            # each run's copy of b is made when it is prepared (the default argument), outside the clock
             th = _best({
-                "async": lambda: (lambda: g.host_async(kind, 1.0, a_h, b_h.copy(order="F"), "L", "L", trans,
-                                                        "N")),
-                "sync_recursive": lambda: (lambda: g.host_sync(kind, 1.0, a_h, b_h.copy(order="F"), "L", "L",
-                                                               trans, "N", recursive=True)),
-                "sync_cublas": lambda: (lambda: g.host_sync(kind, 1.0, a_h, b_h.copy(order="F"), "L", "L",
-                                                            trans, "N", recursive=False)),
+                "async": lambda: (lambda b=b_h.copy(order="F"): g.host_async(kind, 1.0, a_h, b, "L", "L", trans,
+                                                                             "N", stop=stop)),
+                "sync_recursive": lambda: (lambda b=b_h.copy(order="F"): g.host_sync(
+                    kind, 1.0, a_h, b, "L", "L", trans, "N", recursive=True, stop=stop)),
+                "sync_cublas": lambda: (lambda b=b_h.copy(order="F"): g.host_sync(
+                    kind, 1.0, a_h, b, "L", "L", trans, "N", recursive=False)),
             }, trials)
             flops = float(n) * n * nr
             row = {"kind": kind, "n": n, "nrhs": nr, "device_seconds": t, "host_seconds": th,
@@ -407,7 +408,7 @@ def _run(args, trials: int, rows: list[dict], cores: int = 2) -> int:
     if args.gpu:
         sizes = args.sizes or [8192]
         rows += bench_gpu(sizes[0], [int(x) if x != "square" else sizes[0] for x in (args.rhs or ["square", 512])],
-                          trials)
+                          trials, stop=args.stop)
     elif args.sweep_stop:
         rows += sweep_stop(args.sizes or [1024, 2048, 4096], args.rhs or [64, 256, "square"], trials)
     elif args.tile_threshold:

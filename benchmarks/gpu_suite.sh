@@ -7,7 +7,7 @@
 # Set-up in the checkout, once (the machine has no scipy-openblas32 and no network; .whl/ is ignored by git
 # and must travel with the tree, e.g. the device run's carry=[".whl"]):
 #   mkdir -p .whl && cp /work/shared/wheels/scipy_openblas32-*.whl .whl/
-#   echo /.whl/ >> .git/info/exclude
+#   mkdir -p .git/info && echo /.whl/ >> .git/info/exclude
 #
 # Steps, each with its own time limit (seconds; all of them together 470 s < 8 min; a step gets at most
 # what is left of the whole), each failure recorded and the next step run all the same (the script exits
@@ -28,7 +28,13 @@
 # XML).  Where CuPy is missing each step says so and the whole run takes seconds.
 #
 # TILEBLAS_BUILD_IN=DIR builds and runs from a copy of src/ in DIR instead of in place (the CPU test of
-# this script uses it, so that the checkout's own compiled modules stay as they are).
+# this script uses it, so that the checkout's own compiled modules stay as they are); GPU_SUITE_N sets the
+# benchmark's order (default 8192).
+#
+# The longer GPU measurements are commands of their own (after this script's build and wheels steps):
+#   python benchmarks/bench_gpu.py --parts incore,routines,hetero,ooc,trace --ooc-n 32768
+#   python benchmarks/bench_trmm_trsm.py --gpu [--stop S] --json trmm_trsm_gpu.json
+#   python benchmarks/bench_async.py --quick --accel gpu --json async_gpu.json
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
