@@ -564,6 +564,8 @@ def plot_grid(points: list[Point], path: str, title: str = "", mode: str | None 
         labels = [f"{p.routine} " + "".join(str(v) for v in p.flags.values()) + ("*" if p.nondeterministic else "")
                   for p in var]
         im = ax.imshow(np.array([[p.ratio for p in var]]), cmap="RdBu", norm=norm, aspect="auto")
+        for j, p in enumerate(var):
+            ax.text(j, 0, f"{p.ratio:.2f}", ha="center", va="center", rotation=90, fontsize=5, color=ink(p.ratio))
         ax.set_xticks(range(len(labels)), labels, fontsize=4, rotation=90)
         ax.set_yticks([])
         ax.set_xlabel("routine and flags (side, lower, trans, diag)", fontsize=7)
@@ -771,7 +773,7 @@ def grid_main(args: Any) -> int:
     stopped = 0
     common = dict(idle=args.idle, det_calls=args.det_calls)
     # the busy processes: started once for the whole grid, stopped at its end whatever ends it
-    needs_load = any(p.mode == "load" for p in todo)
+    needs_load = any(p.mode == "load" for p in todo) or (args.recheck_rounds > 0 and "load" in modes)
     with (BusyNeighbours(args.load_procs) if needs_load else contextlib.nullcontext()) as load:
         try:
             for i, p in enumerate(todo):
@@ -787,8 +789,7 @@ def grid_main(args: Any) -> int:
             print(f"recheck: {len(low)} points below 0.97x, {args.recheck_rounds} more rounds each", flush=True)
             for p in low:
                 before = p.ratio
-                run_grid([p], args.recheck_rounds, args.settle,
-                         load=load if load is not None or p.mode != "load" else None, **common)
+                run_grid([p], args.recheck_rounds, args.settle, load=load, **common)
                 print(f"  {before:5.2f}x -> {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}  {p.mode}",
                       flush=True)
                 if args.json:
