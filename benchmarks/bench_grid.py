@@ -16,14 +16,14 @@ quiet machine: the load average is printed before and after.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from tileblas.cli._args import OneLineParser
 from tileblas.cli._bench_grid import add_grid_arguments, grid_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=__doc__.splitlines()[0])  # a bad option: one line, exit status 2
     add_grid_arguments(ap)
     try:
         return grid_main(ap.parse_args(argv))

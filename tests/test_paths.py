@@ -18,7 +18,7 @@ import scipy.linalg.blas as sb
 import tileblas
 from tileblas import blas
 from tileblas.blas import _dispatch
-from tileblas.policy import _paths
+from tileblas.policy import _dropin, _paths
 from tileblas.runtime import _runtime
 
 from _helpers import rand
@@ -26,6 +26,12 @@ from _helpers import rand
 PREFIXES = "sdcz"
 SMALL, LARGE = 96, 300  # on either side of the forced crossover below
 CROSS = 2.0 * 200**3
+
+
+def _splits(fp) -> dict:
+    """The C path's split ranges in force: none without a pool slot."""
+    cfg = fp.config()
+    return cfg["split"] if cfg["pool_slot"] >= 0 else {}
 
 
 def _policy(tile: float = CROSS, recursion: tuple | None = (math.inf, 0.0, 0.0)) -> _paths.PathPolicy:
@@ -201,32 +207,33 @@ def test_policy_file_round_trip_and_bad_files(tmp_path, monkeypatch):
 
 
 def test_the_fast_path_gets_the_policy_limits(monkeypatch):
-    calls, windows = [], []
+    """apply_policy hands the C path the policy's limits in one configure call (for the runtime it stands in
+    for: here a stand-in of 2 threads), the tile crossovers and the recursion's shapes included."""
+    import types
+
+    calls = []
 
     class Fake:
         @staticmethod
-        def set_level3_limits(limits):
-            calls.append(dict(limits))
+        def configure(cfg):
+            calls.append(cfg)
 
-        @staticmethod
-        def set_recursion_windows(w):
-            windows.append(dict(w))
-
-    monkeypatch.setitem(sys.modules, "tileblas.blas._fastpath", Fake)
-    monkeypatch.setattr(blas, "_fastpath", Fake, raising=False)
+    monkeypatch.setattr(_dispatch, "_fastpath", Fake)
+    monkeypatch.setattr(_dispatch, "_FAST", [types.SimpleNamespace(_policy_threads=2)])
     pol = _policy(tile=3e8, recursion=(1024.0, 32.0, 128.0))
     pol.tile_flops[("gemm", "complex")] = 1e8
     _use(monkeypatch, pol)
-    got = _dispatch.apply_policy()
-    assert calls == [got]
+    got = _dispatch.apply_policy().limits
+    assert len(calls) == 1 and calls[0]["limits"] == dict(got) and calls[0]["enabled"]
     assert got["gemm"] == 1e8 and got["syrk"] == 3e8 and got["herk"] == 3e8
     assert got["trsm"] == 3e8 and got["trmm"] == 3e8 and got["ztrsm/L"] == 3e8  # flop limits: tiles only
     # the recursion's shapes, per precision and side, from the tuned rule
-    assert windows == [{f"{p}{f}/{s}": (1024.0, 32.0, 128.0) for f in ("trmm", "trsm") for p in "sdcz"
-                        for s in "LR"}]
+    assert calls[0]["windows"] == {f"{p}{f}/{s}": (1024.0, 32.0, 128.0) for f in ("trmm", "trsm") for p in "sdcz"
+                                   for s in "LR"}
     _use(monkeypatch, _policy(tile=math.inf, recursion=(math.inf, 0.0, 0.0)))
-    assert all(v == sys.float_info.max for v in _dispatch.apply_policy().values())
-    assert all(w is None for w in windows[-1].values())  # a tuned "never": no call left to the recursion
+    assert all(v == sys.float_info.max for v in _dispatch.apply_policy().limits.values())
+    assert len(calls) == 2 and calls[-1]["limits"] == {k: sys.float_info.max for k in got}
+    assert all(w is None for w in calls[-1]["windows"].values())  # a tuned "never": no call left to the recursion
 
 
 def test_tune_stores_crossovers_that_the_runtime_follows(tmp_path, monkeypatch, runtime, capsys):
@@ -284,9 +291,9 @@ def test_info_shows_the_crossovers_in_force(tmp_path, monkeypatch, capsys):
     assert "Level-3 paths" in out and "shipped default" in out
     from tileblas.blas import _dispatch
 
-    lo, hi = _dispatch.RANK_GEMM_FLOPS["dsyrk"]
+    lo, hi = _dropin.SHIPPED.rank_gemm["dsyrk"]
     assert f"dsyrk below {lo:.3g} ({hi:.3g} split)" in out  # the syrk gemm route's limits, and whence
-    assert "shipped constants of tileblas.blas._dispatch" in out
+    assert "shipped defaults of tileblas.policy._dropin" in out and '"Why each limit"' in out
     pol = _policy(tile=123456789.0, recursion=(2048.0, 16.0, 64.0))
     f = tmp_path / "paths.json"
     _paths.save_policy(pol, f)
@@ -357,7 +364,9 @@ def test_bench_grid_command_prints_its_estimate(capsys):
     assert main(["bench", "grid", "--quick", "--estimate-only"]) in (0, None)
     out = capsys.readouterr().out
     assert "points to time, 3 rounds" in out and "estimated" in out and "min" in out
-    rc = main(["bench", "grid", "--shapes", "round", "--estimate-only"])
+    with pytest.raises(SystemExit) as exc:  # refused while the command line is read
+        main(["bench", "grid", "--shapes", "round", "--estimate-only"])
+    rc = exc.value.code
     captured = capsys.readouterr()
     assert rc not in (0, None) and "--shapes" in captured.err + captured.out and "'round'" in captured.err + captured.out
 
@@ -429,8 +438,8 @@ def test_tuned_rank_gemm_limits_reach_the_c_path_and_info(tmp_path, monkeypatch,
         assert _paths.policy().rank_gemm == {"dsyrk": (1e5, 2e5)}
         _runtime.set_runtime(None)
         blas.dgemm(1.0, [[1.0]], [[1.0]])  # the C path set up for the default runtime reads them too
-        got = fp.get_rank_gemm()
-        assert got["dsyrk"] == (1e5, 2e5) and got["dsyr2k"] == _dispatch.RANK_GEMM_FLOPS["dsyr2k"]
+        got = fp.config()["rank_gemm"]
+        assert got["dsyrk"] == (1e5, 2e5) and got["dsyr2k"] == _dropin.SHIPPED.rank_gemm["dsyr2k"]
         main(["info"])
         assert "dsyrk below 1e+05 (2e+05 split) (tuned)" in capsys.readouterr().out
         _assert_refused(f, "rank_gemm", ({"zsyrk": [1.0, 2.0]}, {"dsyrk": [1.0]}, {"dsyrk": [-1.0, 2.0]},
@@ -438,7 +447,7 @@ def test_tuned_rank_gemm_limits_reach_the_c_path_and_info(tmp_path, monkeypatch,
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
-    assert fp.get_rank_gemm() == _dispatch.rank_gemm_limits()
+    assert fp.config()["rank_gemm"] == dict(_dropin.config(2).rank_gemm)
 
 
 def test_measure_rank_gemm_measures_and_restores_the_c_path():
@@ -450,9 +459,9 @@ def test_measure_rank_gemm_measures_and_restores_the_c_path():
 
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
-    before = fp.get_rank_gemm()
+    before = fp.config()
     limits, rows = measure_rank_gemm(("ssyrk",), (16, 24), (64,), reps=1, settle=0.0)
-    assert fp.get_rank_gemm() == before
+    assert fp.config() == before
     assert set(limits) == {"ssyrk"}
     one, split = limits["ssyrk"]
     assert 0.0 <= one <= split <= 65.0 * 64 * 64 + 1
@@ -488,7 +497,7 @@ def test_tune_measures_and_stores_the_rank_gemm_limits(tmp_path, monkeypatch, ca
         assert set(data["rank_gemm"]) == {"ssyrk", "dsyrk"} and set(data["measured"]["rank_gemm"]) == {"ssyrk", "dsyrk"}
         assert "as gemm over all of C below" in out
         blas.dgemm(1.0, [[1.0]], [[1.0]])
-        assert fp.get_rank_gemm()["dsyrk"] == tuple(data["rank_gemm"]["dsyrk"])
+        assert fp.config()["rank_gemm"]["dsyrk"] == tuple(data["rank_gemm"]["dsyrk"])
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
@@ -524,9 +533,9 @@ def test_tuned_one_thread_limit_reaches_the_c_path_and_info(tmp_path, monkeypatc
         _runtime.set_runtime(None)
         blas.dgemm(1.0, [[1.0]], [[1.0]])
         _dispatch.apply_policy(reload=True)  # also hands the C path its other limits again
-        assert _dispatch.one_thread_limits() == {"trmm": 1e5}
-        multi = bool(fp.get_split())  # several threads: the one-thread instance is in use
-        assert fp.get_one_thread() == ({"trmm": 1e5} if multi else {})
+        assert dict(_dropin.config(2).one_thread) == {"trmm": 1e5}
+        multi = bool(_splits(fp))  # several threads: the one-thread instance is in use
+        assert fp.config()["one_thread"] == ({"trmm": 1e5} if multi else {})
         main(["info"])
         out = capsys.readouterr().out
         if multi:
@@ -536,8 +545,8 @@ def test_tuned_one_thread_limit_reaches_the_c_path_and_info(tmp_path, monkeypatc
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
     assert _paths.policy().file != str(f)  # the test's file is no longer read
-    if fp.get_split():
-        assert fp.get_one_thread() == _dispatch.one_thread_limits()
+    if _splits(fp):
+        assert fp.config()["one_thread"] == dict(_dropin.config(2).one_thread)
 
 
 def test_measure_one_thread_measures_and_restores_the_c_path():
@@ -546,10 +555,10 @@ def test_measure_one_thread_measures_and_restores_the_c_path():
 
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
-    before = fp.get_one_thread()
+    before = fp.config()
     limits, rows = measure_one_thread(orders=(16, 24), reps=1, settle=0.0)
-    assert fp.get_one_thread() == before
-    if not before:
+    assert fp.config() == before
+    if not before["one_thread"]:
         assert limits == {} and "note" in rows  # one thread here: nothing to choose
         return
     assert set(limits) == {"trmm"} and 0.0 <= limits["trmm"] <= 4.0 * 24 ** 3 + 1
@@ -573,7 +582,7 @@ def test_tune_measures_and_stores_the_one_thread_limit(tmp_path, monkeypatch, ca
 
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
-    multi = bool(fp.get_one_thread())
+    multi = bool(fp.config()["one_thread"])
     f = tmp_path / "paths.json"
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
     try:
@@ -587,7 +596,7 @@ def test_tune_measures_and_stores_the_one_thread_limit(tmp_path, monkeypatch, ca
             assert "on the one-thread instance below" in capsys.readouterr().out
             blas.dgemm(1.0, [[1.0]], [[1.0]])
             v = data["one_thread"]["trmm"]
-            assert fp.get_one_thread() == ({"trmm": v} if v > 0 else {})  # 0: never on one thread
+            assert fp.config()["one_thread"] == ({"trmm": v} if v > 0 else {})  # 0: never on one thread
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
@@ -596,7 +605,7 @@ def test_tune_measures_and_stores_the_one_thread_limit(tmp_path, monkeypatch, ca
 def test_split_routines_are_the_c_paths_split_ranges():
     """The routines a policy file may name in split_from are exactly those the C path splits, and each
     measured routine stands for routines of its own family group and precision class."""
-    assert set(_paths.SPLIT_ROUTINES) == set(_dispatch.shipped_split_ranges())
+    assert set(_paths.SPLIT_ROUTINES) == set(_dropin.SHIPPED.split)
     assert len(_paths.SPLIT_ROUTINES) == len(set(_paths.SPLIT_ROUTINES))
     for name, names in _paths.SPLIT_TUNE.items():
         assert name in names
@@ -618,33 +627,34 @@ def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch,
     _paths.save_policy(pol, f)
     assert json.loads(f.read_text())["split_from"] == {"sgemm": 1e6, "dgemm": 1e6, "ztrsm": None}
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
-    shipped = _dispatch.shipped_split_ranges()
+    shipped = dict(_dropin.SHIPPED.split)
     rng = np.random.default_rng(3)
     try:
         _runtime.set_runtime(None)
         blas.dgemm(1.0, [[1.0]], [[1.0]])
         _dispatch.apply_policy(reload=True)
-        ranges = _dispatch.split_ranges()
+        ranges = dict(_dropin.config(2).split)
         assert ranges["dgemm"] == (1e6, shipped["dgemm"][1]) and ranges["ztrsm"] == (0.0, 0.0)
         assert {k: v for k, v in ranges.items() if k not in ("sgemm", "dgemm", "ztrsm")} == \
             {k: v for k, v in shipped.items() if k not in ("sgemm", "dgemm", "ztrsm")}
-        split = fp.get_split()
+        split = _splits(fp)
         if split:  # several threads and a pool: the C path splits
             assert split["dgemm"] == (1e6, shipped["dgemm"][1]) and "ztrsm" not in split
             assert split["zgemm"] == shipped["zgemm"]
             for n, parts in ((64, False), (96, True)):  # 2 n^3 = 5.2e5 (below the tuned end), 1.8e6
                 a, b = (np.asfortranarray(rng.standard_normal((n, n))) for _ in range(2))
-                before = fp.split_calls()
+                before = fp.stats()["split_calls"]
+                assert (fp.decide(blas.dgemm, 1.0, a, b)["path"] == "split") is parts, n
                 c = blas.dgemm(1.0, a, b)
-                assert (fp.split_calls() > before) is parts, n
+                assert (fp.stats()["split_calls"] > before) is parts, n
                 np.testing.assert_allclose(c, a @ b, rtol=0, atol=4 * n * np.finfo(float).eps
                                            * (np.abs(a) @ np.abs(b)).max())
             n = 128
             a = np.asfortranarray(np.tril(rng.standard_normal((n, n)) + 1j) / n + 2 * np.eye(n))
             b = np.asfortranarray(rng.standard_normal((n, n)) + 0j)
-            before = fp.split_calls()
+            before = fp.stats()["split_calls"]
             x = blas.ztrsm(1.0, a, b, lower=1)
-            assert fp.split_calls() == before  # never split
+            assert fp.stats()["split_calls"] == before  # never split
             np.testing.assert_allclose(x, sb.ztrsm(1.0, a, b, lower=1), rtol=1e-12, atol=1e-12)
         main(["info"])
         out = capsys.readouterr().out
@@ -652,13 +662,13 @@ def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch,
             assert "sgemm, dgemm 1e+06-3e+08 (lower end tuned)" in out and "ztrsm never (lower end tuned)" in out
         _assert_refused(f, "split_from", ({"dsyr2k": 1.0}, {"dgemm": -1.0}, {"dgemm": "x"}, {"dgemm": True},
                                           {"dgemm": [1.0, 2.0]}))
-        assert _dispatch.split_ranges() == shipped
+        assert dict(_dropin.config(2).split) == shipped
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
     assert _paths.policy().file != str(f)
-    if fp.get_split():
-        assert fp.get_split() == {k: v for k, v in _dispatch.split_ranges().items() if v[1] > v[0]}
+    if _splits(fp):
+        assert _splits(fp) == {k: v for k, v in _dropin.config(2).split.items() if v[1] > v[0]}
 
 
 def test_measure_split_measures_and_restores_the_c_path():
@@ -667,10 +677,10 @@ def test_measure_split_measures_and_restores_the_c_path():
 
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
-    before = fp.get_split()
+    before = fp.config()
     limits, rows = measure_split(("dgemm", "ztrsm"), orders=(24, 48), reps=1, settle=0.0)
-    assert fp.get_split() == before
-    if not before:
+    assert fp.config() == before
+    if not _splits(fp):
         assert limits == {} and "note" in rows  # one thread here: nothing to split
         return
     assert set(limits) == {"dgemm", "ztrsm"}
@@ -699,7 +709,7 @@ def test_tune_measures_and_stores_where_the_split_starts(tmp_path, monkeypatch, 
 
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
-    multi = bool(fp.get_split())
+    multi = bool(_splits(fp))
     f = tmp_path / "paths.json"
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
     try:
@@ -716,9 +726,9 @@ def test_tune_measures_and_stores_where_the_split_starts(tmp_path, monkeypatch, 
             assert "where the C path's split on the pool starts: dgemm" in out
             blas.dgemm(1.0, [[1.0]], [[1.0]])
             if v is None:  # never split
-                assert "dgemm" not in fp.get_split()
+                assert "dgemm" not in _splits(fp)
             else:
-                assert fp.get_split()["dgemm"] == (v, _dispatch.SPLIT_FLOPS[1])
+                assert _splits(fp)["dgemm"] == (v, _dropin.SHIPPED.split["dgemm"][1])
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)

@@ -71,6 +71,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from tileblas._progress import Progress
 from tileblas._timing import Timings, interleaved
+from tileblas.cli import _args
 from tileblas.cli._bench_modes import DET_GAPS, BusyNeighbours, det_gaps, distinct_results
 
 __all__ = ["Point", "grid_points", "estimate_seconds", "calibrate_rate", "run_grid", "summarize", "plot_grid",
@@ -80,6 +81,7 @@ __all__ = ["Point", "grid_points", "estimate_seconds", "calibrate_rate", "run_gr
 ROUTINES = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 COMPLEX_ONLY = ("hemm", "herk", "her2k")
 SIZES = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
+SHAPE_NAMES = ("square", "k64", "m64", "rhs64")
 SHAPES = {"gemm": ("square", "k64", "m64"), "symm": ("square", "rhs64"), "hemm": ("square", "rhs64"),
           "syrk": ("square", "k64"), "herk": ("square", "k64"), "syr2k": ("square", "k64"),
           "her2k": ("square", "k64"), "trmm": ("square", "rhs64"), "trsm": ("square", "rhs64")}
@@ -647,31 +649,35 @@ def add_grid_arguments(p: Any) -> None:
     """The grid benchmark's command-line options (shared by ``tileblas bench grid`` and the script)."""
     p.add_argument("--quick", action="store_true",
                    help="a ~2 minute subset: d (z for hemm/herk/her2k), sizes 64/256/1024, square, C and F order, 3 rounds")
-    p.add_argument("--sizes", default=None, help="comma-separated sizes (default 16..4096, 6144 for dgemm)")
-    p.add_argument("--max-n", type=int, default=None, help="leave out sizes above this")
+    p.add_argument("--sizes", type=_args.sizes(1), default=None,
+                   help="comma-separated sizes or start:stop:step (default 16..4096, 6144 for dgemm)")
+    p.add_argument("--max-n", type=_args.count(1), default=None, help="leave out sizes above this")
     p.add_argument("--prefixes", default="sdcz", help="precisions, letters of sdcz (default all)")
-    p.add_argument("--routines", default=",".join(ROUTINES), help="comma-separated routine families")
-    p.add_argument("--orders", default="F,C", help="input layouts: F, C or F,C")
-    p.add_argument("--shapes", default=None, help="comma-separated subset of square,k64,m64,rhs64")
-    p.add_argument("--variants-n", type=int, default=1024,
+    p.add_argument("--routines", type=_args.names(ROUTINES), default=",".join(ROUTINES),
+                   help="comma-separated routine families")
+    p.add_argument("--orders", type=_args.names(("F", "C")), default="F,C", help="input layouts: F, C or F,C")
+    p.add_argument("--shapes", type=_args.names(SHAPE_NAMES), default=None,
+                   help="comma-separated subset of square,k64,m64,rhs64")
+    p.add_argument("--variants-n", type=_args.count(0), default=1024,
                    help="size of the trmm/trsm side/uplo/trans/diag variants (0: none)")
-    p.add_argument("--mode", "--modes", dest="modes", default="warm", metavar="MODES",
+    p.add_argument("--mode", "--modes", dest="modes", type=_args.names(MODES), default="warm", metavar="MODES",
                    help="timing modes, comma-separated, each point timed in each: warm (pause, warm-up call, "
                         "block of calls; the default), cold (each timed call the first after --idle seconds, "
                         "right after one call of the other library), load (as warm, --load-procs busy "
                         "processes beside it)")
-    p.add_argument("--rounds", type=int, default=None,
+    p.add_argument("--rounds", type=_args.count(1), default=None,
                    help="interleaved rounds per point and mode (default 5; quick 3); ratio from the best, the "
                         "median kept too")
-    p.add_argument("--recheck-rounds", type=int, default=0,
+    p.add_argument("--recheck-rounds", type=_args.count(0), default=0,
                    help="time every point below the 0.97x bar again with this many more rounds, keeping the best "
                         "of all its rounds (a noisy machine's slow rounds are not the library's; default 0: off)")
-    p.add_argument("--settle", type=float, default=0.2, help="pause in seconds before each timed block (warm, load)")
-    p.add_argument("--idle", type=float, default=0.2,
+    p.add_argument("--settle", type=_args.number(0.0), default=0.2,
+                   help="pause in seconds before each timed block (warm, load)")
+    p.add_argument("--idle", type=_args.number(0.0), default=0.2,
                    help="cold mode: idle pause in seconds before each timed call (default 0.2)")
-    p.add_argument("--load-procs", type=int, default=1,
+    p.add_argument("--load-procs", type=_args.count(1), default=1,
                    help="load mode: busy processes beside the timing (default 1)")
-    p.add_argument("--det-calls", type=int, default=40,
+    p.add_argument("--det-calls", type=_args.count(2), default=40,
                    help="identical untimed calls of each library per point and mode whose distinct results are "
                         "counted, with idle gaps of 1-50 ms before some (default 40)")
     p.add_argument("--json", default="bench_grid.json", help="output JSON file")
@@ -681,7 +687,7 @@ def add_grid_arguments(p: Any) -> None:
     p.add_argument("--resume", action="store_true",
                    help="keep the points already timed in the --json file and time only the others (the file is "
                         "rewritten after every point, so a grid can be measured in several sittings)")
-    p.add_argument("--minutes", type=float, default=None,
+    p.add_argument("--minutes", type=_args.number(0.0, strict=True), default=None,
                    help="stop starting new points after this many minutes (with --resume, go on later)")
     p.add_argument("--no-progress", action="store_true")
 
@@ -695,25 +701,34 @@ def _at_least(name: str, value: Any, low: float, strict: bool = False) -> None:
         raise ValueError(f"{name} must be {'>' if strict else '>='} {low:g}; got {value!r}")
 
 
+def _listed(value: Any) -> list[str]:
+    """A comma-separated option as a list, whether argparse's type made it one already or not."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(x).strip() for x in items if str(x).strip()]
+
+
 def check_arguments(args: Any) -> dict[str, Any]:
-    """The grid's options checked, before anything runs: a ValueError that names the option and its value
-    for the first bad one; else the parsed values (sizes, shapes, modes, rounds)."""
-    sizes = None
+    """The grid's options checked before anything runs, whether the command line's types parsed them
+    (:mod:`tileblas.cli._args`) or a caller made ``args`` itself: a ValueError naming the option and its
+    value for the first bad one; else the values as lists (sizes, routines, orders, shapes, modes) and the
+    rounds in force."""
+    sizes_ = None
     if args.sizes:
+        raw = _listed(args.sizes)
         try:
-            sizes = [int(x) for x in args.sizes.split(",")]
+            sizes_ = [int(x) for x in raw]
         except ValueError:
-            sizes = None
-        if not sizes or any(n < 1 for n in sizes):
+            sizes_ = None
+        if not sizes_ or any(n < 1 for n in sizes_):
             raise ValueError(f"--sizes must be positive integers, comma-separated; got {args.sizes!r}")
-    shapes = args.shapes.split(",") if args.shapes else None
-    for sh in shapes or ():
-        if sh not in ("square", "k64", "m64", "rhs64"):
-            raise ValueError(f"--shapes must be among square,k64,m64,rhs64; got {sh!r}")
-    modes = list(dict.fromkeys(m.strip() for m in str(args.modes).split(",")))
-    for m in modes:
-        if m not in MODES:
-            raise ValueError(f"--modes must be among {','.join(MODES)}, comma-separated; got {m!r}")
+    for option, value, allowed in (("--shapes", args.shapes, SHAPE_NAMES), ("--modes", args.modes, MODES),
+                                   ("--routines", args.routines, ROUTINES), ("--orders", args.orders, ("F", "C"))):
+        for x in _listed(value):
+            if x not in allowed:
+                raise ValueError(f"{option} must be among {','.join(allowed)}, comma-separated; got {x!r}")
+    modes = list(dict.fromkeys(_listed(args.modes))) or ["warm"]
     rounds = args.rounds if args.rounds is not None else (QUICK["rounds"] if args.quick else 5)
     _at_least("--rounds", rounds, 1)
     _at_least("--recheck-rounds", args.recheck_rounds, 0)
@@ -724,7 +739,8 @@ def check_arguments(args: Any) -> dict[str, Any]:
     _at_least("--variants-n", args.variants_n, 0)
     _at_least("--max-n", args.max_n, 1)
     _at_least("--minutes", args.minutes, 0, strict=True)
-    return {"sizes": sizes, "shapes": shapes, "modes": modes, "rounds": rounds}
+    return {"sizes": sizes_, "shapes": _listed(args.shapes) or None, "modes": modes, "rounds": rounds,
+            "routines": _listed(args.routines), "orders": _listed(args.orders)}
 
 
 def grid_main(args: Any) -> int:
@@ -734,9 +750,8 @@ def grid_main(args: Any) -> int:
 
     opts = check_arguments(args)
     rounds, modes = opts["rounds"], opts["modes"]
-    points = grid_points(args.quick, opts["sizes"], args.prefixes, [r for r in args.routines.split(",") if r],
-                         [o for o in args.orders.split(",") if o], opts["shapes"], args.variants_n, args.max_n,
-                         modes=modes)
+    points = grid_points(args.quick, opts["sizes"], args.prefixes, opts["routines"], opts["orders"], opts["shapes"],
+                         args.variants_n, args.max_n, modes=modes)
     done: dict[tuple, Point] = {}
     if args.resume and args.json and os.path.exists(args.json):
         done = {point_key(p): p for p in read_points(args.json)}
