@@ -40,6 +40,9 @@ class Tuning:
         Tile sizes the default may pick (tried largest first).
     max_tiles_per_dim : int
         A plan cuts no dimension into more tiles than this (it grows its tiles instead).
+    max_tile_calls : int
+        A call whose tile size would make more tile-kernel calls than this (about 5-10 us of overhead
+        each) is refused at once, naming the smallest tile size that stays within it.
     deterministic_devices : int
         In deterministic mode the partitioning is chosen as if the runtime had this many devices.
     task_overhead_s : float
@@ -79,6 +82,7 @@ class Tuning:
     shared_flops: float = 2.0 * 1280**3
     tile_candidates: tuple = (1024, 768, 512, 384, 256, 192, 128)
     max_tiles_per_dim: int = 1024
+    max_tile_calls: int = 1 << 20
     deterministic_devices: int = 4
     task_overhead_s: float = 25e-6
     core_flops: float = 3.0e10

@@ -888,4 +888,61 @@ def is_trivial(name: str, b: dict[str, Any]) -> bool:
     return m == 0 or n == 0 or k == 0 or b["alpha"] == 0
 
 
-__all__ += ["call_dims", "call_size", "is_trivial", "DETERMINISTIC_DEVICES", "LEVEL3_KERNELS"]
+def tile_calls(name: str, m: int, n: int, k: int, tile: int) -> int:
+    """Tile-kernel calls a plan of tile size ``tile`` makes, at most: one per output tile and k tile."""
+    return _ceil(m, tile) * _ceil(n, tile) * _ceil(k, tile)
+
+
+def check_tile_calls(name: str, m: int, n: int, k: int, tile: int) -> None:
+    """Refuse (ValueError, before anything is planned or touched) a tile size whose plan would make more
+    than ``Tuning.max_tile_calls`` tile-kernel calls, naming the smallest tile size within the limit."""
+    limit = get_tuning().max_tile_calls
+    calls = tile_calls(name, m, n, k, tile)
+    if calls <= limit:
+        return
+    lo, hi = tile, max(m, n, k)  # the smallest tile within the limit: calls fall as the tile grows
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if tile_calls(name, m, n, k, mid) <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    raise ValueError(
+        f"tile_size={tile} cuts this {m}x{n}x{k} {name} into {calls} tile-kernel calls, more than "
+        f"Tuning.max_tile_calls = {limit} (each costs microseconds of scheduling, the whole call far more "
+        f"than its work); use tile_size >= {lo}, or None for the runtime's choice")
+
+
+def _absmax(a: np.ndarray) -> float:
+    """An upper bound of max |a| (for complex, max |re| + max |im|), without a temporary of a's size;
+    NaN where ``a`` holds NaN."""
+    if a.size == 0:
+        return 0.0
+    parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
+    return float(sum(max(float(x.max()), -float(x.min())) for x in parts))
+
+
+def alpha_may_overflow(name: str, b: dict[str, Any]) -> bool:
+    """True when, with ``|alpha| > 1``, the products of a tiled plan's steps can overflow: ``|alpha|``
+    times the largest possible partial product (``max|op(A)| * max|op(B)| * k``, twice for syr2k/her2k)
+    plus ``|beta| * max|C|`` reaches the largest finite value of the dtype.  Tiles apply alpha to each
+    partial product and add them (over k tiles, or in a split-k reduction), so two partial products that
+    overflow with opposite signs give inf - inf = NaN where the one native call, which scales the whole
+    sum once, gives +-inf or a finite value; such a call is better run as that one native call.  trsm
+    (alpha scales b before the solve, as natively) and non-finite operands are not concerned."""
+    alpha = b["alpha"]
+    if name == "trsm" or not abs(alpha) > 1 or not np.isfinite(alpha):
+        return False
+    m, n, k = _dims(name, b)
+    a = b["a"]
+    amax = _absmax(a)
+    other = amax if name in ("syrk", "herk") else _absmax(b["b"])
+    terms = abs(alpha) * amax * other * k * (2.0 if name in ("syr2k", "her2k") else 1.0)
+    if "c" in b and b["beta"] != 0:
+        terms += abs(b["beta"]) * _absmax(b["c"])
+    big = float(np.finfo(a.dtype).max)
+    return bool(terms >= big)  # False for NaN data (no bound can be had; the operands decide)
+
+
+__all__ += ["call_dims", "call_size", "is_trivial", "DETERMINISTIC_DEVICES", "LEVEL3_KERNELS", "tile_calls",
+            "check_tile_calls", "alpha_may_overflow"]

@@ -508,6 +508,9 @@ class Runtime:
             return self._direct(name, bound, shape, flops, "small")
         if explicit is None and not self._policy_threads and flops < self.shared_flops and self._shared_threads:
             return self._direct(name, bound, shape, flops, "shared")
+        P.check_tile_calls(name, m, n, k, tile)
+        if self.host_memory is None and P.alpha_may_overflow(name, bound):  # no NaN from inf - inf between tiles
+            return self._direct(name, bound, shape, flops, "shared" if self._shared_threads else "small")
         plan = P.plan_call(name, bound, tile, self._split_target())
         reserve(out, "c" if "c" in bound else "b")  # a file-backed output: no SIGBUS or half-written file
         self._tiled(plan, name, shape, out, tile, flops, lambda: " and the output is undefined")

@@ -431,6 +431,9 @@ class ClusterRuntime(Runtime):
                 tile = P.bounded_tile(m, n, k, tile)
                 if (explicit is None and flops < self.small_flops) or max(m, n, k) <= min(tile, 256):
                     return self._host_call(name, bound, shape, flops, "small")
+                P.check_tile_calls(name, m, n, k, tile)
+                if P.alpha_may_overflow(name, bound):  # one native call: no NaN from inf - inf between tiles
+                    return self._host_call(name, bound, shape, flops, "small")
             plan = P.plan_call(name, bound, tile, 0 if self._devices_for_partition() <= 1
                                else 2 * self._devices_for_partition())
             ex = _CallExecutor(self, plan, handles)
