@@ -173,3 +173,14 @@ def test_fuzz_bad_arguments_are_one_line_exit_2_and_no_work(home, capsys, no_wor
     rc, out, err = _run(argv, capsys)
     _one_line_refusal(rc, out, err)
     assert no_work == [] and _files(home) == []
+
+
+def test_reading_a_model_repository_leaves_no_file_behind(home, capsys, tmp_path):
+    from tileblas.perf import Repository
+
+    db = tmp_path / "repo" / "models.sqlite"
+    Repository(db)
+    before = sorted(p.name for p in db.parent.iterdir()), db.read_bytes()
+    for argv in (["model", "show", "--db", str(db)], ["rank", "trinv", "--n", "64", "--db", str(db)]):
+        _run(argv, capsys)
+        assert (sorted(p.name for p in db.parent.iterdir()), db.read_bytes()) == before, argv

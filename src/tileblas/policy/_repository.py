@@ -228,7 +228,13 @@ class Repository:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            if getattr(self, "read_only", False):
+            if getattr(self, "_reader", False) and _writable(self.path):
+                # opened to read a file this process may write: a read-write connection that only reads
+                # (mode=rw never creates the file), so that its close removes the -wal and -shm files a
+                # read-only connection to a WAL database would leave behind
+                uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=rw"
+                con = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+            elif getattr(self, "read_only", False):
                 con = sqlite3.connect(self._ro_uri(), uri=True, timeout=self.timeout, isolation_level=None)
             else:
                 con = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
