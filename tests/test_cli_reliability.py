@@ -184,3 +184,8 @@ def test_reading_a_model_repository_leaves_no_file_behind(home, capsys, tmp_path
     for argv in (["model", "show", "--db", str(db)], ["rank", "trinv", "--n", "64", "--db", str(db)]):
         _run(argv, capsys)
         assert (sorted(p.name for p in db.parent.iterdir()), db.read_bytes()) == before, argv
+
+
+def test_a_demo_section_that_does_not_exist_is_one_line(home, capsys):
+    rc, out, err = _run(["demo", "--only", "zzz"], capsys)
+    _one_line_refusal(rc, out, err, "--only", "zzz")

@@ -28,6 +28,9 @@ SECTIONS = (
 
 
 def run_demo(out: Callable[[str], None] = print, only: str | None = None) -> int:
+    if only and not any(only in spec.split(":")[0] for spec in SECTIONS):
+        names = ", ".join(spec.split(":")[0].rsplit("_demo_", 1)[-1] for spec in SECTIONS)
+        raise ValueError(f"--only {only!r} names no section of the demo; sections: {names}")
     failures = 0
     for spec in SECTIONS:
         mod, fn = spec.split(":")
