@@ -4,6 +4,9 @@ small-call path of the drop-in routines)."""
 import numpy
 from setuptools import Extension, setup
 
+#: The files of tileblas.blas._fastpath (src/tileblas/blas/_fp.h says what each holds).
+FASTPATH = ("_fastpath", "_fp_front", "_fp_arrays", "_fp_decide", "_fp_level3", "_fp_level12")
+
 setup(
     ext_modules=[
         Extension(
@@ -22,9 +25,9 @@ setup(
         ),
         Extension(
             "tileblas.blas._fastpath",
-            sources=["src/tileblas/blas/_fastpath.c"],
-            depends=["src/tileblas/kernels/_pool.h"],
-            include_dirs=[numpy.get_include(), "src/tileblas/kernels"],  # _pool.h
+            sources=[f"src/tileblas/blas/{f}.c" for f in FASTPATH],
+            depends=["src/tileblas/blas/_fp.h", "src/tileblas/kernels/_pool.h"],
+            include_dirs=[numpy.get_include(), "src/tileblas/blas", "src/tileblas/kernels"],  # _fp.h, _pool.h
             extra_compile_args=["-O2"],
         ),
     ]

@@ -18,6 +18,7 @@ import tileblas
 import tileblas.blas as tb
 from tileblas.blas import _dispatch
 from tileblas.blas._level3 import LEVEL3_FAMILIES
+from tileblas.policy import _dropin
 from tileblas.runtime import _runtime
 
 fp = pytest.importorskip("tileblas.blas._fastpath")
@@ -31,8 +32,17 @@ def _fast_on():
     """The default runtime, the small-call path on (one Python-path call decides it)."""
     _runtime.set_runtime(None)
     tb.dgemm(1.0, [[1.0]], [[1.0]])  # lists: Python path
-    assert fp.enabled()
+    assert fp.config()["enabled"]
     yield
+
+
+def _with(field, items, drop=()):
+    """Configure the C path as it is, with ``items`` over its dict ``field`` (keys containing one of
+    ``drop`` left out first); the configuration before."""
+    saved = fp.config()
+    fp.configure({**saved, field: {**{k: v for k, v in saved[field].items() if not any(d in k for d in drop)},
+                                   **items}})
+    return saved
 
 
 def _rand(rng, shape, dtype, layout="F"):
@@ -412,7 +422,7 @@ def test_replaced_default_runtime_turns_the_path_off():
     mine = tileblas.Runtime(2)
     prev = _runtime.set_runtime(mine)
     try:
-        assert not fp.enabled()
+        assert not fp.config()["enabled"]
         tb.dgemm(1.0, a, a)
         assert mine.last_profile() is not None  # the replacement ran it
     finally:
@@ -423,16 +433,15 @@ def test_replaced_default_runtime_turns_the_path_off():
 def test_calls_at_the_limit_go_to_the_runtime(monkeypatch):
     rng = np.random.default_rng(5)
     a = _rand(rng, (16, 16), np.float64)
-    saved = fp.get_level3_limits()
+    saved = _with("limits", {"gemm": 2.0 * 16 ** 3})  # exactly this call's flops: the runtime's
     try:
-        fp.set_level3_limits({"gemm": 2.0 * 16 ** 3})  # exactly this call's flops: the runtime's
         assert fp.Level3("gemm", "d")(1.0, a, a, 0.0, None, 0, 0, 0) is NotImplemented
         a15 = a[:15, :15].copy(order="F")
         assert fp.Level3("gemm", "d")(1.0, a15, a15, 0.0, None, 0, 0, 0) is not NotImplemented
         # both sides of the limit give SciPy's result, in every trmm/trsm variant
         for n, name in itertools.product((15, 16), ("dtrmm", "dtrsm", "ztrsm")):
             fam = name[1:]
-            fp.set_level3_limits({fam: 16.0 ** 3 * (4 if name[0] == "z" else 1)})
+            _with("limits", {fam: 16.0 ** 3 * (4 if name[0] == "z" else 1)}, drop=(fam + "/",))
             dt = DT[name[0]]
             for sd, lo, ta, dg in itertools.product((0, 1), (0, 1), (0, 1, 2), (0, 1)):
                 t = _tri(rng, n, dt, "C")
@@ -441,8 +450,8 @@ def test_calls_at_the_limit_go_to_the_runtime(monkeypatch):
                 ref = getattr(sb, name)(1.5, t, b, side=sd, lower=lo, trans_a=ta, diag=dg)
                 _close(got, ref, 1.5 * 4 * n * np.max(np.abs(b)) * np.max(np.abs(t)), n, dt)
     finally:
-        fp.set_level3_limits(saved)
-    assert _dispatch.fastpath_limits()["gemm"] == saved["gemm"]
+        fp.configure(saved)
+    assert _dropin.config(2).limits["gemm"] == saved["limits"]["gemm"]
 
 
 def test_trmm_trsm_limits_are_per_precision_and_side():
@@ -453,7 +462,7 @@ def test_trmm_trsm_limits_are_per_precision_and_side():
     from tileblas._tuning import get_tuning
 
     t = get_tuning()
-    win = _dispatch.fastpath_windows()
+    win = _dropin.config(2).windows
     for fam in ("trmm", "trsm"):
         for p in "sdcz":
             for side in "LR":
@@ -462,12 +471,12 @@ def test_trmm_trsm_limits_are_per_precision_and_side():
                     expect = None
                 assert win[f"{p}{fam}/{side}"] == expect
     _dispatch.apply_policy()
-    assert fp.get_recursion_windows() == win
-    saved, saved_w = fp.get_level3_limits(), fp.get_recursion_windows()
+    assert fp.config()["windows"] == win
+    saved = fp.config()
     rng = np.random.default_rng(8)
     t16 = _tri(rng, 16, np.float32, "F")
     try:
-        fp.set_recursion_windows({"strmm/L": (16.0, 4.0, 8.0), "dtrmm/L": None})
+        _with("windows", {"strmm/L": (16.0, 4.0, 8.0), "dtrmm/L": None})
         small = fp.Level3("trmm", "s")
         for order, rhs, inside in [(16, 4, True), (16, 8, True), (20, 6, True), (15, 4, False), (16, 3, False),
                                    (16, 9, False)]:
@@ -480,35 +489,66 @@ def test_trmm_trsm_limits_are_per_precision_and_side():
         assert small(1.0, t16, b, 1, 0, 0, 0, 0) is not NotImplemented
         assert fp.Level3("trmm", "d")(1.0, t16.astype(np.float64), b.T.astype(np.float64), 0, 0, 0, 0, 0) \
             is not NotImplemented
-        fp.set_level3_limits({"trmm": 1.0})  # a family's flop limit sets every precision and side
-        assert all(v == 1.0 for k, v in fp.get_level3_limits().items() if k == "trmm" or "trmm/" in k)
+        _with("limits", {"trmm": 1.0}, drop=("trmm/",))  # a family's flop limit sets every precision and side
+        assert all(v == 1.0 for k, v in fp.config()["limits"].items() if k == "trmm" or "trmm/" in k)
         assert fp.Level3("trmm", "d")(1.0, t16.astype(np.float64), b.T.astype(np.float64), 0, 0, 0, 0, 0) \
             is NotImplemented
-        fp.set_level3_limits({"dtrmm/L": 1e300})  # one precision and side
+        _with("limits", {"dtrmm/L": 1e300})  # one precision and side
         assert fp.Level3("trmm", "d")(1.0, t16.astype(np.float64), b.T.astype(np.float64), 0, 0, 0, 0, 0) \
             is not NotImplemented
+        before = fp.config()
         with pytest.raises(ValueError, match="unknown Level-3 family"):
-            fp.set_level3_limits({"dtrmm/X": 1.0})
+            _with("limits", {"dtrmm/X": 1.0})
         for bad in [{"dtrmm/X": None}, {"dtrmm/L": (0.0, 1.0, 2.0)}, {"dtrmm/L": (1.0, 2.0)}, {"dtrmm/L": 5.0}]:
-            with pytest.raises(ValueError, match="set_recursion_windows"):
-                fp.set_recursion_windows(bad)
-        with pytest.raises(TypeError, match="set_recursion_windows"):
-            fp.set_recursion_windows([("dtrmm/L", None)])
+            with pytest.raises(ValueError, match="windows"):
+                _with("windows", bad)
+        with pytest.raises(TypeError, match="windows"):
+            fp.configure({**before, "windows": [("dtrmm/L", None)]})
+        assert fp.config() == before  # a refused configuration changes nothing
     finally:
-        fp.set_level3_limits(saved)
-        fp.set_recursion_windows(saved_w)
-    assert fp.get_level3_limits() == saved and fp.get_recursion_windows() == saved_w
+        fp.configure(saved)
+    assert fp.config() == saved
 
 
 def test_bad_module_state_arguments_are_refused():
+    """configure refuses, naming the field, a configuration with a key missing or unknown, a family or
+    routine it does not know, a value of the wrong type or range; a refused configuration changes nothing
+    (it is checked completely first), and configure(config()) changes nothing either."""
     with pytest.raises(ValueError, match="unknown Level-3"):
         fp.Level3("gemv", "d")
     with pytest.raises(ValueError, match="Hermitian"):
         fp.Level3("hemm", "d")
-    with pytest.raises(ValueError, match="unknown Level-3 family"):
-        fp.set_level3_limits({"gemv": 1.0})
-    with pytest.raises(TypeError):
-        fp.set_level3_limits([1.0])
+    saved = fp.config()
+    fp.configure(saved)
+    assert fp.config() == saved
+    bad = [({"limits": {**saved["limits"], "gemv": 1.0}}, ValueError, "unknown Level-3 family"),
+           ({"limits": [1.0]}, TypeError, "limits"),
+           ({"limits": {"gemm": -1.0}}, ValueError, "limits"),
+           ({"limits": {"gemm": float("nan")}}, ValueError, "limits"),
+           ({"entries": {"dgemv": 1}}, ValueError, "unknown Level-3 routine"),
+           ({"one_thread_entries": {"dhemm": 1}}, ValueError, "unknown Level-3 routine"),
+           ({"split": {"dgemm": 1.0}}, TypeError, "split"),
+           ({"split": {"dgemv": (1.0, 2.0)}}, ValueError, "split"),
+           ({"rank_gemm": {"zsyrk": (1.0, 2.0)}}, ValueError, "rank_gemm"),
+           ({"enabled": 1}, TypeError, "enabled"),
+           ({"contextvar": 3}, TypeError, "contextvar"),
+           ({"pool_slot": 10 ** 6, "get_num_threads": 1}, (ValueError, RuntimeError), "pool_slot"),
+           ({"pool_slot": 0, "get_num_threads": 0}, ValueError, "get_num_threads"),
+           ({"max_parts": 65}, ValueError, "max_parts"),
+           ({"max_parts": 1}, ValueError, "max_parts"),
+           ({"part_fraction": 0}, ValueError, "part_fraction"),
+           ({"herk_copy_k": 6.0}, TypeError, "herk_copy_k"),
+           ({"gil_elements": 1.5}, TypeError, "gil_elements"),
+           ({"nonsense": 1}, ValueError, "unknown key")]
+    for change, exc, match in bad:
+        with pytest.raises(exc, match=match):
+            fp.configure({**saved, **change})
+        assert fp.config() == saved, change  # nothing changed
+    with pytest.raises(ValueError, match="no 'windows'"):
+        fp.configure({k: v for k, v in saved.items() if k != "windows"})
+    with pytest.raises(TypeError, match="configure takes a dict"):
+        fp.configure([1.0])
+    assert fp.config() == saved
 
 
 # ------------------------------------------------------------------------------------------ Level 1/2
@@ -882,12 +922,12 @@ def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
 
     two = name.endswith("2k")
     dt = DT[name[0]]
-    one_lim, split_lim = _dispatch.rank_gemm_limits()[name]
-    assert fp.get_rank_gemm()[name] == (one_lim, split_lim)
+    one_lim, split_lim = _dropin.config(2).rank_gemm[name]
+    assert fp.config()["rank_gemm"][name] == (one_lim, split_lim)
     for bad, exc in (({"zsyrk": (1.0, 2.0)}, ValueError), ({name: 5.0}, TypeError), ({name: (1.0,)}, TypeError)):
-        with pytest.raises(exc, match="set_rank_gemm"):
-            fp.set_rank_gemm(bad)
-        assert fp.get_rank_gemm()[name] == (one_lim, split_lim)  # a refused setting changes nothing
+        with pytest.raises(exc, match="rank_gemm"):
+            _with("rank_gemm", bad)
+        assert fp.config()["rank_gemm"][name] == (one_lim, split_lim)  # a refused setting changes nothing
     rng = np.random.default_rng(31)
 
     def flops(n, k):
@@ -908,9 +948,11 @@ def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
                     shape = (n, k) if tr == 0 else (k, n)
                     a = _rand(rng, shape, dt, order)
                     args = (1.5, a, _rand(rng, shape, dt, order)) if two else (1.5, a)
-                    before = fp.rank_gemm_calls()
+                    before = fp.stats()["rank_gemm_calls"]
+                    path = fp.decide(getattr(tb, name), *args, trans=tr, lower=lower)["path"]
                     got = getattr(tb, name)(*args, trans=tr, lower=lower)
-                    taken = fp.rank_gemm_calls() > before
+                    taken = fp.stats()["rank_gemm_calls"] > before
+                    assert taken == (path == "rank_gemm"), (path, name, n, k, tr, order, lower, limit)
                     what = (name, n, k, tr, order, lower, limit)
                     by_gemm = (tr == 0) == (order == "F")  # op(a) = a in Fortran order
                     if not by_gemm or f >= split_lim or (limit == 1 and f >= one_lim):
@@ -928,9 +970,9 @@ def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
             a = _rand(rng, (n, n), dt)
             args = (1.5, a, _rand(rng, (n, n), dt)) if two else (1.5, a)
             c = _rand(rng, (n, n), dt)
-            before = fp.rank_gemm_calls()
+            before = fp.stats()["rank_gemm_calls"]
             got = getattr(tb, name)(*args, beta=0.0, c=c)
-            assert fp.rank_gemm_calls() == before
+            assert fp.stats()["rank_gemm_calls"] == before
             np.testing.assert_array_equal(np.tril(got, -1), np.tril(c, -1))
 
 
@@ -982,9 +1024,10 @@ def test_small_trmm_calls_run_on_the_one_thread_instance():
     trmm calls); both sides of the limit give SciPy's result in every precision."""
     rt = _runtime.get_runtime()
     threads = int(getattr(rt, "_policy_threads", 0) or 0)
-    assert fp.get_one_thread() == (_dispatch.one_thread_limits() if threads > 1 else {})
+    assert fp.config()["one_thread"] == dict(_dropin.config(threads).one_thread)
+    assert (fp.config()["one_thread"] != {}) == (threads > 1)  # several threads: the one-thread instance
     rng = np.random.default_rng(11)
-    limit, below = _dispatch.one_thread_limits()["trmm"], 0
+    limit, below = _dropin.config(2).one_thread["trmm"], 0
     for p, dt in DT.items():
         units = 4 if p in "cz" else 1
         for n in (16, 32, 40, 64, 65, 80):
@@ -995,15 +1038,17 @@ def test_small_trmm_calls_run_on_the_one_thread_instance():
             _close(got, ref, 1.5 * n * np.max(np.abs(t)) * np.max(np.abs(b)), n, dt)
             below += n ** 3 * units < limit
     assert 0 < below < 24  # both sides of the limit were run
+    t16, b16 = _tri(rng, 16, np.float64, "F"), _rand(rng, (16, 16), np.float64)
+    assert fp.decide(tb.dtrmm, 1.0, t16, b16)["entry"] == ("one_thread" if threads > 1 else "instance")
     try:
-        fp.set_one_thread({"trmm": 1e300}, {})  # a limit without entry points is no limit
-        assert fp.get_one_thread() == {}
+        fp.configure({**fp.config(), "one_thread": {"trmm": 1e300}, "one_thread_entries": {}})
+        assert fp.decide(tb.dtrmm, 1.0, t16, b16)["entry"] == "instance"  # a limit without entry points is no limit
         with pytest.raises(ValueError, match="unknown Level-3 family"):
-            fp.set_one_thread({"trmx": 1.0}, {})
+            _with("one_thread", {"trmx": 1.0})
         with pytest.raises(ValueError, match="unknown Level-3 routine"):
-            fp.set_one_thread({}, {"qtrmm": 1})
-        with pytest.raises(TypeError, match="two dicts"):
-            fp.set_one_thread({"trmm": 1.0})
+            _with("one_thread_entries", {"qtrmm": 1})
+        with pytest.raises(TypeError, match="one_thread must be a dict"):
+            fp.configure({**fp.config(), "one_thread": [("trmm", 1.0)]})
     finally:
         _dispatch._sync_fastpath(rt)
-    assert fp.get_one_thread() == (_dispatch.one_thread_limits() if threads > 1 else {})
+    assert fp.config()["one_thread"] == dict(_dropin.config(threads).one_thread)

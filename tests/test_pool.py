@@ -38,6 +38,16 @@ def settings():
     _pool.configure(**saved)
 
 
+def _splits(fastpath):
+    """The C path's split ranges in force: none without a pool slot."""
+    cfg = fastpath.config()
+    return cfg["split"] if cfg["pool_slot"] >= 0 else {}
+
+
+def _split_calls(fastpath):
+    return fastpath.stats()["split_calls"]
+
+
 def _rand(rng, shape, dtype):
     x = rng.standard_normal(shape)
     if np.issubdtype(dtype, np.complexfloating):
@@ -338,13 +348,14 @@ def test_symm_and_hemm_run_split_on_the_pool_with_scipys_results(prefix, setting
     import scipy.linalg.blas as sb
 
     from tileblas import blas as tb
-    from tileblas.blas import _dispatch, _fastpath
+    from tileblas.blas import _fastpath
+    from tileblas.policy import _dropin
 
     tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))  # the C path is set up for the default runtime
-    split = _fastpath.get_split()
+    split = _splits(_fastpath)
     if not split:
         pytest.skip("no split here (one thread, or the C path is off)")
-    lo, hi = _dispatch.SPLIT_FLOPS
+    lo, hi = _dropin.SHIPPED.split[prefix + "symm"]
     dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
     eps = EPS[dtype]
     rng = np.random.default_rng(10)
@@ -361,9 +372,11 @@ def test_symm_and_hemm_run_split_on_the_pool_with_scipys_results(prefix, setting
                         shape = (s_, other) if side == 0 else (other, s_)
                         b = np.asarray(_rand(rng, shape, dtype), order=order)
                         a = np.asarray(a, order=order)
-                        before = _fastpath.split_calls()
+                        before = _split_calls(_fastpath)
+                        path = _fastpath.decide(f, 1.0, a, b, side=side, lower=lower)
                         got = f(1.0, a, b, side=side, lower=lower)
-                        ran = _fastpath.split_calls() - before
+                        ran = _split_calls(_fastpath) - before
+                        assert ran == (path["path"] == "split"), (path, name, s_, other, side, order)
                         ref = g(1.0, a, b, side=side, lower=lower)
                         bound = 4 * s_ * eps * (np.abs(a).max() * np.abs(b).max() * s_)
                         _check(got, ref.astype(np.complex128), bound, f"{prefix}{name} {s_}x{other} {side} {lower} {order}")
@@ -381,15 +394,18 @@ def test_gemm_runs_split_on_the_pool_with_scipys_results(prefix, settings):
     import scipy.linalg.blas as sb
 
     from tileblas import blas as tb
-    from tileblas.blas import _dispatch, _fastpath
+    from tileblas.blas import _fastpath
+    from tileblas.policy import _dropin
 
     tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))
-    split = _fastpath.get_split()
+    split = _splits(_fastpath)
     if not split:
         pytest.skip("no split here (one thread, or the C path is off)")
-    lo, hi = _dispatch.split_ranges()[prefix + "gemm"]
+    lo, hi = _dropin.config(2).split[prefix + "gemm"]
     assert split[prefix + "gemm"] == (lo, hi)
-    assert lo == (_dispatch.SPLIT_COMPLEX_GEMM_LO if prefix in "cz" else _dispatch.SPLIT_FLOPS[0])
+    # complex gemm splits from a higher lower end than the rest of gemm/symm/hemm
+    assert lo == _dropin.SHIPPED.split[prefix + "gemm"][0]
+    assert (lo > _dropin.SHIPPED.split[prefix + "symm"][0]) == (prefix in "cz")
     dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
     eps = EPS[dtype]
     rng = np.random.default_rng(11)
@@ -402,9 +418,11 @@ def test_gemm_runs_split_on_the_pool_with_scipys_results(prefix, settings):
                 for order in "FC":
                     a = np.asarray(_rand(rng, (k, m) if ta else (m, k), dtype), order=order)
                     b = np.asarray(_rand(rng, (n, k) if tb_ else (k, n), dtype), order=order)
-                    before = _fastpath.split_calls()
+                    before = _split_calls(_fastpath)
+                    path = _fastpath.decide(f, 1.0, a, b, trans_a=ta, trans_b=tb_)
                     got = f(1.0, a, b, trans_a=ta, trans_b=tb_)
-                    ran = _fastpath.split_calls() - before
+                    ran = _split_calls(_fastpath) - before
+                    assert ran == (path["path"] == "split"), (path, m, k, n, ta, tb_, order)
                     ref = g(1.0, a, b, trans_a=ta, trans_b=tb_)
                     bound = 4 * k * eps * np.abs(a).max() * np.abs(b).max() * k
                     _check(got, ref.astype(np.complex128), bound, f"{prefix}gemm {m}x{k}x{n} {ta}{tb_} {order}")
@@ -428,48 +446,46 @@ def test_trmm_trsm_run_split_on_the_pool_with_scipys_results(prefix, settings):
     import scipy.linalg.blas as sb
 
     from tileblas import blas as tb
-    from tileblas.blas import _dispatch, _fastpath
+    from tileblas.blas import _fastpath
+    from tileblas.policy import _dropin
 
     tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))  # the C path is set up for the default runtime
-    shipped = _fastpath.get_split()
+    shipped = _splits(_fastpath)
     if not shipped:
         pytest.skip("no split here (one thread, or the C path is off)")
+    cfg0 = _fastpath.config()
     for f in ("trmm", "trsm"):
-        assert shipped[prefix + f] == _dispatch.TRI_SPLIT_FLOPS[prefix]
+        assert shipped[prefix + f] == _dropin.SHIPPED.split[prefix + f]
     dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
     eps = EPS[dtype]
     cplx = prefix in "cz"
     rng = np.random.default_rng(13)
     # the shipped lower end: an order whose flops just reach it runs split (side L, square), one below not
-    lo = _dispatch.TRI_SPLIT_FLOPS[prefix][0] / (4 if cplx else 1)
+    lo = _dropin.SHIPPED.split[prefix + "trsm"][0] / (4 if cplx else 1)
     n_at = int(np.ceil(lo ** (1 / 3)))
     while n_at ** 3 < lo:
         n_at += 1
     for n, want in ((n_at, 1), (n_at - 1, 0)):
         a = np.asfortranarray(np.triu(_rand(rng, (n, n), dtype)) / n + 2 * np.eye(n, dtype=dtype))
         b = _rand(rng, (n, n), dtype)
-        before = _fastpath.split_calls()
+        before = _split_calls(_fastpath)
+        assert (_fastpath.decide(getattr(tb, prefix + "trsm"), 1.0, a, b)["path"] == "split") == bool(want), (n, lo)
         got = getattr(tb, prefix + "trsm")(1.0, a, b)
-        assert _fastpath.split_calls() - before == want, (n, lo)
+        assert _split_calls(_fastpath) - before == want, (n, lo)
         _check(got, getattr(sb, prefix + "trsm")(1.0, a, b).astype(np.complex128), 16 * n * eps * np.abs(b).max(), n)
-    lib = _openblas.get_library(2)
-    get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
     wide = dict(shipped, **{prefix + f: (1e3, 1e12) for f in ("trmm", "trsm")})
     alpha = 1.5 - 0.5j if cplx else 1.5
-    one = _openblas.get_library(1)
-    from tileblas.blas._level3 import LEVEL3_FAMILIES
-
-    entries = {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps}
     try:
-        _fastpath.set_split(lib.pool_slot, get, wide)
+        _fastpath.configure({**cfg0, "split": wide})
         # below the one-thread limit a trmm runs on one thread, never split
-        limit = _dispatch.one_thread_limits()["trmm"]
+        limit = cfg0["one_thread"]["trmm"]
         n = max(s_ for s_ in range(32, 200) if s_ ** 3 * (4 if cplx else 1) < limit) if limit > 32 ** 3 * 4 else 0
         if n:
-            before = _fastpath.split_calls()
+            before = _split_calls(_fastpath)
             getattr(tb, prefix + "trmm")(1.0, np.asfortranarray(np.eye(n, dtype=dtype)), _rand(rng, (n, n), dtype))
-            assert _fastpath.split_calls() == before, (n, limit)
-        _fastpath.set_one_thread({}, entries)  # no one-thread limit: the split alone decides below
+            assert _split_calls(_fastpath) == before, (n, limit)
+        # no one-thread limit: the split alone decides below
+        _fastpath.configure({**cfg0, "split": wide, "one_thread": {}})
         for fam in ("trmm", "trsm"):
             f, g = getattr(tb, prefix + fam), getattr(sb, prefix + fam)
             # order 40, 24 others: 2 parts along b's 40 (side R: rows); 40 x 12: too thin, one call
@@ -499,9 +515,11 @@ def test_trmm_trsm_run_split_on_the_pool_with_scipys_results(prefix, settings):
                 parts = len_ // 16
                 for ow in (0, 1):
                     b_in, b_keep = b.copy(order="A") if ob != "S" else b, b.copy()
-                    before = _fastpath.split_calls()
+                    before = _split_calls(_fastpath)
+                    path = _fastpath.decide(f, alpha, a, b_in, overwrite_b=ow, **kw)
                     got = f(alpha, a, b_in, overwrite_b=ow, **kw)
-                    ran = _fastpath.split_calls() - before
+                    ran = _split_calls(_fastpath) - before
+                    assert ran == (path["path"] == "split"), (what, ow, path)
                     _check(got, ref, bound, f"{what} overwrite_b={ow}")
                     assert got.dtype == rdt and got.shape == ref.shape and got.flags.f_contiguous, what
                     if ow and ob == "F":
@@ -512,8 +530,8 @@ def test_trmm_trsm_run_split_on_the_pool_with_scipys_results(prefix, settings):
                     copied = oa == "C" and ta == 2
                     assert ran == (1 if parts >= 2 and not copied else 0), (what, ow, ran)
     finally:
-        _fastpath.set_split(lib.pool_slot, get, shipped)
-        _fastpath.set_one_thread(_dispatch.one_thread_limits(), entries)
+        _fastpath.configure(cfg0)
+    assert _fastpath.config() == cfg0
 
 
 @pytest.mark.parametrize("prefix", "sdcz")
@@ -534,7 +552,7 @@ def test_symm_hemm_with_copied_or_conjugated_operands(prefix, settings):
     rng = np.random.default_rng(11)
     cplx = prefix in "cz"
     alpha, beta = (1.5 - 0.5j, 0.5 + 0.25j) if cplx else (1.5, 0.5)
-    split_before = _fastpath.split_calls()
+    split_before = _split_calls(_fastpath)
     for name in ["symm"] + (["hemm"] if cplx else []):
         f, g = getattr(tb, prefix + name), getattr(sb, prefix + name)
         for (s_, other), side, lower, oa, ob in itertools.product(((12, 12), (70, 40), (340, 24)), (0, 1), (0, 1),
@@ -558,7 +576,7 @@ def test_symm_hemm_with_copied_or_conjugated_operands(prefix, settings):
                     assert got is c_in  # updated in place, as SciPy does
                 else:
                     np.testing.assert_array_equal(c_in, c_keep)  # the caller's c is left as it was
-    assert _fastpath.split_calls() > split_before  # the 70 x 40 calls ran split
+    assert _split_calls(_fastpath) > split_before  # the 70 x 40 calls ran split
 
 
 @pytest.mark.parametrize("prefix", "sdcz")
@@ -571,18 +589,19 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
     import scipy.linalg.blas as sb
 
     from tileblas import blas as tb
-    from tileblas.blas import _dispatch, _fastpath
+    from tileblas.blas import _fastpath
+    from tileblas.policy import _dropin
 
     tb.dgemm(1.0, np.ones((4, 4)), np.ones((4, 4)))  # the C path is set up for the default runtime
-    shipped = _fastpath.get_split()
+    shipped = _splits(_fastpath)
     if not shipped:
         pytest.skip("no split here (one thread, or the C path is off)")
+    cfg0 = _fastpath.config()
     for f in ("syrk", "herk"):
-        if prefix + f in _dispatch.split_ranges():
-            assert shipped[prefix + f] == _dispatch.RANK_SPLIT_FLOPS[prefix]
+        if prefix + f in _dropin.config(2).split:
+            assert shipped[prefix + f] == _dropin.SHIPPED.split[prefix + f]
+            assert shipped[prefix + f] == _dropin.SHIPPED.split[prefix + "syrk"]  # one range per precision
     assert prefix + "syr2k" not in shipped
-    lib = _openblas.get_library(2)
-    get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
     cplx = prefix in "cz"
     fams = ["syrk", "syr2k"] + (["herk", "her2k"] if cplx else [])
     wide = dict(shipped, **{prefix + f: (1e3, 1e12) for f in fams})
@@ -590,8 +609,8 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
     eps = EPS[dtype]
     rng = np.random.default_rng(12)
     try:
-        _fastpath.set_split(lib.pool_slot, get, wide)
-        _fastpath.set_rank_gemm({})  # the strips, not the gemm route of small real calls
+        # the strips, not the gemm route of small real calls
+        _fastpath.configure({**cfg0, "split": wide, "rank_gemm": {}})
         for fam in fams:
             herm, two = fam.startswith("her"), fam.endswith("2k")
             f, g = getattr(tb, prefix + fam), getattr(sb, prefix + fam)
@@ -608,9 +627,10 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
                 bound = 8 * k * eps * (abs(alpha) * k * np.abs(a).max() * np.abs(b if two else a).max() * (2 if two else 1)
                                        + abs(beta) * np.abs(c).max())
                 what = f"{prefix}{fam} n={n} k={k} trans={tr} lower={lower} a {oa}"
-                before = _fastpath.split_calls()
+                before = _split_calls(_fastpath)
+                assert _fastpath.decide(f, *args, trans=tr, lower=lower)["path"] == "split", what
                 got, ref = f(*args, trans=tr, lower=lower), g(*args, trans=tr, lower=lower)
-                assert _fastpath.split_calls() > before, what
+                assert _split_calls(_fastpath) > before, what
                 _check(got, ref.astype(np.complex128), bound, what)
                 for ow in (0, 1):
                     c_in, c_keep = c.copy(order="A"), c.copy()
@@ -622,8 +642,8 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
                     if herm:
                         assert not np.signbit(np.diagonal(got).imag).any()
     finally:
-        _fastpath.set_split(lib.pool_slot, get, shipped)
-        _fastpath.set_rank_gemm(_dispatch.rank_gemm_limits())
+        _fastpath.configure(cfg0)
+    assert _fastpath.config() == cfg0
 
 
 @pytest.mark.parametrize("prefix", "cz")

@@ -64,10 +64,9 @@ def threads_info() -> dict[str, Any]:
 def paths_info() -> dict[str, Any]:
     """The Level-3 paths and crossovers in force for the process-default runtime, and where they came from
     (:mod:`tileblas.policy._paths`)."""
-    from tileblas.blas import _dispatch
     from tileblas.kernels import _threadpool
     from tileblas._tuning import Tuning, get_tuning
-    from tileblas.policy import _paths
+    from tileblas.policy import _dropin, _paths
 
     pol = _paths.policy()
     d = pol.describe()
@@ -79,20 +78,24 @@ def paths_info() -> dict[str, Any]:
     d["tuning_changed"] = {f: getattr(tuning, f) for f in tuning.__dataclass_fields__
                            if getattr(tuning, f) != getattr(shipped, f)}
     d["native_threads"] = _threadpool.effective_threads(_threadpool.cpu_count())
-    d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in _dispatch.fastpath_limits().items()}
-    d["fastpath_one_thread"] = (_dispatch.one_thread_limits() if d["native_threads"] > 1 else {})
+    # the C path's limits for that thread count: the configuration its decide() reads (policy._dropin)
+    cp = _dropin.config(d["native_threads"])
+    d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in cp.limits.items()}
+    d["fastpath_one_thread"] = dict(cp.one_thread)
     d["fastpath_one_thread_tuned"] = sorted(pol.one_thread)
-    d["fastpath_split"] = ({k: list(v) for k, v in _dispatch.split_ranges().items()}
-                           if d["native_threads"] > 1 else {})
+    d["fastpath_split"] = {k: list(v) for k, v in cp.split.items()}
     d["fastpath_split_tuned"] = sorted(pol.split_from)
-    d["fastpath_rank_gemm"] = {k: list(v) for k, v in _dispatch.rank_gemm_limits().items()}
+    d["fastpath_rank_gemm"] = {k: list(v) for k, v in cp.rank_gemm.items()}
     d["fastpath_rank_gemm_tuned"] = sorted(pol.rank_gemm)
     d["fastpath_recursion"] = {k: (None if w is None else [int(x) if x < 1e300 else None for x in w])
-                               for k, w in _dispatch.fastpath_windows().items()}
+                               for k, w in cp.windows.items()}
+    d["fastpath_rules"] = {f: getattr(cp, f) for f in ("gil_flops", "gil_elements", "convert_max", "part_fraction",
+                                                       "part_min", "max_parts")}
+    d["fastpath_rules"]["herk_copy_k"] = list(cp.herk_copy_k)
     try:
         from tileblas.blas import _fastpath  # type: ignore[attr-defined]
 
-        d["fastpath"] = hasattr(_fastpath, "set_level3_limits")
+        d["fastpath"] = hasattr(_fastpath, "configure")
     except ImportError:
         d["fastpath"] = False
     return d
@@ -202,8 +205,14 @@ def _print_paths(p: dict[str, Any]) -> None:
     rg = ", ".join(f"{k} below {lo:.3g} ({hi:.3g} split){' (tuned)' if k in tuned else ''}"
                    for k, (lo, hi) in p.get("fastpath_rank_gemm", {}).items())
     print(f"             real syrk/syr2k into a new c as gemm over all of C: {rg or 'none'}")
-    print("             (the limits not marked tuned: shipped constants "
-          "of tileblas.blas._dispatch, measured against SciPy on 2 cores)")
+    r = p.get("fastpath_rules")
+    if r:
+        print(f"             parts of a split at least 1/{r['part_fraction']} of the order and {r['part_min']}, at "
+              f"most {r['max_parts']}; without the GIL above {r['gil_flops']:g} flops (Level 3), "
+              f"{r['gil_elements']} elements (Level 1/2); herk/her2k copy C-ordered operands from n >= "
+              f"{r['herk_copy_k'][0]:g} k (single), {r['herk_copy_k'][1]:g} k (double)")
+    print("             (the limits not marked tuned: shipped defaults of tileblas.policy._dropin, measured "
+          'against SciPy on 2 cores; docs/drop-in.md, "Why each limit")')
     win = ", ".join(f"{k} >= {w[0]}, {w[1]}-{w[2]}" for k, w in p.get("fastpath_recursion", {}).items() if w)
     print(f"             left to the Python path (recursion shapes: order, right-hand sides): {win or 'none'}")
     changed = p.get("tuning_changed") or {}

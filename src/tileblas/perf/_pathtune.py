@@ -247,9 +247,19 @@ def _c_path() -> tuple[Any, str]:
     except ImportError:
         return None, "no C small-call path in this build"
     tb.dgemm(1.0, [[1.0]], [[1.0]])  # a Python-path call: the C path goes on for the default runtime
-    if not _fastpath.enabled() or not hasattr(_fastpath, "set_rank_gemm"):
+    if not hasattr(_fastpath, "configure") or not _fastpath.config()["enabled"]:
         return None, "the C small-call path is off here (TILEBLAS_SMALL_PATH=0 or a runtime in force)"
     return _fastpath, ""
+
+
+def _with(fastpath: Any, saved: dict[str, Any], field: str, name: str, value: Any) -> None:
+    """Configure the C path as ``saved`` (its configuration) with ``saved[field][name] = value``."""
+    fastpath.configure({**saved, field: {**saved[field], name: value}})
+
+
+def _splits(cfg: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """The split ranges of a C-path configuration in force: none without a pool slot."""
+    return cfg["split"] if cfg["pool_slot"] >= 0 else {}
 
 
 def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, int | None]], ways: dict[str, Any],
@@ -315,8 +325,8 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
     _fastpath, why = _c_path()
     if _fastpath is None:
         return {}, {"note": why}
-    saved = _fastpath.get_rank_gemm()
-    can_split = any(k.endswith("gemm") for k in _fastpath.get_split())
+    saved = _fastpath.config()
+    can_split = any(k.endswith("gemm") for k in _splits(saved))
     modes = ("one_call", "split") if can_split else ("one_call",)
     rng = np.random.default_rng(0)
     points = []
@@ -329,14 +339,14 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
                 ops = [np.asfortranarray(rng.standard_normal((n, n)).astype(dt)) for _ in range(1 + name.endswith("2k"))]
 
                 def setter(by_gemm: bool, name: str = name, route: tuple = route) -> None:
-                    _fastpath.set_rank_gemm(dict(saved, **{name: route if by_gemm else (0.0, 0.0)}))
+                    _with(_fastpath, saved, "rank_gemm", name, route if by_gemm else (0.0, 0.0))
 
                 points.append(((name, mode, n), setter, (getattr(tb, name), (1.0, *ops)),
                                1 if mode == "one_call" else None))
     try:
         best = _best_over_rounds(points, {"rank_k": False, "gemm": True}, reps, settle, say)
     finally:
-        _fastpath.set_rank_gemm(saved)
+        _fastpath.configure(saved)
     limits: dict[str, tuple[float, float]] = {}
     rows: dict[str, Any] = {}
     for name in routines:
@@ -374,8 +384,6 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     than on the pool's (see the module notes): ``({'trmm': flops}, rows measured)``.  Empty where the C
     path is off or runs on one thread anyway; the C path's settings are restored afterwards."""
     from tileblas import blas as tb
-    from tileblas.blas._level3 import LEVEL3_FAMILIES
-    from tileblas.kernels import _openblas
 
     for f in families:
         if f not in ("trmm",):
@@ -383,16 +391,14 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     _check_ladder(reps, orders=orders)
     say = progress or (lambda s: None)
     _fastpath, why = _c_path()
-    if _fastpath is None or not _fastpath.get_one_thread():
+    saved = _fastpath.config() if _fastpath is not None else {}
+    if not (saved and saved["one_thread"] and saved["one_thread_entries"]):
         return {}, {"note": why or "the C small-call path runs on one thread here: nothing to choose"}
-    saved = _fastpath.get_one_thread()
-    one = _openblas.get_library(1)
-    entries = {p + f: one.fortran(p + f) for f, ps in LEVEL3_FAMILIES.items() for p in ps}
     rng = np.random.default_rng(0)
     points = []
     for fam in families:
         def setter(lim: float, fam: str = fam) -> None:
-            _fastpath.set_one_thread(dict(saved, **{fam: lim}), entries)
+            _with(_fastpath, saved, "one_thread", fam, lim)
 
         for p, dt in (("d", np.float64), ("z", np.complex128)):
             for n in sorted({int(x) for x in orders}):
@@ -402,7 +408,7 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     try:
         best = _best_over_rounds(points, {"pool": 0.0, "one": 1e300}, reps, settle, say)
     finally:
-        _fastpath.set_one_thread(saved, entries)
+        _fastpath.configure(saved)
     limits: dict[str, float] = {}
     rows: dict[str, Any] = {}
     for fam in families:
@@ -423,7 +429,6 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
     ``({'dgemm': flops}, rows measured)``, ``inf`` where the parts won at no order measured.  Empty where
     the C path is off or does not split here (one thread, no pool); its settings are restored afterwards."""
     from tileblas import blas as tb
-    from tileblas.blas import _dispatch
 
     for r in routines:
         if r not in SPLIT_TUNE:
@@ -431,8 +436,8 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
     _check_ladder(reps, orders=orders)
     say = progress or (lambda s: None)
     _fastpath, why = _c_path()
-    saved = _fastpath.get_split() if _fastpath is not None else {}
-    if not saved:
+    saved = _fastpath.config() if _fastpath is not None else {}
+    if not (saved and _splits(saved)):
         return {}, {"note": why or "the C small-call path does not split here (one thread, or no thread pool)"}
     rng = np.random.default_rng(0)
     ladder = sorted({int(x) for x in orders})
@@ -441,7 +446,7 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
         dt, call, tri = DTYPE_OF[name[0]], getattr(tb, name), name[1:] in ("trmm", "trsm")
 
         def setter(split: bool, name: str = name) -> None:
-            _dispatch.set_split_ranges(dict(saved, **{name: (0.0, 1e300) if split else (0.0, 0.0)}))
+            _with(_fastpath, saved, "split", name, (0.0, 1e300) if split else (0.0, 0.0))
 
         for n in ladder:
             if not tri:
@@ -458,7 +463,7 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
     try:
         best = _best_over_rounds(points, {"one": False, "split": True}, reps, settle, say)
     finally:
-        _dispatch.set_split_ranges(saved)
+        _fastpath.configure(saved)
     limits: dict[str, float] = {}
     rows: dict[str, Any] = {}
     for name in routines:

@@ -1,0 +1,152 @@
+"""The drop-in's C small-call path: every limit it decides with, in one place.
+
+What it owns
+    :class:`DropInConfig`, one frozen dataclass holding every shipped default of the C path
+    (``tileblas.blas._fastpath``): where it leaves a call to the Python path (the path policy's tile
+    crossovers and the recursion's shapes), where it runs one call on the one-thread instance, where it
+    splits a call in parts on the thread pool and how, where real syrk/syr2k run as gemm, and its smaller
+    rules (when a BLAS call releases the GIL, how large an operand it converts itself, when herk/her2k copy
+    C-ordered operands).  :func:`config` overlays what ``tileblas tune`` stored (read through
+    :func:`tileblas.policy._paths.policy`) and fits the defaults to a thread setting: a pure function of
+    the shipped values, the tuned file, the :class:`~tileblas.Tuning` in force and the thread count.
+    ``tileblas.blas._dispatch`` hands its fields to the C path in one ``configure`` call; the C path's
+    ``decide()`` applies them, and ``_fastpath.decide(routine, *args)`` answers for one call.
+
+    Each field says in one line what it is; why each default has its value (the measurements, on a 2-core
+    Intel Xeon with OpenBLAS's SkylakeX kernels, tileblas' OpenBLAS 0.3.34 against SciPy 1.17's 0.3.30)
+    is in docs/drop-in.md, "Why each limit".  Flops count complex calls 4x.
+
+What it must not touch
+    The C path itself and the drop-in (``blas`` is a layer above), measuring (``perf``), and how the
+    policy file is read (:mod:`tileblas.policy._paths`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+__all__ = ["DropInConfig", "SHIPPED", "config", "routines"]
+
+#: The Level-3 families, in the C path's order.
+FAMILIES = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
+
+
+def routines(*families: str) -> tuple[str, ...]:
+    """The routine names of ``families`` ('dgemm', ...): every precision, the Hermitian ones complex only."""
+    return tuple(p + f for f in families for p in ("cz" if f.startswith("he") else "sdcz"))
+
+
+def _frozen(d: Mapping) -> Mapping:
+    return MappingProxyType(dict(d))
+
+
+def _shipped_split() -> Mapping[str, tuple[float, float]]:
+    """Per routine, the flops [lo, hi) run split on the pool (docs/drop-in.md, "Why each limit")."""
+    out = {r: (2.5e5, 3e8) for r in routines("gemm", "symm", "hemm")}  # parts of C
+    out.update({r: (7e5, 3e8) for r in ("cgemm", "zgemm")})  # complex gemm from a higher lower end
+    rank = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}  # strips of the triangle
+    out.update({r: rank[r[0]] for r in routines("syrk", "herk")})
+    tri = {"s": (5e5, 4e9), "d": (5e5, 4e9), "c": (1.5e6, 1.5e10), "z": (1.5e6, 1.5e10)}  # parts of b
+    out.update({r: tri[r[0]] for r in routines("trmm", "trsm")})
+    return _frozen(out)
+
+
+@dataclass(frozen=True)
+class DropInConfig:
+    """Everything the C small-call path decides with (the shipped defaults, :data:`SHIPPED`; the values in
+    force for a thread setting, :func:`config`).  docs/drop-in.md, "Why each limit", has the figures.
+
+    Attributes
+    ----------
+    threads : int
+        The thread setting these values are for (tileblas' instance of that many threads).
+    limits : mapping
+        ``{family or 'dtrmm/L': flops}``: calls with at least these flops take the Python path (the path
+        policy's tile crossovers; ``sys.float_info.max``: never); shipped: none set (:func:`config` fills it).
+    windows : mapping
+        ``{'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None}``: trmm/trsm shapes the recursion may take, left
+        to the Python path (:func:`tileblas.policy._recursion.recursion_window`).
+    one_thread : mapping
+        ``{family: flops}``: below, one call on the one-thread instance (several threads only).
+    split : mapping
+        ``{routine: (lo, hi)}``: calls of these flops run in parts on the one-thread instance at once on
+        the pool (several threads only; ``(0, 0)``: never).
+    rank_gemm : mapping
+        ``{'dsyrk': (one_call, split)}``: real syrk/syr2k into a new c with op(a) = a in Fortran order run as
+        gemm over all of C below these flops (one call below the first; split below the second).
+    gil_flops : float
+        Level 3: a call above these flops runs BLAS without the GIL.
+    gil_elements : int
+        Level 1/2: a call above these elements runs BLAS without the GIL.
+    convert_max : int
+        The most elements of an operand the C path converts (dtype, rank 1) itself; beyond, the Python path.
+    part_fraction, part_min : int
+        A part of a split is at least order / part_fraction long, and part_min (a strip of syrk: part_min).
+    max_parts : int
+        The most parts of a split (at most 64).
+    herk_copy_k : (float, float)
+        herk/her2k on C-ordered operands copy them to Fortran order from n >= this x k (single, double
+        precision; twice that where c is read), else solve the conjugate problem.
+    """
+
+    threads: int = 1
+    limits: Mapping[str, float] = field(default_factory=lambda: _frozen({}), hash=False)
+    windows: Mapping[str, Any] = field(default_factory=lambda: _frozen({}), hash=False)
+    one_thread: Mapping[str, float] = field(default_factory=lambda: _frozen({"trmm": 2.7e5}), hash=False)
+    split: Mapping[str, tuple[float, float]] = field(default_factory=_shipped_split, hash=False)
+    rank_gemm: Mapping[str, tuple[float, float]] = field(
+        default_factory=lambda: _frozen({"dsyrk": (6e5, 1.8e6), "ssyrk": (6e5, 1.8e6), "dsyr2k": (3e5, 1.8e6),
+                                         "ssyr2k": (4e5, 2.8e6)}), hash=False)
+    gil_flops: float = 32768.0
+    gil_elements: int = 4096
+    convert_max: int = 1 << 18
+    part_fraction: int = 8
+    part_min: int = 16
+    max_parts: int = 64
+    herk_copy_k: tuple[float, float] = (6.0, 12.0)
+
+    def c_fields(self) -> dict[str, Any]:
+        """The fields as the C path's ``configure`` takes them (plain dicts; ``threads`` is not one)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "threads"}
+        for k, v in out.items():
+            if isinstance(v, Mapping):
+                out[k] = dict(v)
+        return out
+
+
+#: The shipped defaults (nothing read: no tuned file, no tile crossovers or recursion shapes).
+SHIPPED = DropInConfig()
+
+
+def config(threads: int) -> DropInConfig:
+    """The C path's configuration for tileblas' instance of ``threads`` threads: :data:`SHIPPED` with the
+    path policy's tile crossovers and recursion shapes, and what ``tileblas tune`` stored (``rank_gemm``,
+    ``one_thread``, the lower ends of ``split``: ``split_from``, ``inf`` never) over the shipped values;
+    with fewer than two threads nothing runs on the one-thread instance or split."""
+    from tileblas._dtypes import DTYPE_OF
+    from tileblas.policy import _paths
+    from tileblas.policy._recursion import recursion_window
+
+    threads = int(threads)
+    pol = _paths.policy()
+    never = sys.float_info.max
+    limits = {fam: min(v, never) for fam, v in pol.level3_limits().items()}
+    tri = [(fam, p, side) for fam in ("trmm", "trsm") for p in "sdcz" for side in "LR"]
+    for fam, p, side in tri:
+        limits[f"{p}{fam}/{side}"] = min(pol.tile_limit(fam, DTYPE_OF[p].char), never)
+    windows = {f"{p}{fam}/{side}": recursion_window(fam, DTYPE_OF[p].char, side) for fam, p, side in tri}
+    rank_gemm = {**SHIPPED.rank_gemm, **pol.rank_gemm}
+    one_thread: dict[str, float] = {}
+    split: dict[str, tuple[float, float]] = {}
+    if threads > 1:
+        one_thread = {**SHIPPED.one_thread, **pol.one_thread}
+        split = dict(SHIPPED.split)
+        for name, lo in pol.split_from.items():
+            split[name] = (0.0, 0.0) if math.isinf(lo) else (lo, split[name][1])
+    return dataclasses.replace(SHIPPED, threads=threads, limits=_frozen(limits), windows=_frozen(windows),
+                               one_thread=_frozen(one_thread), split=_frozen(split), rank_gemm=_frozen(rank_gemm))
