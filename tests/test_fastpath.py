@@ -915,7 +915,7 @@ def test_a_new_c_has_its_other_triangle_zeroed(name):
 @pytest.mark.parametrize("name", ["ssyrk", "dsyrk", "ssyr2k", "dsyr2k"])
 def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
     """Real syrk/syr2k with a new c and op(a) = a in Fortran order run as gemm over all of C below
-    RANK_GEMM_FLOPS (one call below the first limit, split below the second): on both sides of each
+    DropInConfig.rank_gemm (one call below the first limit, split below the second): on both sides of each
     limit, both triangles, square and k = 64, the result is SciPy's within the error bound with the other
     triangle exactly zero; trans 'T' on the data and a c given keep the rank-k call."""
     from threadpoolctl import threadpool_limits
@@ -1020,7 +1020,7 @@ def test_public_level12_routines_look_like_functions(name):
 
 
 def test_small_trmm_calls_run_on_the_one_thread_instance():
-    """Below ONE_THREAD_FLOPS the C path calls tileblas' one-thread OpenBLAS (OpenBLAS threads even tiny
+    """Below DropInConfig.one_thread the C path calls tileblas' one-thread OpenBLAS (OpenBLAS threads even tiny
     trmm calls); both sides of the limit give SciPy's result in every precision."""
     rt = _runtime.get_runtime()
     threads = int(getattr(rt, "_policy_threads", 0) or 0)
@@ -1052,3 +1052,102 @@ def test_small_trmm_calls_run_on_the_one_thread_instance():
     finally:
         _dispatch._sync_fastpath(rt)
     assert fp.config()["one_thread"] == dict(_dropin.config(threads).one_thread)
+
+
+# ------------------------------------------------------------------------- configuration and decide()
+def test_dropin_config_is_the_shipped_values_over_the_tuned_file_for_a_thread_setting():
+    """tileblas.policy._dropin: the shipped defaults in one frozen DropInConfig; config(threads) a function
+    of them, the policy file and the thread setting alone (same arguments, equal results); below two
+    threads nothing runs on the one-thread instance or split; the C path in force holds config(threads)'s
+    fields for its runtime's thread count."""
+    import dataclasses
+
+    shipped = _dropin.SHIPPED
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        shipped.gil_flops = 1.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        shipped.split["dgemm"] = (0.0, 0.0)  # type: ignore[index]
+    assert set(shipped.split) == set(_dropin.routines("gemm", "symm", "hemm", "syrk", "herk", "trmm", "trsm"))
+    assert set(_dropin.routines(*_dropin.FAMILIES)) == {p + f for f, ps in LEVEL3_FAMILIES.items() for p in ps}
+    one, two = _dropin.config(1), _dropin.config(2)
+    assert _dropin.config(2) == two and one.threads == 1 and two.threads == 2
+    assert dict(one.split) == {} and dict(one.one_thread) == {}
+    assert dict(two.split) == dict(shipped.split) and dict(two.one_thread) == dict(shipped.one_thread)
+    assert dict(one.rank_gemm) == dict(two.rank_gemm) == dict(shipped.rank_gemm)
+    assert set(two.limits) == set(_dropin.FAMILIES) | {f"{p}{f}/{s}" for f in ("trmm", "trsm") for p in "sdcz"
+                                                       for s in "LR"}
+    rt = _runtime.get_runtime()
+    threads = int(getattr(rt, "_policy_threads", 0) or 0)
+    got, want = fp.config(), _dropin.config(threads).c_fields()
+    splits = got["split"] if got["pool_slot"] >= 0 else {}
+    for field in ("limits", "windows", "one_thread", "rank_gemm", "gil_flops", "gil_elements", "convert_max",
+                  "part_fraction", "part_min", "max_parts", "herk_copy_k"):
+        if field == "one_thread":
+            assert got[field] == {k: v for k, v in want[field].items() if v > 0}, field
+        else:
+            assert got[field] == want[field], field
+    if splits:
+        assert splits == {k: v for k, v in want["split"].items() if v[1] > v[0]}
+
+
+def test_decide_names_the_path_and_agrees_with_what_runs():
+    """_fastpath.decide(routine, *args, **kwargs) runs the call's stages up to decide(): the path it names
+    is the one the call takes (split calls counted, gemm-route calls counted), the Python path says why,
+    and it writes nothing."""
+    rng = np.random.default_rng(41)
+    a16, b16 = _rand(rng, (16, 16), np.float64), _rand(rng, (16, 16), np.float64)
+    keep = b16.copy()
+    d = fp.decide(tb.dgemm, 1.0, a16, b16, beta=0.5, c=b16, overwrite_c=1)
+    assert d["path"] in ("instance", "one_thread") and d["flops"] == 2.0 * 16 ** 3 and d["why"] is None
+    np.testing.assert_array_equal(b16, keep)  # nothing written
+    assert fp.decide(tb.dgemm, 1.0, [[1.0]], a16)["why"] == "arguments"
+    assert fp.decide(tb.dgemm, 1.0, a16)["why"] == "binding"  # b missing: the Python path raises
+    assert fp.decide(tb.dgemm, 1.0, a16, b16, nonsense=1)["why"] == "binding"
+    with pytest.raises(TypeError, match="Level-3 routine"):
+        fp.decide(tb.daxpy, a16[:, 0], b16[:, 0])
+    # the tile crossover and the recursion's shapes: the Python path
+    saved = _with("limits", {"gemm": 2.0 * 16 ** 3})
+    try:
+        assert fp.decide(tb.dgemm, 1.0, a16, b16)["why"] == "tiles"
+        _with("windows", {"dtrmm/L": (16.0, 1.0, 64.0)})
+        assert fp.decide(tb.dtrmm, 1.0, _tri(rng, 16, np.float64, "F"), b16)["why"] == "recursion"
+    finally:
+        fp.configure(saved)
+    with tileblas.Runtime(1):
+        assert fp.decide(tb.dgemm, 1.0, a16, b16)["why"] == "runtime"
+    prev = fp.decline(True)
+    try:
+        assert fp.decide(tb.dgemm, 1.0, a16, b16)["why"] == "declined"
+    finally:
+        fp.decline(prev)
+    # a conjugate without transpose of a C-ordered a is copied; an operand of another dtype is converted first
+    z = _rand(rng, (16, 16), np.complex128, "C")
+    assert fp.decide(tb.zgemm, 1.0, z, z, trans_a=2)["copied"] == ("a",)
+    assert fp.decide(tb.dgemm, 1.0, a16.astype(np.float32), b16)["path"] in ("instance", "one_thread")
+    # the syrk gemm route, as counted
+    for name in ("dsyrk", "ssyrk"):
+        x = _rand(rng, (24, 24), DT[name[0]])
+        before = fp.stats()["rank_gemm_calls"]
+        path = fp.decide(getattr(tb, name), 1.0, x)["path"]
+        getattr(tb, name)(1.0, x)
+        assert (path == "rank_gemm") == (fp.stats()["rank_gemm_calls"] > before), name
+
+
+@pytest.mark.parametrize("p", "cz")
+def test_herk_copies_c_ordered_operands_by_decides_rule(p):
+    """herk/her2k on C-ordered operands: copied to Fortran order from n >= herk_copy_k x k (single, double
+    precision), twice that where c is read, else solved as the conjugate problem on them as they lie: the
+    rule of the configuration, as decide() reports it."""
+    rng = np.random.default_rng(42)
+    ratio = fp.config()["herk_copy_k"][0 if p == "c" else 1]
+    n = 120
+    for k in range(2, 60):
+        a = _rand(rng, (n, k), DT[p], "C")
+        c = _rand(rng, (n, n), DT[p])
+        for name, args in (("herk", (1.0, a)), ("her2k", (1.0, a, a))):
+            routine = getattr(tb, p + name)
+            assert (fp.decide(routine, *args)["copied"] != ()) == (ratio * k <= n), (name, k)
+            got = fp.decide(routine, *args, beta=0.5, c=c)
+            assert (got["copied"] != ()) == (ratio * k <= 2 * n), (name, k)
+            assert got["conjugate"] == (got["copied"] == ())
+            assert fp.decide(routine, *args, beta=0.0, c=c)["conjugate"] == (not ratio * k <= n)  # c not read

@@ -518,7 +518,7 @@ def test_gain_limit_takes_the_orders_up_to_the_peak_of_the_summed_gain():
 
 
 def test_tuned_one_thread_limit_reaches_the_c_path_and_info(tmp_path, monkeypatch, capsys):
-    """A policy file's one_thread limit replaces the shipped ONE_THREAD_FLOPS in the C path and is shown
+    """A policy file's one_thread limit replaces the shipped DropInConfig.one_thread in the C path and is shown
     as tuned; a damaged entry leaves the shipped default in force, with a note naming it."""
     fp = pytest.importorskip("tileblas.blas._fastpath")
     from tileblas.cli import main

@@ -581,7 +581,7 @@ def test_symm_hemm_with_copied_or_conjugated_operands(prefix, settings):
 
 @pytest.mark.parametrize("prefix", "sdcz")
 def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
-    """syrk/herk (shipped) and syr2k/her2k (when set_split asks for them) split into strips of the stored
+    """syrk/herk (shipped) and syr2k/her2k (when a configuration's split asks for them) split into strips of the stored
     triangle: every trans, triangle, order of a, b and c, beta zero or not, c in place or not, give SciPy's
     results within the error bound, and the other triangle of c is left as it was."""
     import itertools

@@ -247,7 +247,7 @@ run_rank_split(const Path *p, const RankJob *whole)
 /* The work of the gemm route on columns j0..j1 of C (all of them, or one part of a split): the gemm of
  * those columns (two for syr2k: alpha a b^T + alpha b a^T), then their part of the other triangle zeroed.
  * Each part does both for its own columns on its own thread: C written by one thread and zeroed by
- * another cost more than the gemm (dsyrk of order 64: 8.3 us against 4.1 us). */
+ * another cost more than the gemm (docs/drop-in.md, "Why each limit", rank_gemm). */
 typedef struct {
     void *fn;
     int prec, two, lower;
