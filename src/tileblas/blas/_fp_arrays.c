@@ -110,9 +110,9 @@ conj_scalar(scalar_t *v, int prec)
  * Every array this path makes (a result, a copy of an operand) starts on a 64-byte boundary.  NumPy's
  * default allocation is malloc's, 16-byte aligned, and OpenBLAS's small kernels run slower on operands that
  * start past a cache line's start; which a call got depended on the heap, so on the process
- * (docs/drop-in.md, "The small-call path", has the figures).  The arrays are NumPy's own in every other way: they own their data and free it through the handler below, which
- * NumPy keeps with each (a resize goes through it too); NumPy's allocator for the caller's arrays is
- * left as it is. */
+ * (docs/drop-in.md, "The small-call path", has the figures).  The arrays are NumPy's own in every other
+ * way: they own their data and free it through the handler below, which NumPy keeps with each (a resize
+ * goes through it too); NumPy's allocator for the caller's arrays is left as it is. */
 #define ARRAY_ALIGN 64
 #define NUMPY_TRACE_DOMAIN 389047 /* numpy.lib.tracemalloc_domain */
 /* Each block is one malloc (calloc) of size + HEADER bytes; the data starts on the first boundary at

@@ -279,7 +279,8 @@ get_pair(PyObject *v, const char *field, PyObject *key, const char *what, double
 {
     if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) {
         if (key == NULL) PyErr_Format(PyExc_TypeError, "configure: %s must be a tuple %s, got %R", field, what, v);
-        else PyErr_Format(PyExc_TypeError, "configure: %s[%R] must be a tuple %s of flops, got %R", field, key, what, v);
+        else PyErr_Format(PyExc_TypeError, "configure: %s[%R] must be a tuple %s of flops, got %R", field, key, what,
+                          v);
         return -1;
     }
     for (int i = 0; i < 2; i++)
@@ -503,7 +504,8 @@ parse_scalars(PyObject *cfg, Config *n)
     }
     n->contextvar = var == Py_None ? NULL : var;
     if (get_flops(PyDict_GetItemString(cfg, "gil_flops"), "gil_flops", NULL, &n->gil_flops) < 0) return -1;
-    if (get_int(PyDict_GetItemString(cfg, "gil_elements"), "gil_elements", 0, LONG_MAX, &n->gil_elements) < 0) return -1;
+    if (get_int(PyDict_GetItemString(cfg, "gil_elements"), "gil_elements", 0, LONG_MAX, &n->gil_elements) < 0)
+        return -1;
     if (get_int(PyDict_GetItemString(cfg, "convert_max"), "convert_max", 0, LONG_MAX, &n->convert_max) < 0) return -1;
     if (get_int(PyDict_GetItemString(cfg, "part_fraction"), "part_fraction", 1, INT_MAX, &v) < 0) return -1;
     n->part_fraction = (int)v;

@@ -70,8 +70,9 @@ typedef void (*trmm_t)(const char *, const char *, const char *, const char *, c
                        size_t, size_t);
 
 /* One part: a gemm (f1, f2 = transa, transb), a symm/hemm (f1, f2 = side, uplo; k unused) or a trmm/trsm
- * (tri: f1-f4 = side, uplo, transa, diag; on c, b = c).  A symm/hemm or trmm/trsm part may first fill its m x n piece of b (Fortran order) from bsrc (element (i, j) at i * bsr + j * bsc
- * bytes), conjugated where bconj; and conjugate its piece of c after the call (cconj; before it as well
+ * (tri: f1-f4 = side, uplo, transa, diag; on c, b = c).  A symm/hemm or trmm/trsm part may first fill its
+ * m x n piece of b (Fortran order) from bsrc (element (i, j) at i * bsr + j * bsc bytes), conjugated where
+ * bconj; and conjugate its piece of c after the call (cconj; before it as well
  * where cpre): conj(A) conj(B) is conj(A B), the way a C-ordered Hermitian a is used without a copy. */
 typedef struct {
     void *fn;
@@ -636,7 +637,8 @@ execute_rank(const Call *c, const Path *p)
     }
     if (c->conj && c->cbeta) conj_triangle(out, ldc, n, c->lower, c->prec);
     if (two)
-        RUN_IF(p->nogil, ((syr2k_t)p->fn)(&uplo, &trans, &n, &k, &c->alpha, a, &lda, b, &ldb, &c->beta, out, &ldc, 1, 1));
+        RUN_IF(p->nogil,
+               ((syr2k_t)p->fn)(&uplo, &trans, &n, &k, &c->alpha, a, &lda, b, &ldb, &c->beta, out, &ldc, 1, 1));
     else
         RUN_IF(p->nogil, ((syrk_t)p->fn)(&uplo, &trans, &n, &k, &c->alpha, a, &lda, &c->beta, out, &ldc, 1, 1));
     if (c->conj) conj_triangle(out, ldc, n, c->lower, c->prec);
