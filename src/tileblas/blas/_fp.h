@@ -77,6 +77,7 @@ typedef struct {
     double one_thread;                 /* below these flops: one call on the one-thread instance */
     double split[2];                   /* flops [lo, hi) run split on the pool */
     double rank_gemm[2];               /* real syrk/syr2k gemm route: [0] one call, [1] split, below */
+    double pad_;                       /* 128 bytes: a routine's limits are found by shifts */
 } Limits;
 
 /* Everything the path reads, set in one call (configure, _fp_decide.c) and read by decide() and the

@@ -284,7 +284,7 @@ rank_gemm_job(int i, void *p, int unused)
     }
 }
 
-static void
+static inline void
 rank_by_gemm(const Path *p, const Call *c, char *a, int lda, char *b, int ldb, char *out, int ldc)
 {
     int n = c->n;
@@ -707,12 +707,13 @@ static PyObject *
 level3_call(Level3Object *self, PyObject *const *args, Path *planned, Call *call)
 {
     Call c;
-    Path p = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, NULL};
+    Path p;
     const char *closed = level3_closed(self);
     if (closed != NULL || !bind(self->fam, self->prec, args, &c)) {
-        if (planned == NULL) Py_RETURN_NOTIMPLEMENTED;
-        p.why = closed != NULL ? closed : "arguments";
-        *planned = p;
+        if (planned != NULL) {
+            Path py = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, closed != NULL ? closed : "arguments"};
+            *planned = py;
+        }
         Py_RETURN_NOTIMPLEMENTED;
     }
     normalise(&c, &fp_cfg);
@@ -734,12 +735,16 @@ level3_call(Level3Object *self, PyObject *const *args, Path *planned, Call *call
 static PyObject *
 level3_small(Level3Object *self, PyObject *const *args, Path *planned, Call *call)
 {
-    const Sig3 *s = &SIG3[self->fam];
-    const signed char at[3] = {s->a, s->b, s->c}; /* the operands (-1: none); s->out is the one written */
+    const Sig3 *s;
+    signed char at[3]; /* the operands (-1: none); s->out is the one written */
     int any = 0, inplace = 0, io = -1, ow;
     PyObject *conv[3] = {NULL, NULL, NULL}, *given[MAX_PARAMS], *r;
     r = level3_call(self, args, planned, call);  /* the common call: nothing to convert, nothing more to pay */
     if (r != Py_NotImplemented || level3_closed(self) != NULL) return r;
+    s = &SIG3[self->fam];
+    at[0] = s->a;
+    at[1] = s->b;
+    at[2] = s->c;
     if ((ow = get_overwrite(args[s->overwrite])) < 0) return r;  /* not an integer: the Python path names it */
     for (int i = 0; i < 3; i++) {
         if (at[i] < 0 || !PyArray_CheckExact(args[at[i]])) continue;
