@@ -1,6 +1,6 @@
 """Build step for the compiled modules: tileblas.kernels._native (the generic GIL-free BLAS caller),
-tileblas.kernels._pool (the threads of OpenBLAS's parallel calls) and tileblas.blas._fastpath (the
-small-call path of the drop-in routines)."""
+tileblas.kernels._pool (the threads of OpenBLAS's parallel calls), tileblas.blas._fastpath (the
+small-call path of the drop-in routines) and tileblas.rblas._guard (compute mode's non-finite checks)."""
 import numpy
 from setuptools import Extension, setup
 
@@ -29,6 +29,13 @@ setup(
             depends=["src/tileblas/blas/_fp.h", "src/tileblas/kernels/_pool.h"],
             include_dirs=[numpy.get_include(), "src/tileblas/blas", "src/tileblas/kernels"],  # _fp.h, _pool.h
             extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "tileblas.rblas._guard",
+            sources=["src/tileblas/rblas/_guard.c"],
+            depends=["src/tileblas/kernels/_pool.h"],
+            include_dirs=[numpy.get_include(), "src/tileblas/kernels"],  # _pool.h
+            extra_compile_args=["-O3"],  # the scans are vectorised at -O3
         ),
     ]
 )

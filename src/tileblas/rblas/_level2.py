@@ -16,7 +16,7 @@ from tileblas.rblas._level1 import scalar_impossible, scalar_unsafe
 from tileblas.rblas._modes import get_policy
 from tileblas.rblas._registry import Ctx, Out, Spec
 
-__all__ = ["SPECS", "triangle_rcond", "triangle_hazards"]
+__all__ = ["SPECS", "triangle_rcond", "triangle_hazards", "triangle_impossible", "triangle_unsafe"]
 
 _P4 = ("s", "d", "c", "z")
 _PC = ("c", "z")
@@ -101,21 +101,27 @@ def _tri_n(ctx: Ctx, a: Any) -> int:
     return int(ctx.get("n"))
 
 
-def triangle_hazards(ctx: Ctx, unit: bool) -> tuple[str | None, str | None]:
-    """(impossible, unsafe) reasons for inverting the triangle of ``ctx`` (None when fine)."""
-    a = _tri_arg(ctx)
+def triangle_impossible(ctx: Ctx, unit: bool) -> str | None:
+    """Why the triangle of ``ctx`` cannot be inverted (a zero or non-finite diagonal entry), else None: O(n)."""
     if unit:
-        d = np.ones(1)
-    else:
-        d = _diag(ctx, _storage_of(ctx.spec), a)
+        return None
+    d = _diag(ctx, _storage_of(ctx.spec), _tri_arg(ctx))
     if d.size and (d == 0).any():
-        return "the triangular matrix is singular (zero on its diagonal)", None
+        return "the triangular matrix is singular (zero on its diagonal)"
     if d.size and not np.isfinite(d).all():
-        return "the triangular matrix has non-finite diagonal entries", None
+        return "the triangular matrix has non-finite diagonal entries"
+    return None
+
+
+def triangle_unsafe(ctx: Ctx, unit: bool) -> str | None:
+    """Why inverting the triangle of ``ctx`` is numerically unsafe (ill-conditioned), else None: the ratio of
+    its diagonal's extremes, then LAPACK's condition estimate (O(n**2); only ``auto`` asks)."""
+    a = _tri_arg(ctx)
+    d = np.ones(1) if unit else _diag(ctx, _storage_of(ctx.spec), a)
     limit = get_policy().cond_limit(ctx.real)
     ratio = float(d.max() / d.min()) if d.size else 1.0
     if ratio > limit:
-        return None, f"ill-conditioned triangle (max/min |diag| = {ratio:.2e} > {limit:.2e})"
+        return f"ill-conditioned triangle (max/min |diag| = {ratio:.2e} > {limit:.2e})"
     n = _tri_n(ctx, a)
     if isinstance(a, np.ndarray) and n > 0:
         try:
@@ -125,8 +131,14 @@ def triangle_hazards(ctx: Ctx, unit: bool) -> tuple[str | None, str | None]:
             rc = 1.0 / ratio
         if rc == 0 or 1.0 / rc > limit:
             cond = float("inf") if rc == 0 else 1.0 / rc
-            return None, f"ill-conditioned triangle (LAPACK condition estimate {cond:.2e} > {limit:.2e})"
-    return None, None
+            return f"ill-conditioned triangle (LAPACK condition estimate {cond:.2e} > {limit:.2e})"
+    return None
+
+
+def triangle_hazards(ctx: Ctx, unit: bool) -> tuple[str | None, str | None]:
+    """(impossible, unsafe) reasons for inverting the triangle of ``ctx`` (None when fine)."""
+    impossible = triangle_impossible(ctx, unit)
+    return impossible, (None if impossible else triangle_unsafe(ctx, unit))
 
 
 def _unit(ctx: Ctx) -> bool:
@@ -177,6 +189,7 @@ def _group1(routine: str, prefixes: tuple[str, ...], params: tuple[str, ...], nr
                 (Out("y", "overwrite_y"),), ("y",), _group1_inverse,
                 impossible=lambda ctx: scalar_impossible(ctx.get("beta"), "beta"),
                 unsafe=lambda ctx: scalar_unsafe(ctx.get("beta"), "beta", ctx), cost=_l2_cost, group=1,
+                guard="vector",
                 doc="Reverse: y := -(alpha/beta)*op(A)*x + y/beta (paper Table 2); beta = 0 is "
                     "checkpointed.  y is updated in place only with overwrite_y=1.")
 
@@ -185,8 +198,9 @@ def _group2(routine: str, params: tuple[str, ...], nreq: int, storage: str) -> S
     return Spec(routine, 2, _P4, params, nreq,
                 {"offx": 0, "incx": 1, "lower": 0, "trans": 0, "diag": 0, "overwrite_x": 0},
                 (Out("x", "overwrite_x"),), ("x",), _group2_inverse,
-                impossible=lambda ctx: triangle_hazards(ctx, _unit(ctx))[0],
-                unsafe=lambda ctx: triangle_hazards(ctx, _unit(ctx))[1], cost=_l2_cost, group=2,
+                impossible=lambda ctx: triangle_impossible(ctx, _unit(ctx)),
+                unsafe=lambda ctx: triangle_unsafe(ctx, _unit(ctx)), cost=_l2_cost, group=2,
+                guard="vector",
                 extra={"storage": storage},
                 doc=f"Reverse by {_partner(routine)} (paper Table 3); a singular triangle is checkpointed, "
                     "and auto checkpoints an ill-conditioned one.  x is updated in place only with "
@@ -202,6 +216,7 @@ def _group3(routine: str, prefixes: tuple[str, ...], params: tuple[str, ...], nr
                  flag: 0},
                 (Out(out, flag, 2 if out == "a" else 1),), (out,), _group3_inverse, cost=_l2_cost,
                 hermdiag=herm, group=3, extra={"real_alpha": real_alpha},
+                guard="chunks" if routine in ("ger", "geru", "gerc") else "scan",
                 doc="Reverse: the same update with -alpha (paper Table 4)." + (
                     " The routine zeroes the imaginary part of the diagonal; the reverse restores it "
                     "from a saved copy of that diagonal (n values) when it was non-zero." if herm else "")

@@ -8,7 +8,7 @@ calls go through ``tileblas.blas``, so they run on the tile runtime like any oth
 from __future__ import annotations
 
 from tileblas.rblas._level1 import scalar_impossible, scalar_unsafe
-from tileblas.rblas._level2 import triangle_hazards
+from tileblas.rblas._level2 import triangle_impossible, triangle_unsafe
 from tileblas.rblas._registry import Ctx, Out, Spec
 
 __all__ = ["SPECS"]
@@ -66,11 +66,11 @@ def _tri_inverse(ctx: Ctx) -> list:
 
 
 def _tri_impossible(ctx: Ctx) -> str | None:
-    return scalar_impossible(ctx.get("alpha"), "alpha") or triangle_hazards(ctx, bool(ctx.get("diag")))[0]
+    return scalar_impossible(ctx.get("alpha"), "alpha") or triangle_impossible(ctx, bool(ctx.get("diag")))
 
 
 def _tri_unsafe(ctx: Ctx) -> str | None:
-    return scalar_unsafe(ctx.get("alpha"), "alpha", ctx) or triangle_hazards(ctx, bool(ctx.get("diag")))[1]
+    return scalar_unsafe(ctx.get("alpha"), "alpha", ctx) or triangle_unsafe(ctx, bool(ctx.get("diag")))
 
 
 def _tri(routine: str) -> Spec:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tileblas._dtypes import DTYPE_OF
-from tileblas.rblas import _exact
+from tileblas.rblas import _exact, _safety
 from tileblas.rblas._modes import (
     AlreadyReversedError,
     ArgumentMismatchError,
@@ -136,6 +136,9 @@ class Spec:
         ``cost(ctx) -> (flops, bytes)`` of the inverse computation.
     hermdiag : str or None
         'full' or 'packed' when the routine zeroes the imaginary part of a Hermitian diagonal.
+    guard : str or None
+        How a compute-mode forward call keeps its inverse safe from Inf and NaN (``_safety.GUARDS``:
+        'chunks', 'vector', 'scan', None); see :mod:`tileblas.rblas._safety`.
     """
 
     routine: str
@@ -151,6 +154,7 @@ class Spec:
     unsafe: Callable[[Ctx], str | None] = lambda ctx: None
     cost: Callable[[Ctx], tuple[float, float]] = lambda ctx: (0.0, 0.0)
     hermdiag: str | None = None
+    guard: str | None = "scan"
     group: int = 0
     doc: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -335,11 +339,14 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
     outs = [o.name for o in spec.outputs if _predicts_inplace(bound.get(o.name), o, ctx)]
     predicted = tuple(outs)
     chosen, reason, est = _decide(ctx, requested, outs, arrays)
+    guard = None
     if chosen == "compute":
-        bad = _nonfinite_inputs(bound, arrays)
-        if bad:  # the inverse would write NaN or Inf into the outputs
+        guard = _safety.prepare(spec, prefix, ctx.dtype, bound, outs, arrays)
+        if guard.checkpoint:  # the inverse would write NaN or Inf into the outputs
             chosen = "checkpoint"
-            reason = f"non-finite input ({bad}): the inverse could not restore the outputs; checkpointed"
+            reason = (f"non-finite input ({guard.checkpoint}): the inverse could not restore the outputs; "
+                      "checkpointed")
+            guard = None
     if chosen == "exact" and not all(isinstance(bound[o], np.ndarray) for o in outs):
         chosen, reason = "checkpoint", "exact mode works on host (NumPy) arrays; checkpointed instead"
     ckpt_bytes = 0
@@ -372,7 +379,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
     rec = Record(fullname, spec, prefix, rbound, key, dec, state, predicted, prints)
 
     try:
-        ret = fn(*args, **kwargs)
+        ret = guard.run() if guard is not None and guard.run is not None else fn(*args, **kwargs)
     except BaseException as exc:
         # a failed call records nothing; where a checkpoint was taken the outputs get their values back
         # (a tiled Level-3 call can fail after writing some tiles), else the error says what may be lost
@@ -402,13 +409,25 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
                 "call cannot be reversed (report this as a tileblas.blas bug)")
     for o in predicted:
         prints[o] = fingerprint(bound[o])
-    if chosen == "compute":
-        over = [o for o in outs if isinstance(bound[o], np.ndarray) and not np.isfinite(bound[o]).all()]
-        if over:
-            state["irreversible"] = (
-                f"r{fullname}: the forward call overflowed ({', '.join(repr(o) for o in over)} holds a "
-                "non-finite value after it) in compute mode, so its inverse cannot restore the outputs; use "
-                "mode='checkpoint' for calls near the floating-point range")
+    if guard is not None:
+        what, data = guard.after()
+        if what == "checkpoint":  # the outputs' values from before the call become its checkpoint
+            chosen = "checkpoint"
+            reason = ("non-finite value in the outputs after the call (an input holds an Inf or a NaN, or the "
+                      "call overflowed): the inverse could not restore them; checkpointed")
+            saved = {o: v for o, v in data.items() if o in outs}
+            state.pop("hermdiag", None)
+        elif what == "kept":
+            state["kept"] = data
+            nb = sum(v.nbytes for _, _, v in data)
+            n_el = sum(v.size for _, _, v in data)
+            dec = Decision(fullname, requested, chosen,
+                           f"{reason}; {n_el} elements held a non-finite value after the call (an Inf or a NaN "
+                           "in an input, or an overflow): their values are kept and restored as they were",
+                           dec.extra_bytes + int(nb), dec.checkpoint_bytes, est)
+            rec.decision = dec
+        elif what == "irreversible":
+            state["irreversible"] = f"r{fullname}: {data}"
     if len(outs) != len(predicted) or chosen != "compute":
         dec = None
         if not outs:
@@ -485,16 +504,6 @@ def _runtime_key() -> tuple:
             rt.memory_policy)
 
 
-def _nonfinite_inputs(bound: dict[str, Any], arrays: list[tuple[str, Any]]) -> str:
-    """Names of the arguments holding a NaN or an infinity (host arrays and scalars), or ``""``."""
-    bad = [n for n, v in arrays
-           if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.isfinite(v).all()]
-    for n, v in bound.items():
-        if isinstance(v, (float, complex, np.floating, np.complexfloating)) and not np.isfinite(v):
-            bad.append(n)
-    return ", ".join(repr(n) for n in bad)
-
-
 def _restore_record(rec: Record) -> None:
     if "irreversible" in rec.state:
         _pop(rec)
@@ -522,6 +531,8 @@ def _restore_record(rec: Record) -> None:
             for n, (idx, im) in rec.state.get("hermdiag", {}).items():
                 out = rec.bound[n]
                 out[idx] = out[idx].real + 1j * im
+            for n, idx, vals in rec.state.get("kept", ()):  # elements the inverse cannot restore
+                rec.bound[n][idx] = vals
         elif mode == "exact":
             _run_inverse(ctx)
             for n, res in rec.state["residual"].items():

@@ -1,0 +1,637 @@
+/*
+ * tileblas.rblas._guard -- the native half of compute mode's non-finite safety (tileblas.rblas._safety).
+ *
+ * A compute-mode forward call must know whether its inverse can restore the outputs: an Inf or a NaN that
+ * reaches an output (from an input, or from an overflow) destroys the values it replaces.  A separate pass
+ * over the operands costs as much as a memory-bound call itself (daxpy reads x and y and writes y: one
+ * more read of y is a third more time, a read of x and y before it twice the time), so the check runs
+ * where the data are in cache anyway:
+ *
+ *   guarded(...)  Level 1 (axpy, scal, rot, rotm) and ger: the call in chunks of about CHUNK_BYTES of
+ *                 output, each chunk's output copied aside just before the chunk is computed (it is then
+ *                 in cache for the BLAS call), computed by the same BLAS routine on the one-thread
+ *                 instance, and read for Inf/NaN just after (still in cache).  The copies of the chunks
+ *                 that hold a non-finite value after the call are kept (and returned): those elements are
+ *                 restored from them; every other element's inverse is exact in its inputs.  The chunks
+ *                 are cut into parts run at once on tileblas' thread pool (kernels/_pool.h), as many as
+ *                 the instance of the drop-in has threads, so the call has the cores the plain call has.
+ *                 Each element is computed by the same kernel as in one call (these routines are
+ *                 elementwise in their outputs: a chunk of columns of ger, a chunk of elements of axpy).
+ *   nonfinite(a)  whether an array holds an Inf or a NaN, without a temporary array, the GIL released
+ *                 and split on the pool for large arrays (Level 3, where the operands are O(n^2) against
+ *                 the call's O(n^3) work).
+ *
+ * An element is non-finite when every bit of its exponent is set; (bits & EXP) + ONE carries into the
+ * sign bit exactly then, so a chunk is scanned with and/add/or only (vectorised by the compiler).
+ *
+ * Every BLAS call here is made without the GIL, between the pool's enter() and leave() (fork() and the
+ * interpreter's exit wait for it).  Nothing here checks user input: tileblas.rblas._safety passes only
+ * operands it has checked (dtype, alignment, bounds, no overlap).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_pool.h"
+
+static const PoolAPI *pool_api = NULL;
+
+/* About this many bytes of output per chunk: the chunk's inputs, its output and the copy of the output
+ * fit in a core's L2 cache with room to spare. */
+static npy_intp CHUNK_BYTES = 4 * 1024;
+/* Arrays of at least this many bytes are scanned in parts on the pool; a call of at least this many
+ * bytes of output runs its chunks in parts. */
+static npy_intp PARALLEL_BYTES = 512 * 1024;
+#define MAX_PARTS 64
+/* OpenBLAS runs axpy on one thread up to this many elements (interface/axpy.c, zaxpy.c). */
+#define SPLIT_FROM 10000
+
+/* ------------------------------------------------------------------------------------------ scanning */
+
+/* The constant that, added to a real's exponent bits, carries into its sign bit exactly where the biased
+ * exponent is at least t (t = 2047 / 255: Inf and NaN only). */
+#define CARRY64(t) ((uint64_t)(2048 - (t)) << 52)
+#define CARRY32(t) ((uint32_t)(256 - (t)) << 23)
+#define EXP64 0x7ff0000000000000ULL
+#define EXP32 0x7f800000U
+#define NONFINITE64 2047
+#define NONFINITE32 255
+
+/* Whether any of n reals of `size` bytes (4 or 8) at p, `stride` bytes apart, has a biased exponent of at
+ * least t (t NONFINITE64/32: is Inf or NaN). */
+static int
+scan_reals(const char *p, npy_intp n, npy_intp stride, int size, int t)
+{
+    if (size == 8) {
+        const uint64_t E = EXP64, C = CARRY64(t);
+        uint64_t acc = 0;
+        if (stride == 8) {
+            const uint64_t *u = (const uint64_t *)p;
+            npy_intp i = 0;
+            for (; i + 256 <= n; i += 256) { /* blocks: stop early on a hit, vectorised within */
+                for (int k = 0; k < 256; k++) acc |= (u[i + k] & E) + C;
+                if (acc >> 63) return 1;
+            }
+            for (; i < n; i++) acc |= (u[i] & E) + C;
+        }
+        else {
+            for (npy_intp i = 0; i < n; i++) {
+                uint64_t v;
+                memcpy(&v, p + i * stride, 8);
+                acc |= (v & E) + C;
+            }
+        }
+        return (int)(acc >> 63);
+    }
+    else {
+        const uint32_t E = EXP32, C = CARRY32(t);
+        uint32_t acc = 0;
+        if (stride == 4) {
+            const uint32_t *u = (const uint32_t *)p;
+            npy_intp i = 0;
+            for (; i + 512 <= n; i += 512) {
+                for (int k = 0; k < 512; k++) acc |= (u[i + k] & E) + C;
+                if (acc >> 31) return 1;
+            }
+            for (; i < n; i++) acc |= (u[i] & E) + C;
+        }
+        else {
+            for (npy_intp i = 0; i < n; i++) {
+                uint32_t v;
+                memcpy(&v, p + i * stride, 4);
+                acc |= (v & E) + C;
+            }
+        }
+        return (int)(acc >> 31);
+    }
+}
+
+/* Whether any of n elements (cplx: pairs of reals) at p, `stride` bytes apart, has a real part or an
+ * imaginary part with a biased exponent of at least t. */
+static int
+scan_elements(const char *p, npy_intp n, npy_intp stride, int size, int cplx, int t)
+{
+    if (!cplx) return scan_reals(p, n, stride, size, t);
+    if (stride == 2 * size) return scan_reals(p, 2 * n, size, size, t);
+    return scan_reals(p, n, stride, size, t) || scan_reals(p + size, n, stride, size, t);
+}
+
+/* scan_elements of two runs of n reals each, read side by side (both streams from memory at once). */
+static int
+scan_pair(const char *p, npy_intp sp, const char *q, npy_intp sq, npy_intp n, int size, int cplx, int t)
+{
+    if (cplx) {
+        if (sp != 2 * size || sq != 2 * size)
+            return scan_elements(p, n, sp, size, 1, t) || scan_elements(q, n, sq, size, 1, t);
+        n *= 2;
+        sp = sq = size;
+    }
+    if (sp != size || sq != size)
+        return scan_reals(p, n, sp, size, t) || scan_reals(q, n, sq, size, t);
+    if (size == 8) {
+        const uint64_t E = EXP64, C = CARRY64(t), *u = (const uint64_t *)p, *v = (const uint64_t *)q;
+        uint64_t acc = 0;
+        for (npy_intp i = 0; i < n; i++) acc |= ((u[i] & E) + C) | ((v[i] & E) + C);
+        return (int)(acc >> 63);
+    }
+    else {
+        const uint32_t E = EXP32, C = CARRY32(t), *u = (const uint32_t *)p, *v = (const uint32_t *)q;
+        uint32_t acc = 0;
+        for (npy_intp i = 0; i < n; i++) acc |= ((u[i] & E) + C) | ((v[i] & E) + C);
+        return (int)(acc >> 31);
+    }
+}
+
+/* One part of a whole-array scan: rows [lo, hi) of the outer dimension. */
+typedef struct {
+    const char *base;
+    npy_intp lo, hi, outer_stride, inner_n, inner_stride;
+    int size, cplx, hit;
+} ScanPart;
+
+static void
+scan_part(int index, void *data, int arg)
+{
+    ScanPart *s = (ScanPart *)data;
+    (void)index, (void)arg;
+    for (npy_intp i = s->lo; i < s->hi && !s->hit; i++)
+        s->hit = scan_elements(s->base + i * s->outer_stride, s->inner_n, s->inner_stride, s->size, s->cplx,
+                               s->size == 8 ? NONFINITE64 : NONFINITE32);
+}
+
+/* The element sizes of an array's dtype: 0 where it is not float32/64 or complex64/128 in native order. */
+static int
+real_size(PyArrayObject *a, int *cplx)
+{
+    int t = PyArray_TYPE(a);
+    if (!PyArray_ISNOTSWAPPED(a) || !PyArray_ISALIGNED(a)) return 0;
+    *cplx = (t == NPY_CFLOAT || t == NPY_CDOUBLE);
+    if (t == NPY_FLOAT || t == NPY_CFLOAT) return 4;
+    if (t == NPY_DOUBLE || t == NPY_CDOUBLE) return 8;
+    return 0;
+}
+
+static PyObject *
+guard_nonfinite(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a;
+    int slot = -1, threads = 1, size, cplx = 0, nd;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!|ii:nonfinite", &PyArray_Type, &a, &slot, &threads)) return NULL;
+    size = real_size(a, &cplx);
+    nd = PyArray_NDIM(a);
+    if (size == 0 || nd > 2) Py_RETURN_NONE; /* not one it scans: the caller asks NumPy */
+    npy_intp es = (npy_intp)size * (cplx ? 2 : 1), n = PyArray_SIZE(a);
+    if (n == 0) Py_RETURN_FALSE;
+    ScanPart whole = {PyArray_BYTES(a), 0, 1, 0, n, es, size, cplx, 0};
+    if (PyArray_IS_C_CONTIGUOUS(a) || PyArray_IS_F_CONTIGUOUS(a)) {
+        /* one run of n elements, cut into rows of at most 64 KiB for the parts */
+        npy_intp row = CHUNK_BYTES / es;
+        whole.inner_n = row < n ? row : n;
+        whole.hi = (n + whole.inner_n - 1) / whole.inner_n;
+        whole.outer_stride = whole.inner_n * es;
+    }
+    else if (nd == 1) {
+        whole.inner_stride = PyArray_STRIDE(a, 0);
+    }
+    else { /* 2-D strided: the inner loop along the smaller stride */
+        int in = (PyArray_STRIDE(a, 0) < 0 ? -PyArray_STRIDE(a, 0) : PyArray_STRIDE(a, 0))
+                 <= (PyArray_STRIDE(a, 1) < 0 ? -PyArray_STRIDE(a, 1) : PyArray_STRIDE(a, 1)) ? 0 : 1;
+        whole.inner_n = PyArray_DIM(a, in);
+        whole.inner_stride = PyArray_STRIDE(a, in);
+        whole.hi = PyArray_DIM(a, 1 - in);
+        whole.outer_stride = PyArray_STRIDE(a, 1 - in);
+    }
+    npy_intp rows = whole.hi, last = (n - (rows - 1) * whole.inner_n); /* contiguous: the last row is short */
+    int contiguous = PyArray_IS_C_CONTIGUOUS(a) || PyArray_IS_F_CONTIGUOUS(a);
+    int nparts = 1;
+    if (n * es >= PARALLEL_BYTES && slot >= 0 && pool_api != NULL && threads > 1 && rows > 1)
+        nparts = (int)(rows < threads ? rows : threads);
+    ScanPart parts[MAX_PARTS];
+    if (nparts > MAX_PARTS) nparts = MAX_PARTS;
+    for (int p = 0; p < nparts; p++) {
+        parts[p] = whole;
+        parts[p].lo = rows * p / nparts;
+        parts[p].hi = rows * (p + 1) / nparts;
+    }
+    int hit = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (contiguous) { /* the short last row apart */
+        for (int p = 0; p < nparts; p++)
+            if (parts[p].hi == rows) parts[p].hi = rows - 1;
+        hit = scan_elements(whole.base + (rows - 1) * whole.outer_stride, last, es, size, cplx,
+                            size == 8 ? NONFINITE64 : NONFINITE32);
+    }
+    if (!hit) {
+        if (nparts > 1) pool_api->run_parts(slot, scan_part, nparts, sizeof(ScanPart), parts);
+        else scan_part(0, parts, 0);
+        for (int p = 0; p < nparts; p++) hit |= parts[p].hit;
+    }
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(hit);
+}
+
+/* ------------------------------------------------------------------------------------------ guarded */
+
+enum { K_AXPY, K_SCAL, K_ROT, K_ROTM, K_GER, NKINDS };
+static const char *const KIND[NKINDS] = {"axpy", "scal", "rot", "rotm", "ger"};
+
+typedef void (*axpy_t)(const int *, const void *, const void *, const int *, void *, const int *);
+typedef void (*scal_t)(const int *, const void *, void *, const int *);
+typedef void (*rot_t)(const int *, void *, const int *, void *, const int *, const void *, const void *);
+typedef void (*rotm_t)(const int *, void *, const int *, void *, const int *, const void *);
+typedef void (*ger_t)(const int *, const int *, const void *, const void *, const int *, const void *,
+                      const int *, void *, const int *);
+
+/* One guarded call.  Level 1: n elements of x (at incx) and y (at incy), reference BLAS's order (element
+ * i of a vector at a negative increment is the one (n - 1 - i) * |inc| from its first).  ger: n columns of
+ * the m x n matrix a (leading dimension m), x of m elements, y of n. */
+typedef struct {
+    int kind, size, cplx, nout;
+    size_t es;                       /* bytes per element */
+    void *fn;
+    int n, m, incx, incy, chunk;
+    char *x, *y, *a;
+    const void *s1, *s2;             /* a / alpha; c and s of rot; param of rotm */
+    int careful;                     /* every chunk copied and read after (the scalars are large) */
+    int t_big, t_vec;                /* exponent thresholds: operands, ger's vectors (SAFE_*) */
+} Job;
+
+/* Biased exponents from which an operand may make the call overflow: with every scalar below 2**20 in
+ * magnitude (tileblas.rblas._safety passes careful=1 otherwise), elements below 2**1000 (single: 2**100)
+ * and ger's vector elements below 2**490 (2**45) make every result and every inverse below 2**1022 (2**122).
+ * An Inf or a NaN has the largest exponent, so one test finds both. */
+#define SAFE_BIG64 (1023 + 1000)
+#define SAFE_BIG32 (127 + 100)
+#define SAFE_VEC64 (1023 + 490)
+#define SAFE_VEC32 (127 + 45)
+
+/* A chunk whose outputs hold a non-finite value after the call: the copy of its outputs from before. */
+typedef struct {
+    int first, count;                /* its elements (ger: columns) */
+    char *copy;
+} Kept;
+
+typedef struct {
+    const Job *job;
+    int e0, e1;                      /* elements (ger: columns) [e0, e1), in chunks from e0 */
+    Kept *kept;
+    int nkept, cap;
+    int lost;                        /* a chunk's copy could not be kept (out of memory) */
+} Part;
+
+/* The first element (in memory order) of the elements [i0, i0 + k) of an n-vector at increment inc. */
+static inline npy_intp
+first_of(int n, int i0, int k, int inc)
+{
+    return inc > 0 ? (npy_intp)i0 * inc : (npy_intp)(n - i0 - k) * (-inc);
+}
+
+/* The output regions of the chunk of k elements (ger: columns) from i0: pointers, element counts, strides
+ * in bytes; returns how many. */
+static int
+regions(const Job *j, int i0, int k, char **p, npy_intp *cnt, npy_intp *stride)
+{
+    switch (j->kind) {
+    case K_GER:
+        p[0] = j->a + (size_t)i0 * j->m * j->es;
+        cnt[0] = (npy_intp)k * j->m;
+        stride[0] = (npy_intp)j->es;
+        return 1;
+    case K_AXPY:
+        p[0] = j->y + first_of(j->n, i0, k, j->incy) * (npy_intp)j->es;
+        cnt[0] = k;
+        stride[0] = (npy_intp)(j->incy < 0 ? -j->incy : j->incy) * (npy_intp)j->es;
+        return 1;
+    case K_SCAL:
+        p[0] = j->x + first_of(j->n, i0, k, j->incx) * (npy_intp)j->es;
+        cnt[0] = k;
+        stride[0] = (npy_intp)(j->incx < 0 ? -j->incx : j->incx) * (npy_intp)j->es;
+        return 1;
+    default: /* rot, rotm: x and y */
+        p[0] = j->x + first_of(j->n, i0, k, j->incx) * (npy_intp)j->es;
+        p[1] = j->y + first_of(j->n, i0, k, j->incy) * (npy_intp)j->es;
+        cnt[0] = cnt[1] = k;
+        stride[0] = (npy_intp)(j->incx < 0 ? -j->incx : j->incx) * (npy_intp)j->es;
+        stride[1] = (npy_intp)(j->incy < 0 ? -j->incy : j->incy) * (npy_intp)j->es;
+        return 2;
+    }
+}
+
+static void
+gather(char *dst, const char *src, npy_intp n, npy_intp stride, size_t es)
+{
+    if ((size_t)stride == es) {
+        memcpy(dst, src, (size_t)n * es);
+        return;
+    }
+    for (npy_intp i = 0; i < n; i++) memcpy(dst + (size_t)i * es, src + i * stride, es);
+}
+
+/* The BLAS call on the chunk of k elements (ger: columns) from i0. */
+static void
+compute(const Job *j, int i0, int k)
+{
+    char *x = j->x, *y = j->y;
+    if (j->kind != K_GER) x += first_of(j->n, i0, k, j->incx) * (npy_intp)j->es;
+    if (j->kind != K_SCAL) y += first_of(j->n, i0, k, j->incy) * (npy_intp)j->es;
+    switch (j->kind) {
+    case K_AXPY:
+        ((axpy_t)j->fn)(&k, j->s1, x, &j->incx, y, &j->incy);
+        break;
+    case K_SCAL:
+        ((scal_t)j->fn)(&k, j->s1, x, &j->incx);
+        break;
+    case K_ROT:
+        ((rot_t)j->fn)(&k, x, &j->incx, y, &j->incy, j->s1, j->s2);
+        break;
+    case K_ROTM:
+        ((rotm_t)j->fn)(&k, x, &j->incx, y, &j->incy, j->s1);
+        break;
+    default: /* ger: columns [i0, i0 + k) of a, the matching part of y, all of x */
+        ((ger_t)j->fn)(&j->m, &k, j->s1, j->x, &j->incx, y, &j->incy, j->a + (size_t)i0 * j->m * j->es,
+                       &j->m);
+        break;
+    }
+}
+
+static size_t
+chunk_copy_bytes(const Job *j)
+{
+    size_t per = j->kind == K_GER ? (size_t)j->chunk * j->m : (size_t)j->chunk;
+    return per * j->es * (size_t)j->nout;
+}
+
+/* Whether chunk c's operands (what regions() gives, and axpy's x, ger's part of y) may make a non-finite
+ * value: one of them is Inf, NaN or large (t_big, t_vec).  Read side by side: this is what brings the
+ * chunk into cache for its BLAS call. */
+static int
+risky(const Job *j, int i0, int k, char **ptr, npy_intp *cnt, npy_intp *stride)
+{
+    npy_intp ax = (npy_intp)(j->incx < 0 ? -j->incx : j->incx) * (npy_intp)j->es;
+    npy_intp ay = (npy_intp)(j->incy < 0 ? -j->incy : j->incy) * (npy_intp)j->es;
+    switch (j->kind) {
+    case K_AXPY: /* x and y */
+        return scan_pair(j->x + first_of(j->n, i0, k, j->incx) * (npy_intp)j->es, ax, ptr[0], stride[0], k,
+                         j->size, j->cplx, j->t_big);
+    case K_SCAL:
+        return scan_elements(ptr[0], cnt[0], stride[0], j->size, j->cplx, j->t_big);
+    case K_GER: /* the columns of a, the part of y */
+        return scan_elements(j->y + first_of(j->n, i0, k, j->incy) * (npy_intp)j->es, k, ay, j->size, j->cplx,
+                             j->t_vec)
+               || scan_elements(ptr[0], cnt[0], stride[0], j->size, j->cplx, j->t_big);
+    default: /* rot, rotm */
+        return scan_pair(ptr[0], stride[0], ptr[1], stride[1], k, j->size, j->cplx, j->t_big);
+    }
+}
+
+/* Keep `copy` (the outputs of the chunk of count elements from first, before the call); 0 where it cannot
+ * (out of memory). */
+static int
+keep(Part *p, int first, int count, char *copy)
+{
+    if (p->nkept == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 8;
+        Kept *kept = p->cap > INT32_MAX / 4 ? NULL : realloc(p->kept, (size_t)cap * sizeof(Kept));
+        if (kept == NULL) return 0;
+        p->kept = kept;
+        p->cap = cap;
+    }
+    p->kept[p->nkept].first = first;
+    p->kept[p->nkept].count = count;
+    p->kept[p->nkept].copy = copy;
+    p->nkept++;
+    return 1;
+}
+
+/* The chunks of elements [e0, e1): each one whose operands are all finite and not large is computed at once (its
+ * outputs cannot become non-finite); any other is copied first, computed, read again, and its copy kept
+ * where an output holds a non-finite value. */
+static void
+run_part(int index, void *data, int arg)
+{
+    Part *p = (Part *)data;
+    const Job *j = p->job;
+    size_t bytes = chunk_copy_bytes(j);
+    char *copy = NULL;
+    (void)index, (void)arg;
+    for (int i0 = p->e0; i0 < p->e1; i0 += j->chunk) {
+        char *ptr[2];
+        npy_intp cnt[2], stride[2];
+        int k = p->e1 - i0 < j->chunk ? p->e1 - i0 : j->chunk;
+        int nr = regions(j, i0, k, ptr, cnt, stride), bad = 0;
+        size_t off = 0;
+        if (!j->careful && !risky(j, i0, k, ptr, cnt, stride)) {
+            compute(j, i0, k);
+            continue;
+        }
+        if (copy == NULL) copy = malloc(bytes);
+        if (copy != NULL)
+            for (int r = 0; r < nr; r++) {
+                gather(copy + off, ptr[r], cnt[r], stride[r], j->es);
+                off += (size_t)cnt[r] * j->es;
+            }
+        compute(j, i0, k);
+        for (int r = 0; r < nr && !bad; r++)
+            bad = scan_elements(ptr[r], cnt[r], stride[r], j->size, j->cplx, j->size == 8 ? NONFINITE64 : NONFINITE32);
+        if (!bad) continue;
+        if (copy == NULL || !keep(p, i0, k, copy)) {
+            p->lost = 1;
+            continue;
+        }
+        copy = NULL;
+    }
+    free(copy);
+}
+
+/* A pointer to element `off` of a vector. */
+static char *
+at(PyArrayObject *v, Py_ssize_t off, size_t es)
+{
+    return PyArray_BYTES(v) + (size_t)off * es;
+}
+
+/*
+ * guarded(kind, fn, slot, threads, n, x, offx, incx, y, offy, incy, s1, s2, a, m, careful=False)
+ *     -> (kept, lost)
+ *
+ * kind 'axpy', 'scal', 'rot', 'rotm' or 'ger'; fn the address of the routine in the one-thread instance;
+ * slot the pool slot of the drop-in's instance (-1: none) and threads its thread count; x and y the
+ * vectors (y None for scal) from element offx / offy; s1, s2 ndarrays whose data are the scalars (a or
+ * alpha; c and s of rot; param of rotm; s2 None but for rot); a ger's m x n matrix (leading dimension m,
+ * None otherwise); careful where a scalar is 2**20 or more in magnitude.  Returns the chunks whose outputs hold a non-finite value after the call: a list of
+ * (first, count, bytes) per chunk (Level 1: first logical element and count; ger: first column and
+ * count), the bytes the chunk's outputs held before, output after output (x then y for rot/rotm), each in
+ * memory order; and lost: True where such a chunk's copy could not be kept (out of memory).
+ */
+static PyObject *
+guard_guarded(PyObject *self, PyObject *args)
+{
+    const char *kind;
+    unsigned long long fn;
+    int slot, threads, n, incx, incy, m, cplx = 0;
+    Py_ssize_t offx, offy;
+    PyArrayObject *x, *s1, *y = NULL, *s2 = NULL, *a = NULL;
+    PyObject *y_o, *s2_o, *a_o;
+    Job j;
+    (void)self;
+    int careful = 0;
+    if (!PyArg_ParseTuple(args, "sKiiiO!niOniO!OOi|p:guarded", &kind, &fn, &slot, &threads, &n, &PyArray_Type, &x,
+                          &offx, &incx, &y_o, &offy, &incy, &PyArray_Type, &s1, &s2_o, &a_o, &m, &careful))
+        return NULL;
+    memset(&j, 0, sizeof j);
+    for (j.kind = 0; j.kind < NKINDS && strcmp(KIND[j.kind], kind) != 0; j.kind++)
+        ;
+    if (y_o != Py_None) y = (PyArrayObject *)y_o;
+    if (s2_o != Py_None) s2 = (PyArrayObject *)s2_o;
+    if (a_o != Py_None) a = (PyArrayObject *)a_o;
+    if ((y != NULL && !PyArray_Check(y)) || (s2 != NULL && !PyArray_Check(s2)) || (a != NULL && !PyArray_Check(a))) {
+        PyErr_SetString(PyExc_TypeError, "guarded: y, s2 and a must be arrays or None");
+        return NULL;
+    }
+    PyArrayObject *out = j.kind == K_GER ? a : j.kind == K_AXPY ? y : x;
+    if (j.kind == NKINDS || fn == 0 || n < 1 || out == NULL || (j.kind != K_SCAL && y == NULL)
+        || (j.kind == K_ROT && s2 == NULL) || (j.kind == K_GER && m < 1)) {
+        PyErr_Format(PyExc_ValueError, "guarded: bad arguments for %s", kind);
+        return NULL;
+    }
+    j.size = real_size(out, &cplx);
+    if (j.size == 0) {
+        PyErr_SetString(PyExc_TypeError, "guarded: the output is not a native float or complex array");
+        return NULL;
+    }
+    j.cplx = cplx;
+    j.es = (size_t)j.size * (cplx ? 2 : 1);
+    j.fn = (void *)(uintptr_t)fn;
+    j.n = n;
+    j.m = m;
+    j.incx = incx;
+    j.incy = incy;
+    j.x = at(x, offx, j.es);
+    if (y != NULL) j.y = at(y, offy, j.es);
+    if (a != NULL) j.a = PyArray_BYTES(a);
+    j.s1 = PyArray_DATA(s1);
+    j.s2 = s2 != NULL ? PyArray_DATA(s2) : NULL;
+    j.nout = (j.kind == K_ROT || j.kind == K_ROTM) ? 2 : 1;
+    j.t_big = j.size == 8 ? SAFE_BIG64 : SAFE_BIG32;
+    j.t_vec = j.size == 8 ? SAFE_VEC64 : SAFE_VEC32;
+    j.careful = careful;
+    if (j.kind == K_GER && !careful) /* x is read by every chunk: once, here */
+        j.careful = scan_elements(j.x, m, (npy_intp)(incx < 0 ? -incx : incx) * (npy_intp)j.es, j.size, j.cplx,
+                                  j.t_vec);
+    size_t per_unit = j.es * (j.kind == K_GER ? (size_t)m : 1); /* output bytes per element or column */
+    j.chunk = (int)(CHUNK_BYTES / (npy_intp)per_unit);
+    if (j.chunk > 64) j.chunk &= ~63; /* whole blocks of the kernels' unrolled loops */
+    if (j.chunk < 1) j.chunk = 1;
+
+    /* The parts.  Level 1: those OpenBLAS cuts the call into on the instance of the drop-in (interface/axpy.c
+     * and blas_level1_thread: one part up to SPLIT_FROM elements, else `threads` parts, each the ceiling of
+     * what is left over the threads left): each part's last elements go through its kernel's tail loop,
+     * which does not round every complex product as the vector loop does, so the same parts give the plain
+     * call's bits.  ger: its columns in `threads` parts from PARALLEL_BYTES (a column is computed the same
+     * way whichever part holds it). */
+    int nparts = 1;
+    if (j.kind == K_GER) {
+        int nchunks = (n + j.chunk - 1) / j.chunk;
+        if ((npy_intp)((size_t)n * per_unit) >= PARALLEL_BYTES && threads > 1)
+            nparts = threads < nchunks ? threads : nchunks;
+    }
+    else if (n > SPLIT_FROM && threads > 1)
+        nparts = threads < n ? threads : n;
+    if (nparts > MAX_PARTS) nparts = MAX_PARTS;
+    Part parts[MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    for (int p = 0, left = n, e = 0; p < nparts; p++) {
+        int width;
+        if (j.kind == K_GER) { /* whole chunks */
+            int nchunks = (n + j.chunk - 1) / j.chunk;
+            int c0 = (int)((long long)nchunks * p / nparts), c1 = (int)((long long)nchunks * (p + 1) / nparts);
+            width = (c1 < nchunks ? c1 * j.chunk : n) - c0 * j.chunk;
+        }
+        else
+            width = (left + (nparts - p) - 1) / (nparts - p);
+        parts[p].job = &j;
+        parts[p].e0 = e;
+        parts[p].e1 = e + width;
+        e += width;
+        left -= width;
+    }
+    int pooled = nparts > 1 && slot >= 0 && pool_api != NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (pool_api != NULL) pool_api->enter();
+    if (pooled) pool_api->run_parts(slot, run_part, nparts, sizeof(Part), parts);
+    else
+        for (int p = 0; p < nparts; p++) run_part(p, &parts[p], 0);
+    if (pool_api != NULL) pool_api->leave();
+    Py_END_ALLOW_THREADS
+
+    PyObject *kept = PyList_New(0);
+    int lost = 0, failed = kept == NULL;
+    for (int p = 0; p < nparts; p++) {
+        lost |= parts[p].lost;
+        for (int i = 0; i < parts[p].nkept; i++) {
+            Kept *k = &parts[p].kept[i];
+            if (!failed) {
+                Py_ssize_t len = (Py_ssize_t)((size_t)k->count * per_unit * (size_t)j.nout);
+                PyObject *item = Py_BuildValue("iiy#", k->first, k->count, k->copy, len);
+                if (item == NULL || PyList_Append(kept, item) < 0) failed = 1;
+                Py_XDECREF(item);
+            }
+            free(k->copy);
+        }
+        free(parts[p].kept);
+    }
+    if (failed) {
+        Py_XDECREF(kept);
+        return NULL;
+    }
+    return Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
+}
+
+static PyObject *
+guard_sizes(PyObject *self, PyObject *args)
+{
+    Py_ssize_t chunk = 0, parallel = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "|nn:sizes", &chunk, &parallel)) return NULL;
+    if (chunk > 0) CHUNK_BYTES = chunk;
+    if (parallel > 0) PARALLEL_BYTES = parallel;
+    return Py_BuildValue("(nn)", (Py_ssize_t)CHUNK_BYTES, (Py_ssize_t)PARALLEL_BYTES);
+}
+
+static PyMethodDef methods[] = {
+    {"nonfinite", guard_nonfinite, METH_VARARGS,
+     "nonfinite(a, slot=-1, threads=1) -> bool or None: whether the float or complex array a (at most 2-D) "
+     "holds an Inf or a NaN; None where a is not one it scans (another dtype, byte order or rank)."},
+    {"guarded", guard_guarded, METH_VARARGS,
+     "guarded(kind, fn, slot, threads, n, x, offx, incx, y, offy, incy, s1, s2, a, m) -> (kept, lost): a Level-1 "
+     "call or ger in chunks, each chunk's outputs kept where they hold a non-finite value after it."},
+    {"sizes", guard_sizes, METH_VARARGS,
+     "sizes(chunk=0, parallel=0) -> (chunk bytes, bytes from which work is split on the pool); sets those given"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "tileblas.rblas._guard",
+    "Native half of the non-finite safety of tileblas.rblas' compute mode.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__guard(void)
+{
+    import_array();
+    PyObject *pool = PyImport_ImportModule("tileblas.kernels._pool"), *cap = NULL;
+    if (pool != NULL) cap = PyObject_GetAttrString(pool, "_api");
+    if (cap != NULL) pool_api = (const PoolAPI *)PyCapsule_GetPointer(cap, POOL_CAPSULE);
+    Py_XDECREF(cap);
+    Py_XDECREF(pool);
+    if (pool_api == NULL)
+        PyErr_Clear(); /* no pool in this build: one thread, calls not counted */
+    else if (pool_api->version != POOL_API_VERSION)
+        pool_api = NULL;
+    return PyModule_Create(&module);
+}

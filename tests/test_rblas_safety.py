@@ -1,0 +1,240 @@
+"""Compute mode's non-finite safety at the plain call's cost (tileblas.rblas._safety, _guard.c).
+
+What is tested: every Level-1 routine and ger that the native executor runs gives the plain call's bits
+(offsets, strides, negative increments, sizes across chunk and thread-split boundaries); a non-finite value
+in one chunk keeps only that chunk's values and restores them exactly; a call whose every chunk holds one
+becomes a checkpoint; overflows (Level 1: kept; Level 3: refused at reverse); the guards of Levels 2 and 3
+read no more than they say (gemv never reads its matrix for the check, a Level-1 call reads nothing apart).
+Timings are `tileblas rblas bench`'s, never asserted here.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileblas.blas as tb
+import tileblas.rblas as rb
+from tileblas.rblas import _guard, _safety
+from tileblas.rblas._modes import ReversalError
+
+DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    rb.discard()
+    yield
+    rb.discard()
+
+
+def _vec(rng, n, dt):
+    v = rng.standard_normal(n)
+    if np.dtype(dt).kind == "c":
+        v = v + 1j * rng.standard_normal(n)
+    return v.astype(dt)
+
+
+def _bits(a):
+    return np.ascontiguousarray(np.asarray(a)).view(np.uint8).tobytes()
+
+
+def _level1_cases():
+    out = []
+    for p in "sdcz":
+        out.append((p + "axpy", "axpy"))
+        out.append((p + "scal", "scal"))
+    out += [("srot", "rot"), ("drot", "rot"), ("csrot", "rot"), ("zdrot", "rot"), ("srotm", "rotm"),
+            ("drotm", "rotm"), ("csscal", "scal"), ("zdscal", "scal")]
+    return out
+
+
+def _call(name, kind, x, y, n, offx, incx, offy, incy):
+    dt = x.dtype
+    if kind == "axpy":
+        return (x, y), dict(n=n, a=0.7 if dt.kind == "f" else 0.7 - 0.2j, offx=offx, incx=incx, offy=offy,
+                            incy=incy), ("y",)
+    if kind == "scal":
+        kw = dict(n=n, offx=offx, incx=abs(incx))
+        if name in ("csscal", "zdscal"):
+            kw["overwrite_x"] = 1
+            a = 1.3
+        else:
+            a = 1.3 if dt.kind == "f" else 1.3 + 0.4j
+        return (a, x), kw, ("x",)
+    kw = dict(n=n, offx=offx, incx=incx, offy=offy, incy=incy, overwrite_x=1, overwrite_y=1)
+    if kind == "rot":
+        return (x, y, 0.6, 0.8), kw, ("x", "y")
+    return (x, y, np.array([-1.0, 0.9, 0.2, -0.3, 1.1], dtype=dt)), kw, ("x", "y")
+
+
+@pytest.mark.parametrize("name,kind", _level1_cases())
+@pytest.mark.parametrize("n,offx,incx,offy,incy", [
+    (1, 0, 1, 0, 1), (511, 0, 1, 0, 1), (513, 2, 1, 1, 1), (10_001, 0, 1, 0, 1), (70_001, 0, 1, 0, 1),
+    (20_003, 3, 2, 1, -3), (4_099, 0, -1, 2, 1), (200_003, 0, 1, 0, 1)])
+def test_the_chunked_forward_gives_the_plain_calls_bits_and_reverses(name, kind, n, offx, incx, offy, incy):
+    rng = np.random.default_rng(n + offx)
+    dt = DT["z" if name.startswith("zd") else "c" if name in ("csrot", "csscal") else name[0]]
+    x = _vec(rng, offx + (n - 1) * abs(incx) + 1 + 2, dt)
+    y = _vec(rng, offy + (n - 1) * abs(incy) + 1 + 1, dt)
+    args, kw, outs = _call(name, kind, x, y, n, offx, incx, offy, incy)
+    copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    expect = getattr(tb, name)(*copies, **kw)
+    before = [a.copy() for a in args[:2] if isinstance(a, np.ndarray)]
+    got = getattr(rb, "f" + name)(*args, mode="compute", **kw)
+    d = rb.last_decision()
+    assert d.mode == "compute" and d.extra_bytes == 0, d
+    for e, g in zip(expect if isinstance(expect, tuple) else (expect,), got if isinstance(got, tuple) else (got,)):
+        assert _bits(e) == _bits(g)
+    getattr(rb, "r" + name)(*args, **kw)
+    rtol = 1e-4 if dt in (np.float32, np.complex64) else 1e-12
+    for b, a in zip(before, [a for a in args[:2] if isinstance(a, np.ndarray)]):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * 10)
+
+
+@pytest.mark.parametrize("name", ["sger", "dger", "cgeru", "cgerc", "zgeru", "zgerc"])
+@pytest.mark.parametrize("m,n,incx,incy", [(1, 1, 1, 1), (5, 700, -1, 1), (4096, 37, 1, -1), (300, 300, 1, 1)])
+def test_chunked_ger_gives_the_plain_calls_bits(name, m, n, incx, incy):
+    rng = np.random.default_rng(m * n)
+    dt = DT[name[0]]
+    x, y = _vec(rng, m, dt), _vec(rng, n, dt)
+    a = np.asfortranarray(_vec(rng, m * n, dt).reshape(m, n))
+    expect = getattr(tb, name)(0.5, x, y, incx=incx, incy=incy, a=a.copy(order="F"), overwrite_a=1)
+    before = a.copy(order="F")
+    got = getattr(rb, "f" + name)(0.5, x, y, incx=incx, incy=incy, a=a, overwrite_a=1, mode="compute")
+    assert got is a and rb.last_decision().mode == "compute"
+    assert _bits(np.asfortranarray(expect).T) == _bits(np.asfortranarray(got).T)
+    getattr(rb, "r" + name)(0.5, x, y, incx=incx, incy=incy, a=a, overwrite_a=1)
+    np.testing.assert_allclose(a, before, rtol=1e-3 if dt in (np.float32, np.complex64) else 1e-10, atol=1e-4)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_a_nonfinite_value_in_one_chunk_keeps_that_chunk_only_and_restores_it_exactly(bad):
+    rng = np.random.default_rng(3)
+    n = 100_000
+    x, y = rng.random(n), rng.random(n)
+    x[70_000] = bad
+    y0 = y.copy()
+    rb.fdaxpy(x, y, a=2.0, mode="compute")
+    d = rb.last_decision()
+    assert d.mode == "compute" and "non-finite" in d.reason, d
+    chunk = _guard.sizes()[0]
+    assert 0 < d.extra_bytes <= chunk, d  # one chunk's values, not a checkpoint
+    assert not np.isfinite(y[70_000])
+    rb.rdaxpy(x, y, a=2.0)
+    assert _bits(y[70_000]) == _bits(y0[70_000])
+    np.testing.assert_allclose(y, y0, rtol=1e-12, atol=1e-14)
+    assert not rb.pending()
+
+
+def test_a_nonfinite_value_in_every_chunk_makes_a_checkpoint():
+    x = np.ones(5000)
+    y = np.arange(5000.0)
+    x[::256] = np.nan
+    y0 = y.copy()
+    rb.fdaxpy(x, y, a=3.0, mode="compute")
+    d = rb.last_decision()
+    assert d.mode == "checkpoint" and "non-finite" in d.reason, d
+    rb.rdaxpy(x, y, a=3.0)
+    assert _bits(y) == _bits(y0)
+
+
+def test_ger_with_a_nonfinite_x_is_checkpointed_and_restored_exactly():
+    rng = np.random.default_rng(5)
+    x, y = rng.random(64), rng.random(300)
+    x[7] = np.inf
+    a = np.asfortranarray(rng.random((64, 300)))
+    a0 = a.copy(order="F")
+    rb.fdger(1.5, x, y, a=a, overwrite_a=1, mode="compute")
+    d = rb.last_decision()
+    assert d.mode == "checkpoint" and "non-finite" in d.reason, d
+    rb.rdger(1.5, x, y, a=a, overwrite_a=1)
+    assert _bits(np.asfortranarray(a).T) == _bits(np.asfortranarray(a0).T)
+
+
+def test_a_nan_in_rot_keeps_both_outputs_chunks():
+    rng = np.random.default_rng(6)
+    n = 50_000
+    x, y = rng.random(n), rng.random(n)
+    y[123] = np.nan
+    x0, y0 = x.copy(), y.copy()
+    rb.fdrot(x, y, 0.6, 0.8, overwrite_x=1, overwrite_y=1, mode="compute")
+    assert rb.last_decision().mode == "compute" and "non-finite" in rb.last_decision().reason
+    rb.rdrot(x, y, 0.6, 0.8, overwrite_x=1, overwrite_y=1)
+    assert _bits(x[123]) == _bits(x0[123]) and np.isnan(y[123])
+    np.testing.assert_allclose(x, x0, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.nan_to_num(y), np.nan_to_num(y0), rtol=1e-12, atol=1e-14)
+
+
+def test_level1_overflow_in_compute_mode_is_kept_and_restored():
+    x = np.array([1e308, 1.0])
+    y = np.array([1e308, 2.0])
+    rb.fdaxpy(x, y, a=1.0, mode="compute")
+    assert np.isinf(y[0])
+    assert rb.last_decision().mode == "checkpoint"
+    rb.rdaxpy(x, y, a=1.0)
+    assert np.array_equal(y, [1e308, 2.0])
+
+
+def test_large_scalars_are_read_again_after_each_chunk():
+    rng = np.random.default_rng(7)
+    x, y = rng.random(20_000) * 1e-10, rng.random(20_000)
+    x[5] = 1e300
+    y0 = y.copy()
+    rb.fdaxpy(x, y, a=1e10, mode="compute")  # 1e310: overflows one element of one chunk
+    d = rb.last_decision()
+    assert d.mode == "compute" and 0 < d.extra_bytes < y.nbytes, d
+    rb.rdaxpy(x, y, a=1e10)
+    assert y[5] == y0[5]
+    np.testing.assert_allclose(y, y0, rtol=1e-6, atol=1e-9)
+
+
+def test_level3_overflow_in_compute_mode_refuses_to_reverse_and_leaves_data():
+    rng = np.random.default_rng(8)
+    a, b = (np.asfortranarray(rng.random((16, 16)) + 1.0) for _ in range(2))
+    c = np.asfortranarray(rng.random((16, 16)))
+    rb.fdgemm(1e308, a, b, 1.0, c, overwrite_c=1, mode="compute")
+    after = c.copy()
+    assert np.isinf(after).any()
+    with pytest.raises(ReversalError, match="overflowed"):
+        rb.rdgemm(1e308, a, b, 1.0, c, overwrite_c=1)
+    assert np.array_equal(c, after)
+    assert not rb.pending()
+
+
+def test_gemv_and_trmv_read_only_their_vectors_for_the_check(monkeypatch):
+    """The matrix of a Level-2 call is never read apart (that would cost as much as the call); nor is the
+    triangle's condition estimated in compute mode (only auto weighs it)."""
+    from tileblas.rblas import _level2
+
+    seen = []
+    real = _safety.nonfinite
+    monkeypatch.setattr(_safety, "nonfinite", lambda v: seen.append(v.shape) or real(v))
+    monkeypatch.setattr(_level2, "triangle_rcond", lambda *a, **k: pytest.fail("rcond computed in compute mode"))
+    rng = np.random.default_rng(9)
+    a = np.asfortranarray(np.triu(rng.random((300, 300))) + 300 * np.eye(300))
+    x, y = rng.random(300), rng.random(300)
+    rb.fdgemv(1.0, a, x, 0.5, y, overwrite_y=1, mode="compute")
+    rb.fdtrmv(a, x, overwrite_x=1, mode="compute")
+    assert [d.mode for d in rb.pending()] == ["compute", "compute"]
+    assert (300, 300) not in seen and seen, seen
+    rb.rdtrmv(a, x, overwrite_x=1)
+    rb.rdgemv(1.0, a, x, 0.5, y, overwrite_y=1)
+
+
+def test_the_chunked_forward_reads_nothing_apart(monkeypatch):
+    monkeypatch.setattr(_safety, "nonfinite", lambda v: pytest.fail("a Level-1 operand was read apart"))
+    x, y = np.ones(100_000), np.ones(100_000)
+    rb.fdaxpy(x, y, a=2.0, mode="compute")
+    rb.fdscal(2.0, y, mode="compute")
+    assert [d.mode for d in rb.pending()] == ["compute", "compute"]
+
+
+def test_calls_the_executor_does_not_take_still_checkpoint_nonfinite_inputs():
+    x = np.ones(40)[::2]  # strided: converted by tileblas.blas, so the executor does not take it
+    x[3] = np.inf
+    y = np.zeros(20)
+    rb.fdaxpy(x, y, a=1.0, mode="compute")
+    d = rb.last_decision()
+    assert d.mode == "checkpoint" and "non-finite input" in d.reason, d
+    rb.rdaxpy(x, y, a=1.0)
+    assert np.array_equal(y, np.zeros(20))
