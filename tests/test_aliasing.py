@@ -171,23 +171,13 @@ _REAL_ONLY = {"symv", "sbmv", "ger", "syr2", "spr2"}
 _COMPLEX_ONLY = {"hemv", "hbmv", "hpmv", "geru", "gerc", "her", "her2", "hpr", "hpr2", "hemm", "herk", "her2k"}
 
 
-# The C path's axpy/copy (blas/_fastpath.c, case AXPY/COPY) runs x and y that overlap at different starts
-# itself instead of handing them to the Python path (which copies x): the one line it lacks is
-# ``if (overlaps(x, y) && PyArray_DATA(x) != PyArray_DATA(y)) Py_RETURN_NOTIMPLEMENTED;``.  SciPy gives the
-# same (loop-order) answer.  Not strict: where the vector kernel's order happens to meet the overlap
-# harmlessly the case passes.
-_C_PATH_OVERLAP = pytest.mark.xfail(reason="blas/_fastpath.c runs overlapping axpy/copy operands itself",
-                                    strict=False)
-
-
 def _params() -> list[Any]:
     ps = []
     for name, cid, args, kw, tri in _cases():
         for p in PRECISIONS:
             if (name in _REAL_ONLY and p in "cz") or (name in _COMPLEX_ONLY and p in "sd"):
                 continue
-            marks = [_C_PATH_OVERLAP] if name in ("axpy", "copy") and cid.startswith("y_one_on") else []
-            ps.append(pytest.param(p + name, args, kw, tri, id=f"{p}{name}-{cid}", marks=marks))
+            ps.append(pytest.param(p + name, args, kw, tri, id=f"{p}{name}-{cid}"))
     return ps
 
 

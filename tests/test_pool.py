@@ -692,14 +692,19 @@ def test_herk_her2k_c_ordered_copy_or_conjugate_problem(prefix, settings):
 
 _DAEMON_AT_EXIT = (
     "import threading, time, numpy as np\n"
+    "from tileblas import blas as tb\n"
     "from tileblas.kernels import _openblas\n"
     "a = np.asfortranarray(np.random.rand(1500, 1500))\n"
-    "def work():\n"
+    "def kernel_layer():\n"
     "    while True:\n"
     "        c = np.zeros((1500, 1500), order='F')\n"
     "        _openblas.gemm(1.0, a, a, 0.0, c, lib=_openblas.get_library(2))\n"
-    "threading.Thread(target=work, daemon=True).start()\n"
-    "time.sleep(0.25)\n"
+    "def drop_in():\n"
+    "    while True:\n"
+    "        tb.dgemm(1.0, a, a)\n"
+    "threading.Thread(target=kernel_layer, daemon=True).start()\n"
+    "threading.Thread(target=drop_in, daemon=True).start()\n"
+    "time.sleep(0.3)\n"
 )
 
 

@@ -226,17 +226,20 @@ void conj_scalar(scalar_t *v, int prec);
 
 /* ----------------------------------------------------------------------- small shared helpers */
 
-/* Run the BLAS call ``stmt`` without the GIL when ``release`` is true, else holding it. */
-#define RUN_IF(release, stmt)              \
-    do {                                   \
-        if (release) {                     \
-            Py_BEGIN_ALLOW_THREADS         \
-            stmt;                          \
-            Py_END_ALLOW_THREADS           \
-        }                                  \
-        else {                             \
-            stmt;                          \
-        }                                  \
+/* Run the BLAS call ``stmt`` without the GIL when ``release`` is true, else holding it.  Without the GIL
+ * the call is counted in flight (the pool's enter/leave: fork() and the interpreter's exit wait for it). */
+#define RUN_IF(release, stmt)                     \
+    do {                                          \
+        if (release) {                            \
+            Py_BEGIN_ALLOW_THREADS                \
+            if (pool_api != NULL) pool_api->enter(); \
+            stmt;                                 \
+            if (pool_api != NULL) pool_api->leave(); \
+            Py_END_ALLOW_THREADS                  \
+        }                                         \
+        else {                                    \
+            stmt;                                 \
+        }                                         \
     } while (0)
 
 /* Bytes per element of precision prec (s, d, c, z). */

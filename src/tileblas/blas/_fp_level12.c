@@ -282,6 +282,9 @@ l1_pair(const Level12Object *self, const Sig12 *s, PyObject *const *args)
         Py_RETURN_NOTIMPLEMENTED;
     k = (int)PyArray_SIZE(x);
     if (k < 1 || PyArray_SIZE(y) < k) Py_RETURN_NOTIMPLEMENTED;
+    /* an output y overlapping x elsewhere than on it exactly: the Python path, which copies x first */
+    if ((kind == AXPY || kind == COPY) && PyArray_DATA(x) != PyArray_DATA(y) && overlaps(x, y))
+        Py_RETURN_NOTIMPLEMENTED;
     switch (kind) {
     case AXPY:
         if (!get_scalar(args[s->alpha], prec, 0, &a)) Py_RETURN_NOTIMPLEMENTED;

@@ -116,7 +116,9 @@ run_parts(pool_job_fn dojob, void *job, int jobs, size_t elsize)
 {
     int rc, slot = fp_cfg.pool_slot;
     Py_BEGIN_ALLOW_THREADS
+    pool_api->enter();
     rc = pool_api->run_parts(slot, dojob, jobs, elsize, job);
+    pool_api->leave();
     Py_END_ALLOW_THREADS
     if (rc < 0) return 0;
     fp_split_calls++;
