@@ -13,8 +13,7 @@ How: for each routine, order n and partner, three loops of ``--iters`` iteration
 timed interleaved, SciPy, tileblas, SciPy again (the control), each after a ``--settle`` pause, best of
 ``--rounds`` rounds; a sample is the loop's mean time per iteration.  ratio = SciPy / tileblas (> 1:
 tileblas' loop is faster), control = SciPy / SciPy again.  Partners run in the order of ``--partners``
-for all points of one before the next, so the loops that touch no other OpenBLAS come first (tileblas'
-pool stays polite for a second after another pool took its core).
+for all points of one before the next, so the loops that touch no other OpenBLAS come first.
 
 Usage::
 
@@ -129,7 +128,7 @@ def measure(routine: str, n: int, partner: str, *, rounds: int, iters: int | Non
     return {"routine": routine, "n": n, "partner": partner, "iters": iters,
             "scipy_s": best["scipy"], "tileblas_s": best["tileblas"], "control_s": best["control"],
             "ratio": best["scipy"] / best["tileblas"], "control": best["scipy"] / best["control"],
-            "preempted": after.get("contended", 0) - before.get("contended", 0),
+            "caller_parts": after.get("caller_parts", 0) - before.get("caller_parts", 0),
             "sleeps": after.get("sleeps", 0) - before.get("sleeps", 0)}
 
 
@@ -203,12 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
 
     print(f"\n{'partner':8s} {'routine':7s} {'n':>5s} {'iters':>5s} {'SciPy us/it':>12s} {'tileblas':>10s} "
-          f"{'ratio':>7s} {'control':>8s} {'preempted':>9s} {'sleeps':>7s}")
+          f"{'ratio':>7s} {'control':>8s} {'by caller':>9s} {'sleeps':>7s}")
     for p in points:
         print(f"{p['partner']:8s} {p['routine']:7s} {p['n']:5d} {p['iters']:5d} {p['scipy_s'] * 1e6:12.1f} "
-              f"{p['tileblas_s'] * 1e6:10.1f} {p['ratio']:7.2f} {p['control']:8.2f} {p['preempted']:9d} {p['sleeps']:7d}")
+              f"{p['tileblas_s'] * 1e6:10.1f} {p['ratio']:7.2f} {p['control']:8.2f} {p['caller_parts']:9d} {p['sleeps']:7d}")
     print("\nratio = SciPy loop / tileblas loop (> 1: tileblas faster); control = SciPy / SciPy again; "
-          "preempted, sleeps: how often a worker of tileblas' pool was preempted while spinning, went to sleep")
+          "by caller: parts of split calls the calling thread ran itself (workers late or busy); sleeps: how often "
+          "a worker of tileblas' pool went to sleep")
     for partner in partners:
         rs = [p for p in points if p["partner"] == partner]
         worst = min(rs, key=lambda p: p["ratio"])

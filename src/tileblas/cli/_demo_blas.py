@@ -105,9 +105,10 @@ def section(out: Callable[[str], None]) -> None:
     out(f"  loop of dgemm n={k} and NumPy's a @ b (20 iterations, best of 2, interleaved): tileblas.blas "
         f"{loops['tileblas']*1e3:.2f} ms per iteration, scipy {loops['scipy']*1e3:.2f} ms -> "
         f"{loops['scipy']/loops['tileblas']:.1f}x")
-    out(f"    tileblas' pool meanwhile: {stats1.get('preempted', 0) - stats0.get('preempted', 0)} preemption(s) "
-        f"of a spinning worker, {stats1.get('contended', 0) - stats0.get('contended', 0)} polite period(s); "
-        "SciPy's and NumPy's OpenBLAS threads spin 0.1 s after each call and take turns on the cores")
+    out(f"    tileblas' pool meanwhile: {stats1.get('sleeps', 0) - stats0.get('sleeps', 0)} sleep(s) of its "
+        f"workers (they spin 200 us after their work, then sleep), "
+        f"{stats1.get('caller_parts', 0) - stats0.get('caller_parts', 0)} part(s) of split calls run by the calling "
+        "thread; SciPy's and NumPy's OpenBLAS threads spin 0.1 s after each call and take turns on the cores")
 
     # Two Python threads, single-threaded BLAS on both sides.
     m = 768

@@ -27,13 +27,12 @@ The policy
       ``None`` in the shipped default, meaning the rule of :mod:`tileblas.policy._recursion`.
 
     Apart from families and classes, ``rank_gemm`` holds what tune measured for the C small-call path's
-    gemm route of real syrk/syr2k (``{'dsyrk': (one_call, split)}`` flops, see
-    :data:`tileblas.blas._dispatch.RANK_GEMM_FLOPS`), and ``one_thread`` the flops below which that path
-    runs a family's calls on the one-thread instance (``{'trmm': flops}``, see
-    :data:`tileblas.blas._dispatch.ONE_THREAD_FLOPS`), and ``split_from`` the flops from which that path
-    runs a routine's calls in parts on the thread pool (``{'dgemm': flops}``, ``inf``: never; the upper
-    ends stay shipped, see :func:`tileblas.blas._dispatch.split_ranges`); what they do not name keeps its
-    shipped value.
+    gemm route of real syrk/syr2k (``{'dsyrk': (one_call, split)}`` flops), ``one_thread`` the flops below
+    which that path runs a family's calls on the one-thread instance (``{'trmm': flops}``), and
+    ``split_from`` the flops from which that path runs a routine's calls in parts on the thread pool
+    (``{'dgemm': flops}``, ``inf``: never; the upper ends stay shipped); what they do not name keeps its
+    shipped value.  :class:`tileblas.policy._dropin.DropInConfig` holds the shipped values and puts these
+    over them.
 
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
     rule of :mod:`tileblas.policy._recursion`.  On the development machine ``tileblas tune --paths-only``
