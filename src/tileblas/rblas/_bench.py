@@ -69,6 +69,8 @@ RT_ROUTINES = ("daxpy", "zaxpy", "zscal", "zdrot")
 EXACT_AXPY = ("saxpy", "daxpy", "caxpy", "zaxpy")
 #: the bars: compute forward vs plain, Level-1 round trips (with the RMS), exact mode
 BAR_PARTS = ("forward", "roundtrip", "exact")
+#: the compute-mode forward call against the plain call, at most (issue 37: "<= 1.10x for Level 1/2/3")
+FORWARD_BAR = 1.10
 
 
 class _Namespace:
@@ -220,6 +222,25 @@ class _Stopwatch:
         return routine
 
 
+class _TimedNative:
+    """tileblas.rblas._guard with its executor's calls timed into a :class:`_Stopwatch` (the routine's call
+    of a forward call that the executor runs)."""
+
+    def __init__(self, native: Any, sw: _Stopwatch) -> None:
+        self._native = native
+        self._sw = sw
+
+    def guarded(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._native.guarded(*args)
+        finally:
+            self._sw.last = time.perf_counter() - t0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._native, name)
+
+
 def _bookkeeping(name: str, ns: Any, args: tuple, kw: dict, rounds: int = 9) -> dict[str, float]:
     """What a compute-mode forward call costs besides its BLAS call, on these very operands: per round,
     the forward call's time minus the time of the routine call inside it, and the same for the plain
@@ -227,12 +248,13 @@ def _bookkeeping(name: str, ns: Any, args: tuple, kw: dict, rounds: int = 9) -> 
     untimed, by its undo.  Measured in place, because a large call leaves the caches cold for the Python
     code around it, which then costs several times what it costs in a loop of tiny calls."""
     import tileblas.rblas as rb
-    from tileblas.rblas import _registry
+    from tileblas.rblas import _registry, _safety
 
     f, r = rb.PAIRS[name]
     sw = _Stopwatch(ns)
     plain = getattr(sw, name)
     old = _registry._blas_namespace
+    native = _safety._native
     extra: dict[str, list[float]] = {"plain": [], "compute_forward": []}
 
     def run_plain() -> None:
@@ -243,12 +265,15 @@ def _bookkeeping(name: str, ns: Any, args: tuple, kw: dict, rounds: int = 9) -> 
 
     def run_forward() -> None:
         _registry._blas_namespace = lambda: sw
+        if native is not None:  # the routine's call is the native executor's where it runs it
+            _safety._native = _TimedNative(native, sw)
         try:
             t0 = time.perf_counter()
             f(*args, mode="compute", **kw)
             extra["compute_forward"].append(time.perf_counter() - t0 - sw.last)
         finally:
             _registry._blas_namespace = old
+            _safety._native = native
         r(*args, **kw)
 
     for t in range(rounds):
@@ -314,14 +339,15 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
         cf, pl = samples["compute_forward"], samples["plain"]
         ratio = best["compute_forward"] / best["plain"]
         row = {"n": sizes[level], "plain_s": best["plain"], "compute_forward_s": best["compute_forward"],
-               "ratio": ratio, "bar": 1.05, "pass": ratio <= 1.05, "trials": len(pl),
+               "ratio": ratio, "bar": FORWARD_BAR, "pass": ratio <= FORWARD_BAR, "trials": len(pl),
                "median_ratio": float(np.median(cf) / np.median(pl)),
                "paired_median_ratio": _paired_median_ratio(cf, pl),
                "bookkeeping": book, "bookkeeping_share": book["bookkeeping_s"] / best["plain"],
                "samples_s": samples}
         fwd_ratio[name] = row
         log(f"  {name} n={sizes[level]}: plain {best['plain']*1e3:.2f} ms, compute forward "
-            f"{best['compute_forward']*1e3:.2f} ms -> {ratio:.3f}x (bar <= 1.05; best of {len(pl)} "
+            f"{best['compute_forward']*1e3:.2f} ms -> {ratio:.3f}x (bar <= {FORWARD_BAR:.2f}: "
+            f"{'met' if ratio <= FORWARD_BAR else 'NOT met'}; best of {len(pl)} "
             f"interleaved; median of paired ratios {row['paired_median_ratio']:.3f}); bookkeeping "
             f"{book['bookkeeping_s']*1e6:.1f} us = {100 * row['bookkeeping_share']:.2f}% of the call")
     if "forward" in parts:
