@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["is_array", "address", "to_host", "identity", "fingerprint"]
+__all__ = ["shares_memory", "is_array", "address", "to_host", "identity", "fingerprint"]
 
 _SAMPLES = 64
 
@@ -40,6 +40,33 @@ def address(a: Any) -> int:
     if ptr is not None:
         return int(ptr)
     return id(a)
+
+
+def _extent(a: Any) -> tuple[int, int]:
+    """[first, last) byte addresses an array's elements lie in."""
+    lo = hi = address(a)
+    for n, st in zip(a.shape, a.strides):
+        if n == 0:
+            return lo, lo
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return lo, hi + a.dtype.itemsize
+
+
+def shares_memory(a: Any, b: Any) -> bool:
+    """Whether two arrays may share memory (their extents overlap; host arrays: NumPy's bounds test)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.may_share_memory(a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) or type(a) is not type(b):
+        return False  # host and device memory, or two kinds of device array
+    if getattr(getattr(a, "data", None), "ptr", None) is None or getattr(getattr(b, "data", None), "ptr", None) is None:
+        return a is b  # no address to compare
+    if a.size == 0 or b.size == 0:
+        return False
+    (alo, ahi), (blo, bhi) = _extent(a), _extent(b)
+    return alo < bhi and blo < ahi
 
 
 def to_host(a: Any) -> np.ndarray:

@@ -40,7 +40,7 @@ from tileblas.rblas._modes import (
     get_default_mode,
     get_policy,
 )
-from tileblas.rblas._fingerprint import address, fingerprint, identity, is_array
+from tileblas.rblas._fingerprint import address, fingerprint, identity, is_array, shares_memory
 from tileblas.rblas._journal import Record, _pop, _push, journal, tape_mode
 
 __all__ = ["Spec", "Out", "Ctx", "make_pair", "signature_params", "lookup", "forward", "reverse", "DTYPE_OF_PREFIX"]
@@ -214,19 +214,23 @@ def _aligned_copy(v: np.ndarray) -> np.ndarray:
     return out
 
 
-def _aliases(ctx: Ctx, outs: list[str], arrays: list[tuple[str, Any]] | None = None) -> str | None:
-    """Why an output cannot be inverted in place because it shares memory with another argument, or None.
-    ``arrays``: the (name, value) pairs of the array arguments, when the caller has them already."""
-    if arrays is None:
-        arrays = [(n, v) for n, v in ctx.bound.items() if is_array(v)]
+def _sharing(bound: dict[str, Any], outs: list[str], arrays: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """(output, argument) pairs where an output the call writes in place may share memory with another
+    array argument (an input, or another output)."""
+    pairs = []
     for o in outs:
-        ov = ctx.bound[o]
-        if not isinstance(ov, np.ndarray):
-            continue
+        ov = bound[o]
         for n, v in arrays:
-            if n != o and isinstance(v, np.ndarray) and np.may_share_memory(ov, v):
-                return f"output {o!r} shares memory with argument {n!r}"
-    return None
+            if n != o and shares_memory(ov, v):
+                pairs.append((o, n))
+    return pairs
+
+
+def _aliases(pairs: list[tuple[str, str]]) -> str | None:
+    """Why the outputs cannot be inverted in place because they share memory with other arguments, or None."""
+    if not pairs:
+        return None
+    return "; ".join(f"output {o!r} shares memory with argument {n!r}" for o, n in pairs)
 
 
 def _hermdiag_index(ctx: Ctx, name: str) -> Any:
@@ -253,7 +257,9 @@ def _save_hermdiag(ctx: Ctx, outs: list[str]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------- decide
 def _decide(ctx: Ctx, requested: str, outs: list[str],
-            arrays: list[tuple[str, Any]] | None = None) -> tuple[str, str, dict[str, float]]:
+            pairs: list[tuple[str, str]] | None = None) -> tuple[str, str, dict[str, float]]:
+    """(mode, reason, cost estimates) of a forward call; ``pairs``: the outputs sharing memory with other
+    arguments (:func:`_sharing`), which only a checkpoint reverses."""
     spec = ctx.spec
     if not outs:
         return "none", "no argument is updated in place (the routine returns a fresh array)", {}
@@ -263,7 +269,9 @@ def _decide(ctx: Ctx, requested: str, outs: list[str],
     elif len(outs) != len(spec.outputs):
         impossible = "only some outputs are updated in place"
     else:
-        impossible = spec.impossible(ctx) or _aliases(ctx, outs, arrays)
+        if pairs is None:
+            pairs = _sharing(ctx.bound, outs, [(n, v) for n, v in ctx.bound.items() if is_array(v)])
+        impossible = _aliases(pairs) or spec.impossible(ctx)
     if requested == "checkpoint":
         return "checkpoint", "requested", {}
     if impossible:
@@ -338,7 +346,12 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
             lazy = False
     outs = [o.name for o in spec.outputs if _predicts_inplace(bound.get(o.name), o, ctx)]
     predicted = tuple(outs)
-    chosen, reason, est = _decide(ctx, requested, outs, arrays)
+    # outputs sharing memory with other arguments: only a checkpoint of the outputs reverses such a call (the
+    # inverse would read what the call wrote), and those arguments change with the outputs, so they are
+    # fingerprinted after the call
+    pairs = _sharing(bound, outs, arrays) if outs else []
+    shared = {n for _, n in pairs if n not in predicted}
+    chosen, reason, est = _decide(ctx, requested, outs, pairs)
     guard = None
     if chosen == "compute":
         guard = _safety.prepare(spec, prefix, ctx.dtype, bound, outs, arrays)
@@ -366,7 +379,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
         extra = sum(im.nbytes for _, im in state["hermdiag"].values()) if spec.hermdiag else 0
         dec = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
     # arguments the call does not write are fingerprinted before it
-    prints = {n: fingerprint(v) for n, v in arrays if n not in predicted}
+    prints = {n: fingerprint(v) for n, v in arrays if n not in predicted and n not in shared}
     # the key is computed at reverse time (arrays keep their identity), except where an argument is a
     # mutable non-array object (a list param): then now
     if lazy:
@@ -407,7 +420,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
             raise RuntimeError(
                 f"{fullname} updated {rname!r} in place although scipy's semantics say it copies; the "
                 "call cannot be reversed (report this as a tileblas.blas bug)")
-    for o in predicted:
+    for o in (*predicted, *shared):
         prints[o] = fingerprint(bound[o])
     if guard is not None:
         what, data = guard.after()
