@@ -28,13 +28,13 @@ from tileblas.asyncapi._calls12 import (
     syr, syr2, tbmv, tbsv, tpmv, tpsv, trmv,
 )
 from tileblas.asyncapi._executor import Backend, Executor, get_executor, set_executor
-from tileblas.asyncapi._futures import AsyncFuture, DependencyError
+from tileblas.asyncapi._futures import AsyncFuture, DependencyError, ForkedError
 from tileblas.asyncapi._handles import MatrixHandle
 from tileblas.asyncapi._matrix import Matrix
 from tileblas.asyncapi._policies import CostPolicy, DemandPolicy
 
 __all__ = [
-    "Matrix", "MatrixHandle", "AsyncFuture", "DependencyError",
+    "Matrix", "MatrixHandle", "AsyncFuture", "DependencyError", "ForkedError",
     "Executor", "Backend", "CostPolicy", "DemandPolicy", "get_executor", "set_executor", "handle", "empty",
     "gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm",
     "gemv", "ger", "gerc", "trsv", "axpy", "scal", "copy", "dot", "dotc", "nrm2",

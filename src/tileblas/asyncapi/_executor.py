@@ -14,6 +14,12 @@ What it owns
       A call that will not run still waits for its own dependencies before it leaves the graph, so the
       order edges (write-after-read, write-after-write) of later calls hold.
     * Light bookkeeping calls (read-back, delete) run inline in the thread that makes them ready.
+    * Processes: after fork() the child has none of the parent's worker threads.  A handler registered with
+      ``os.register_at_fork`` gives every executor of the child a fresh lock and fresh backend queues,
+      finishes every call that was not final at the fork (pending, queued or running: it runs in the
+      parent) with :class:`ForkedError` -- at once, so no waiter in the child hangs -- and the next call
+      submitted in the child starts new worker threads.  Handles those calls wrote read as after a failed
+      call (DependencyError) until something overwrites them; every other handle works as before.
 
 What it must not touch: kernels' internals, device internals (it uses the Device interface only).
 """
@@ -21,6 +27,7 @@ What it must not touch: kernels' internals, device internals (it uses the Device
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import queue
 import threading
 import time
@@ -30,7 +37,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tileblas.kernels import _openblas
-from tileblas.asyncapi._futures import DONE_NONE, AsyncFuture, DependencyError
+from tileblas.asyncapi._futures import DONE_NONE, AsyncFuture, DependencyError, ForkedError
 from tileblas.asyncapi._graph import CANCELLED, DONE, FAILED, FINISHED, PENDING, READY, RUNNING, Op, forget, link
 from tileblas.asyncapi._handles import HOST, MatrixHandle, check_dtype, take_transfers
 from tileblas.asyncapi._policies import POLICIES, CostPolicy, DemandPolicy
@@ -121,6 +128,21 @@ def _stop_workers(backends: "list[tuple[queue.SimpleQueue, int]]") -> None:
             q.put(_STOP)
 
 
+#: the executors of this process (for the fork handler)
+_EXECUTORS: "weakref.WeakSet[Executor]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    global _DEFAULT_LOCK
+    _DEFAULT_LOCK = threading.Lock()  # another thread of the parent may have held it
+    for ex in list(_EXECUTORS):
+        ex._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Executor:
     """Runs asynchronous BLAS calls on a set of backends.
 
@@ -183,8 +205,52 @@ class Executor:
         self._nsubmitted = 0
         self._nlive = 0  # operations not yet final
         self._idle = threading.Condition(self._lock)  # notified when _nlive drops to 0 after close()
+        self._live: dict[Op, None] = {}  # operations not yet final, in submission order (for fork)
+        self._forked = False  # a fork child whose workers are not started yet
         self.synchronous = bool(synchronous)
         if not self.synchronous:
+            for b in self.backends:
+                b.start()
+            self._finalizer = weakref.finalize(
+                self, _stop_workers, [(b.queue, b.nthreads) for b in self.backends])
+        _EXECUTORS.add(self)
+
+    # ------------------------------------------------------------------ processes
+    def _after_fork(self) -> None:
+        """In a fork child (module docstring, "Processes"): fresh lock and queues, the calls in flight
+        finished with ForkedError, the worker threads started again by the next call."""
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        for b in self.backends:
+            b.queue = queue.SimpleQueue()
+            b.threads = []
+            b.queued_est = b.running_est = 0.0
+            b.nqueued = b.running = 0
+        live, self._live = list(self._live), {}
+        for op in live:  # first: none of them is made ready by another's release
+            op.state = FAILED
+            op.error = ForkedError(
+                f"{op.name} was in flight when this process forked: it runs in the parent process, not in this "
+                "child; here it never runs and the handles it writes are undefined")
+        with self._lock:
+            for op in live:
+                for h in op.handles():
+                    h._lock = None  # made afresh on first use: a thread of the parent may have held it
+                fut, err = op.future, op.error
+                self._release_locked(op, [], [])
+                fut._fail_after_fork(err)
+            self._nlive = 0
+        self._forked = not self.synchronous and not self._stopped
+
+    def _restart_workers(self) -> None:
+        """The first call submitted in a fork child starts the worker threads there."""
+        with self._lock:
+            if not self._forked:
+                return
+            self._forked = False
+            fin = getattr(self, "_finalizer", None)
+            if fin is not None:
+                fin.detach()
             for b in self.backends:
                 b.start()
             self._finalizer = weakref.finalize(
@@ -257,6 +323,8 @@ class Executor:
 
         The common case (a call with every operand on this executor, nothing to wait for) is the hot path
         of every asynchronous call, written out here; anything else goes through :meth:`_submit`."""
+        if self._forked:
+            self._restart_workers()
         for h in reads:
             if h.executor is not self:
                 raise ValueError(f"handle {h!r} belongs to another executor")
@@ -272,6 +340,7 @@ class Executor:
                 raise RuntimeError("the executor is closed")
             self._nsubmitted += 1
             self._nlive += 1
+            self._live[op] = None
             doom, cause, culprit = link(op)
             for h in writes:
                 if h._user is not None and h._host is h._user:
@@ -311,6 +380,8 @@ class Executor:
     def _submit(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
                 host_only: bool = False, inline: bool = False, before_link: Callable[[], None] | None = None,
                 blas: bool = False) -> AsyncFuture:
+        if self._forked:
+            self._restart_workers()
         fut = AsyncFuture()
         fut._op = op = Op(self, name, run, reads, writes, flops, fut, host_only, inline, blas)
         resolve: list = []
@@ -320,6 +391,7 @@ class Executor:
                 raise RuntimeError("the executor is closed")
             self._nsubmitted += 1
             self._nlive += 1
+            self._live[op] = None
             if before_link is not None:
                 before_link()
             doom, cause, culprit = link(op)
@@ -411,6 +483,7 @@ class Executor:
             if h.inflight == 0 and h._user is not None:
                 h._unlock_user()
         self._nlive -= 1
+        self._live.pop(op, None)
         if self._nlive == 0 and self._closed:
             self._idle.notify_all()
         deps = op.dependents

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import _thread
 import concurrent.futures
+import os
 import threading
 from collections import deque
 from typing import Any, Generator
 
-__all__ = ["AsyncFuture", "DependencyError", "DONE_NONE"]
+__all__ = ["AsyncFuture", "DependencyError", "ForkedError", "DONE_NONE"]
 
 
 class DependencyError(RuntimeError):
@@ -30,10 +31,24 @@ class DependencyError(RuntimeError):
         self.__cause__ = cause
 
 
+class ForkedError(RuntimeError):
+    """In a fork child: the call was in flight when the process forked.  It runs in the parent; in the child
+    it never runs, its outputs are undefined, and the calls that read them fail with DependencyError."""
+
+
 _base = concurrent.futures._base
 _PENDING, _FINISHED = _base.PENDING, _base.FINISHED
 _DONE_STATES = (_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED, _base.FINISHED)
 _CREATE = _thread.allocate_lock()  # guards the lazy creation of futures' conditions
+
+
+def _after_fork_in_child() -> None:
+    global _CREATE
+    _CREATE = _thread.allocate_lock()  # another thread of the parent may have held it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Condition(threading.Condition):
@@ -158,6 +173,22 @@ class AsyncFuture(concurrent.futures.Future):
         if op is None:
             return super().cancel()
         return op.executor._cancel_op(op)
+
+    def _fail_after_fork(self, exc: BaseException) -> None:
+        """In a fork child: finish this future with ``exc`` (unless it is final), on a fresh condition (a thread
+        of the parent may have held the old one), without the waiters and callbacks of the parent's threads."""
+        if self._state in _DONE_STATES:
+            return
+        if _FAST_INIT:
+            self._cond = None
+            self.__dict__.pop("_waiters_", None)
+            self.__dict__.pop("_done_callbacks_", None)
+        else:  # pragma: no cover - a Python whose Future has other fields
+            self._condition = threading.Condition()
+            self._waiters = []
+            self._done_callbacks = []
+        self._exception = exc
+        self._state = _FINISHED
 
     def _base_cancel(self) -> bool:
         return concurrent.futures.Future.cancel(self)

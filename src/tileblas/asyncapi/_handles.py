@@ -20,6 +20,7 @@ What it must not touch: scheduling (the executor) and kernels (the calls).
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import weakref
@@ -74,6 +75,15 @@ HOST = _Host()
 _ON_HOST = frozenset((HOST,))  # residency sets are immutable: shared, replaced on change
 _NOWHERE: frozenset = frozenset()
 _CREATE = threading.Lock()  # guards the lazy creation of handles' locks
+
+
+def _after_fork_in_child() -> None:
+    global _CREATE
+    _CREATE = threading.Lock()  # another thread of the parent may have held it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class MatrixHandle:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import os
 import threading
 import time
 import weakref
@@ -71,6 +72,21 @@ __all__ = ["Runtime", "get_runtime", "set_runtime", "make_devices", "on_release"
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("tileblas_runtime", default=None)
 _DEFAULT: "Runtime | None" = None
 _DEFAULT_LOCK = threading.Lock()
+#: the runtimes of this process, whose locks a fork child makes afresh (their schedulers do the same)
+_RUNTIMES: "weakref.WeakSet[Runtime]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """In a fork child, locks another thread of the parent held stay held: make them afresh."""
+    global _DEFAULT_LOCK
+    _DEFAULT_LOCK = threading.Lock()
+    for rt in list(_RUNTIMES):
+        rt._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 #: Callbacks of :func:`on_release`, called in registration order.
 _RELEASE_HOOKS: list[Callable[["Runtime | None"], None]] = []
 
@@ -348,6 +364,7 @@ class Runtime:
                         for _ in self._devices]
         self._calls = 0
         self._failed = 0
+        _RUNTIMES.add(self)
 
     # ----------------------------------------------------------------- properties
     @property

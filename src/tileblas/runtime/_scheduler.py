@@ -31,6 +31,21 @@ Failure
     a note naming the task and device).  Workers never die from a task's exception, so the runtime keeps
     serving.  The output of a failed call is undefined (tiles may hold old, new or partial values).
 
+Interrupts
+    A caller waiting for its call takes signals (SIGINT: KeyboardInterrupt within a quarter second at
+    most; the wait is on an Event, which a signal interrupts).  Then its call is cancelled as a failed call
+    is: queued and reserved tasks are dropped, the tasks running now (one tile each) finish, and only then
+    does the exception leave :meth:`Scheduler.run`, with a note that the output is undefined.  Nothing
+    writes the output after that, and the workers are free for the next call.
+
+Processes
+    After fork() the child has none of the parent's threads.  A handler registered with
+    ``os.register_at_fork`` (and, for a fork that skipped it, a pid check in :meth:`Scheduler.run`) gives
+    every scheduler of the child a fresh lock and an empty queue and stations, forgets the parent's calls
+    in flight (their callers are threads of the parent; nothing in the child waits for them, and their
+    outputs in the child are undefined), makes the devices' statistics locks afresh, and lets the next
+    call start new workers.
+
 Life cycle
     Workers start with the first threaded call.  :meth:`Scheduler.shutdown` refuses new calls and lets the
     workers finish every call already submitted before they exit (``ThreadPoolExecutor.shutdown`` semantics:
@@ -46,8 +61,10 @@ What it must not touch
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Sequence
 
 from tileblas.kernels._openblas import split_k_axpy
@@ -142,6 +159,20 @@ def task_failed(task: Task, device_name: str, rec: TaskRecord, exc: BaseExceptio
 
 _CLOSED = ("this Runtime has been shut down (closed); calls made after close() are refused and leave the "
            "output unchanged")
+_INTERRUPTED = ("tileblas: the call was cancelled when this exception interrupted its wait: tasks not started "
+                "were dropped, those running finished; its output is undefined")
+
+#: the schedulers of this process (for the fork handler)
+_LIVE: "weakref.WeakSet[Scheduler]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for sched in list(_LIVE):
+        sched._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _priority(task: Task) -> tuple:
@@ -190,6 +221,25 @@ class Scheduler:
         self._rr = 0  # next device in synchronous mode
         # devices computing on host memory take the short path (tile views straight to the kernels)
         self._host = [bool(getattr(dev, "host_memory", False)) for dev in self.devices]
+        self._pid = os.getpid()
+        _LIVE.add(self)
+
+    def _after_fork(self) -> None:
+        """In a fork child (see the module docstring, "Processes"): a fresh lock, nothing queued, reserved
+        or in flight, no worker (the next call starts them), fresh locks for the devices' statistics."""
+        self._pid = os.getpid()
+        self._cv = threading.Condition(threading.Lock())
+        self._queue = []
+        self._stations = [[] for _ in self.devices]
+        self._threads = []
+        self._started = False
+        self._active = 0
+        for dev in self.devices:
+            stats = getattr(dev, "stats", None)
+            if stats is not None and hasattr(stats, "lock"):
+                stats.lock = threading.Lock()
+        if self.memory is not None and hasattr(self.memory, "_cv"):
+            self.memory._cv = threading.Condition(threading.Lock())
 
     # ----------------------------------------------------------------- life cycle
     def _start(self) -> None:
@@ -243,7 +293,10 @@ class Scheduler:
     def run(self, plan: Plan, waiting: Callable[[CallState], None] | None = None) -> CallState:
         """Execute every task of ``plan``; returns its CallState (``error`` set when a task failed).
         ``waiting``, if given, is called with the CallState every quarter second while the caller waits,
-        and once at the end (a progress display; not in synchronous mode)."""
+        and once at the end (a progress display; not in synchronous mode).  An exception that interrupts
+        the wait (KeyboardInterrupt) cancels the call first (module docstring, "Interrupts")."""
+        if self._pid != os.getpid():  # a fork child whose fork skipped the handler
+            self._after_fork()
         with self._cv:
             if self._closing:
                 raise RuntimeError(_CLOSED)
@@ -265,13 +318,36 @@ class Scheduler:
         if self.sync:
             self._run_sync(call)
             return call
-        if waiting is None:
-            call.done.wait()
-            return call
-        while not call.done.wait(0.25):
+        try:
+            if waiting is None:
+                while not call.done.wait(0.25):  # a signal wakes the wait at once; the timeout bounds it anyway
+                    pass
+                return call
+            while not call.done.wait(0.25):
+                waiting(call)
             waiting(call)
-        waiting(call)
+        except BaseException as exc:
+            self._abandon(call)
+            if hasattr(exc, "add_note"):
+                exc.add_note(_INTERRUPTED)
+            raise
         return call
+
+    def _abandon(self, call: CallState) -> None:
+        """Cancel ``call`` for a caller that stops waiting (an exception in its thread), and wait for its tasks
+        that are running (a second interrupt stops this wait: those tasks then finish on their own)."""
+        with self._cv:
+            if not call.done.is_set():
+                if not call.cancelled:
+                    self._cancel(call)
+                if call.running == 0:
+                    call.t_end = time.perf_counter()
+                    call.done.set()
+                    self._active -= 1
+                    if self._closing and not self._active:
+                        self._cv.notify_all()
+        while not call.done.wait(0.25):
+            pass
 
     def _run_sync(self, call: CallState) -> None:
         ready = [(_priority(t), t) for t in call.plan.tasks if t.deps == 0]
