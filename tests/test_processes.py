@@ -294,16 +294,43 @@ def test_sigint_during_an_async_wait_raises_keyboardinterrupt_promptly_and_the_e
     assert secs < 2.5, out  # the interrupt came 1 s after "started"
 
 
-def test_an_uncaught_sigint_during_a_long_call_ends_the_process_promptly():
+@pytest.mark.parametrize("where", ["runtime", "async"])
+def test_an_uncaught_sigint_during_a_long_call_ends_the_process_promptly(where):
     t0 = time.monotonic()
-    rc, out, err = _run(_long("""
+    call = ("rt.gemm(1.0, a, b, 0.0, c)" if where == "runtime" else
+            "aa.gemm(1.0, aa.handle(a), aa.handle(b), 0.0, aa.empty(c.shape)).result()")
+    rc, out, err = _run(_long(f"""
         import tileblas
+        from tileblas import asyncapi as aa
         rt = tileblas.Runtime(devices=2, tile_size=128)
         a, b, c = long_operands(20.0, rt)
         print("started", flush=True)
-        rt.gemm(1.0, a, b, 0.0, c)
+        {call}
         print("finished before the interrupt", flush=True)
     """), interrupt_after="started", delay=1.0, limit=60.0)
     assert "KeyboardInterrupt" in err and "finished" not in out, (rc, out, err)
     assert rc != 0
     assert time.monotonic() - t0 < 40.0
+
+
+def test_rblas_compute_mode_works_in_a_fork_child():
+    rc, out, err = _run("""
+        import os, numpy as np
+        import tileblas.rblas as rb
+        rng = np.random.default_rng(0)
+        x, y = rng.random(2_000_000), rng.random(2_000_000)
+        y0 = y.copy()
+        rb.fdaxpy(x, y, a=2.0, mode="compute")  # in parts on the thread pool
+        rb.rdaxpy(x, y, a=2.0)
+        pid = os.fork()
+        if pid == 0:
+            with rb.Tape(mode="compute") as tape:
+                rb.fdaxpy(x, y, a=3.0)
+                rb.fdscal(0.5, y)
+            tape.undo()
+            print("child ok" if np.allclose(y, y0) else "child WRONG", flush=True)
+            os._exit(0)
+        _, st = os.waitpid(pid, 0)
+        assert st == 0 and np.allclose(y, y0)
+    """)
+    _child_ok(out, err, rc)
