@@ -34,11 +34,20 @@
 #include <numpy/arrayobject.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "_pool.h"
 
 static const PoolAPI *pool_api = NULL;
+
+/* Run parts on the pool, its sleeping workers woken (these calls are long enough to pay for it); the
+ * pool's API before version 4 had no such choice. */
+#if POOL_API_VERSION >= 4
+#define RUN_PARTS(slot, part, nparts, size, data) pool_api->run_parts(slot, part, nparts, size, data, 1)
+#else
+#define RUN_PARTS(slot, part, nparts, size, data) pool_api->run_parts(slot, part, nparts, size, data)
+#endif
 
 /* About this many bytes of output per chunk: the chunk's inputs, its output and the copy of the output
  * fit in a core's L2 cache with room to spare. */
@@ -175,13 +184,17 @@ real_size(PyArrayObject *a, int *cplx)
     return 0;
 }
 
+/* The drop-in's OpenBLAS instance, as configure() gave it: its pool slot (-1: none) and its thread setting. */
+static int drop_in_slot = -1;
+static int (*drop_in_threads)(void) = NULL;
+
 static PyObject *
 guard_nonfinite(PyObject *self, PyObject *args)
 {
     PyArrayObject *a;
-    int slot = -1, threads = 1, size, cplx = 0, nd;
+    int slot = drop_in_slot, threads = 1, size, cplx = 0, nd;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!|ii:nonfinite", &PyArray_Type, &a, &slot, &threads)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!:nonfinite", &PyArray_Type, &a)) return NULL;
     size = real_size(a, &cplx);
     nd = PyArray_NDIM(a);
     if (size == 0 || nd > 2) Py_RETURN_NONE; /* not one it scans: the caller asks NumPy */
@@ -209,7 +222,9 @@ guard_nonfinite(PyObject *self, PyObject *args)
     npy_intp rows = whole.hi, last = (n - (rows - 1) * whole.inner_n); /* contiguous: the last row is short */
     int contiguous = PyArray_IS_C_CONTIGUOUS(a) || PyArray_IS_F_CONTIGUOUS(a);
     int nparts = 1;
-    if (n * es >= PARALLEL_BYTES && slot >= 0 && pool_api != NULL && threads > 1 && rows > 1)
+    if (n * es >= PARALLEL_BYTES && slot >= 0 && pool_api != NULL && drop_in_threads != NULL && rows > 1)
+        threads = drop_in_threads();
+    if (threads > 1)
         nparts = (int)(rows < threads ? rows : threads);
     ScanPart parts[MAX_PARTS];
     if (nparts > MAX_PARTS) nparts = MAX_PARTS;
@@ -227,7 +242,7 @@ guard_nonfinite(PyObject *self, PyObject *args)
                             size == 8 ? NONFINITE64 : NONFINITE32);
     }
     if (!hit) {
-        if (nparts > 1) pool_api->run_parts(slot, scan_part, nparts, sizeof(ScanPart), parts);
+        if (nparts > 1) RUN_PARTS(slot, scan_part, nparts, sizeof(ScanPart), parts);
         else scan_part(0, parts, 0);
         for (int p = 0; p < nparts; p++) hit |= parts[p].hit;
     }
@@ -246,6 +261,12 @@ typedef void (*rot_t)(const int *, void *, const int *, void *, const int *, con
 typedef void (*rotm_t)(const int *, void *, const int *, void *, const int *, const void *);
 typedef void (*ger_t)(const int *, const int *, const void *, const void *, const int *, const void *,
                       const int *, void *, const int *);
+
+/* A scalar of the routine: float or double, real or complex (the BLAS routines take it by pointer). */
+typedef union {
+    float f[2];
+    double d[2];
+} scalar_u;
 
 /* One guarded call.  Level 1: n elements of x (at incx) and y (at incy), reference BLAS's order (element
  * i of a vector at a negative increment is the one (n - 1 - i) * |inc| from its first).  ger: n columns of
@@ -448,61 +469,184 @@ run_part(int index, void *data, int arg)
     free(copy);
 }
 
-/* A pointer to element `off` of a vector. */
-static char *
-at(PyArrayObject *v, Py_ssize_t off, size_t es)
+
+static PyObject *
+guard_configure(PyObject *self, PyObject *args)
 {
-    return PyArray_BYTES(v) + (size_t)off * es;
+    int slot;
+    unsigned long long get_threads;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "iK:configure", &slot, &get_threads)) return NULL;
+    drop_in_slot = slot;
+    drop_in_threads = (int (*)(void))(uintptr_t)get_threads;
+    Py_RETURN_NONE;
+}
+
+/* A vector the executor reads (write: and writes) in place: 1-D, of type typenum, contiguous, aligned, in
+ * native byte order; NULL otherwise. */
+static PyArrayObject *
+vector(PyObject *o, int typenum, int write)
+{
+    PyArrayObject *v;
+    if (!PyArray_Check(o)) return NULL;
+    v = (PyArrayObject *)o;
+    if (PyArray_NDIM(v) != 1 || PyArray_TYPE(v) != typenum || !PyArray_ISNOTSWAPPED(v) || !PyArray_ISALIGNED(v)
+        || !PyArray_IS_C_CONTIGUOUS(v) || (write && !PyArray_ISWRITEABLE(v)) || PyArray_DIM(v, 0) > INT32_MAX)
+        return NULL;
+    return v;
+}
+
+/* Whether n elements from element off at increment inc lie in the vector v (scipy's rule: off < len(v) and
+ * len(v) - off > (n - 1) * |inc|), with every index a BLAS integer. */
+static int
+spans(PyArrayObject *v, Py_ssize_t off, int n, int inc)
+{
+    npy_intp len = PyArray_DIM(v, 0);
+    long long reach = (long long)(n - 1) * (inc < 0 ? -(long long)inc : inc);
+    return inc != 0 && off >= 0 && off < len && len - off > reach && reach < INT32_MAX;
+}
+
+/* [first, last) bytes of an array's elements. */
+static void
+extent(PyArrayObject *v, char **lo, char **hi)
+{
+    *lo = PyArray_BYTES(v);
+    *hi = *lo + PyArray_NBYTES(v);
+}
+
+static int
+overlap(PyArrayObject *u, PyArrayObject *v)
+{
+    char *a0, *a1, *b0, *b1;
+    extent(u, &a0, &a1);
+    extent(v, &b0, &b1);
+    return a0 < b1 && b0 < a1;
+}
+
+/* A scalar as the routine takes it, of precision `size` (4, 8) and complex or real; 0 where it is not a
+ * finite number of that kind (then the caller declines).  *large: its magnitude is 2**20 or more. */
+static int
+scalar(PyObject *o, int size, int cplx, scalar_u *out, int *large)
+{
+    double re, im = 0.0;
+    if (PyComplex_Check(o)) {
+        if (!cplx) return 0;
+        re = PyComplex_RealAsDouble(o);
+        im = PyComplex_ImagAsDouble(o);
+    }
+    else if (PyFloat_Check(o) || PyLong_Check(o) || PyArray_IsScalar(o, Floating) || PyArray_IsScalar(o, Integer)) {
+        if (PyBool_Check(o) || PyArray_IsScalar(o, Bool)) return 0;
+        re = PyFloat_AsDouble(o);
+        if (re == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    else if (cplx && PyArray_IsScalar(o, ComplexFloating)) {
+        Py_complex c = PyComplex_AsCComplex(o);
+        if (c.real == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        re = c.real;
+        im = c.imag;
+    }
+    else
+        return 0;
+    double big = size == 4 ? 3.4028234663852886e38 : 1.7976931348623157e308;
+    if (!(fabs(re) <= big && fabs(im) <= big)) return 0; /* NaN, Inf, or out of range of single precision */
+    *large |= fabs(re) >= 1048576.0 || fabs(im) >= 1048576.0;
+    if (size == 4) {
+        out->f[0] = (float)re;
+        out->f[1] = (float)im;
+    }
+    else {
+        out->d[0] = re;
+        out->d[1] = im;
+    }
+    return 1;
 }
 
 /*
- * guarded(kind, fn, slot, threads, n, x, offx, incx, y, offy, incy, s1, s2, a, m, careful=False)
- *     -> (kept, lost)
+ * guarded(kind, fn, typenum, n, x, offx, incx, y, offy, incy, s1, s2, a, m, real_scalars) -> (kept, lost)
+ *                                                                                             or None
  *
  * kind 'axpy', 'scal', 'rot', 'rotm' or 'ger'; fn the address of the routine in the one-thread instance;
- * slot the pool slot of the drop-in's instance (-1: none) and threads its thread count; x and y the
- * vectors (y None for scal) from element offx / offy; s1, s2 ndarrays whose data are the scalars (a or
- * alpha; c and s of rot; param of rotm; s2 None but for rot); a ger's m x n matrix (leading dimension m,
- * None otherwise); careful where a scalar is 2**20 or more in magnitude.  Returns the chunks whose outputs hold a non-finite value after the call: a list of
- * (first, count, bytes) per chunk (Level 1: first logical element and count; ger: first column and
- * count), the bytes the chunk's outputs held before, output after output (x then y for rot/rotm), each in
- * memory order; and lost: True where such a chunk's copy could not be kept (out of memory).
+ * typenum the NumPy type of its vectors; x and y the vectors (y None for scal), from element offx / offy
+ * at incx / incy (BLAS's n elements); s1, s2 the scalars (a or alpha; c and s of rot; rotm's param, an
+ * array of 5; s2 None but for rot), real numbers where real_scalars (rot, csscal/zdscal) else of the
+ * routine's type; a ger's m x n matrix (None otherwise).  None, having done nothing, where an operand is
+ * not one the executor takes (dtype, rank, layout, alignment, byte order, a read-only output, bounds,
+ * overlapping vectors, a scalar that is not a finite number of its kind): the caller then makes the
+ * call through tileblas.blas.  Else the chunks whose outputs hold a non-finite value after the call: a
+ * list of (first, count, bytes) per chunk (Level 1: first logical element and count; ger: first column
+ * and count), the bytes the chunk's outputs held before, output after output (x then y for rot/rotm),
+ * each in memory order; and lost: True where such a chunk's copy could not be kept (out of memory).
+ * Every chunk is read again after its call where a scalar is 2**20 or more in magnitude.
  */
 static PyObject *
 guard_guarded(PyObject *self, PyObject *args)
 {
     const char *kind;
     unsigned long long fn;
-    int slot, threads, n, incx, incy, m, cplx = 0;
+    int typenum, n, incx, incy, m, real_scalars, large = 0, cplx = 0;
     Py_ssize_t offx, offy;
-    PyArrayObject *x, *s1, *y = NULL, *s2 = NULL, *a = NULL;
-    PyObject *y_o, *s2_o, *a_o;
+    PyObject *x_o, *y_o, *s1_o, *s2_o, *a_o;
+    PyArrayObject *x, *y = NULL, *a = NULL;
+    scalar_u sc[2];
     Job j;
     (void)self;
-    int careful = 0;
-    if (!PyArg_ParseTuple(args, "sKiiiO!niOniO!OOi|p:guarded", &kind, &fn, &slot, &threads, &n, &PyArray_Type, &x,
-                          &offx, &incx, &y_o, &offy, &incy, &PyArray_Type, &s1, &s2_o, &a_o, &m, &careful))
+    if (!PyArg_ParseTuple(args, "sKiiOniOniOOOip:guarded", &kind, &fn, &typenum, &n, &x_o, &offx, &incx, &y_o,
+                          &offy, &incy, &s1_o, &s2_o, &a_o, &m, &real_scalars))
         return NULL;
     memset(&j, 0, sizeof j);
+    memset(sc, 0, sizeof sc);
     for (j.kind = 0; j.kind < NKINDS && strcmp(KIND[j.kind], kind) != 0; j.kind++)
         ;
-    if (y_o != Py_None) y = (PyArrayObject *)y_o;
-    if (s2_o != Py_None) s2 = (PyArrayObject *)s2_o;
-    if (a_o != Py_None) a = (PyArrayObject *)a_o;
-    if ((y != NULL && !PyArray_Check(y)) || (s2 != NULL && !PyArray_Check(s2)) || (a != NULL && !PyArray_Check(a))) {
-        PyErr_SetString(PyExc_TypeError, "guarded: y, s2 and a must be arrays or None");
+    if (j.kind == NKINDS || fn == 0) {
+        PyErr_Format(PyExc_ValueError, "guarded: no routine %s at %llx", kind, fn);
         return NULL;
     }
-    PyArrayObject *out = j.kind == K_GER ? a : j.kind == K_AXPY ? y : x;
-    if (j.kind == NKINDS || fn == 0 || n < 1 || out == NULL || (j.kind != K_SCAL && y == NULL)
-        || (j.kind == K_ROT && s2 == NULL) || (j.kind == K_GER && m < 1)) {
-        PyErr_Format(PyExc_ValueError, "guarded: bad arguments for %s", kind);
-        return NULL;
+    switch (typenum) {
+    case NPY_FLOAT: j.size = 4; break;
+    case NPY_DOUBLE: j.size = 8; break;
+    case NPY_CFLOAT: j.size = 4; cplx = 1; break;
+    case NPY_CDOUBLE: j.size = 8; cplx = 1; break;
+    default: Py_RETURN_NONE;
     }
-    j.size = real_size(out, &cplx);
-    if (j.size == 0) {
-        PyErr_SetString(PyExc_TypeError, "guarded: the output is not a native float or complex array");
-        return NULL;
+    int write_x = j.kind == K_SCAL || j.kind == K_ROT || j.kind == K_ROTM;
+    if (n < 1 || (x = vector(x_o, typenum, write_x)) == NULL) Py_RETURN_NONE;
+    if (j.kind != K_SCAL && (y = vector(y_o, typenum, j.kind != K_GER)) == NULL) Py_RETURN_NONE;
+    if (j.kind == K_GER) {
+        if (!PyArray_Check(a_o)) Py_RETURN_NONE;
+        a = (PyArrayObject *)a_o;
+        if (PyArray_NDIM(a) != 2 || PyArray_TYPE(a) != typenum || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISALIGNED(a)
+            || !PyArray_IS_F_CONTIGUOUS(a) || !PyArray_ISWRITEABLE(a) || PyArray_DIM(a, 0) != m
+            || PyArray_DIM(a, 1) != n || PyArray_DIM(x, 0) != m || PyArray_DIM(y, 0) != n || m < 1 || offx != 0
+            || offy != 0 || (incx != 1 && incx != -1) || (incy != 1 && incy != -1) || overlap(a, x) || overlap(a, y))
+            Py_RETURN_NONE;
+    }
+    else {
+        if (!spans(x, offx, n, incx) || (y != NULL && (!spans(y, offy, n, incy) || overlap(x, y))))
+            Py_RETURN_NONE;
+        if (j.kind == K_SCAL && incx < 0) Py_RETURN_NONE; /* BLAS scales nothing at a negative increment */
+    }
+    if (j.kind == K_ROTM) {
+        PyArrayObject *p = vector(s1_o, typenum, 0);
+        if (p == NULL || PyArray_DIM(p, 0) != 5) Py_RETURN_NONE;
+        const char *pp = PyArray_BYTES(p);
+        for (int i = 0; i < 5; i++) {
+            double v = j.size == 4 ? (double)((const float *)pp)[i] : ((const double *)pp)[i];
+            if (!isfinite(v)) Py_RETURN_NONE;
+            if (i > 0 && fabs(v) >= 1048576.0) large = 1;
+        }
+        j.s1 = pp;
+    }
+    else {
+        if (!scalar(s1_o, j.size, cplx && !real_scalars, &sc[0], &large)) Py_RETURN_NONE;
+        if (j.kind == K_ROT && !scalar(s2_o, j.size, 0, &sc[1], &large)) Py_RETURN_NONE;
+        j.s1 = &sc[0];
+        j.s2 = &sc[1];
     }
     j.cplx = cplx;
     j.es = (size_t)j.size * (cplx ? 2 : 1);
@@ -511,16 +655,15 @@ guard_guarded(PyObject *self, PyObject *args)
     j.m = m;
     j.incx = incx;
     j.incy = incy;
-    j.x = at(x, offx, j.es);
-    if (y != NULL) j.y = at(y, offy, j.es);
+    j.x = PyArray_BYTES(x) + (size_t)offx * j.es;
+    if (y != NULL) j.y = PyArray_BYTES(y) + (size_t)offy * j.es;
     if (a != NULL) j.a = PyArray_BYTES(a);
-    j.s1 = PyArray_DATA(s1);
-    j.s2 = s2 != NULL ? PyArray_DATA(s2) : NULL;
     j.nout = (j.kind == K_ROT || j.kind == K_ROTM) ? 2 : 1;
     j.t_big = j.size == 8 ? SAFE_BIG64 : SAFE_BIG32;
     j.t_vec = j.size == 8 ? SAFE_VEC64 : SAFE_VEC32;
-    j.careful = careful;
-    if (j.kind == K_GER && !careful) /* x is read by every chunk: once, here */
+    j.careful = large;
+    int slot = drop_in_slot, threads = drop_in_threads != NULL ? drop_in_threads() : 1;
+    if (j.kind == K_GER && !large) /* x is read by every chunk: once, here */
         j.careful = scan_elements(j.x, m, (npy_intp)(incx < 0 ? -incx : incx) * (npy_intp)j.es, j.size, j.cplx,
                                   j.t_vec);
     size_t per_unit = j.es * (j.kind == K_GER ? (size_t)m : 1); /* output bytes per element or column */
@@ -563,7 +706,7 @@ guard_guarded(PyObject *self, PyObject *args)
     int pooled = nparts > 1 && slot >= 0 && pool_api != NULL;
     Py_BEGIN_ALLOW_THREADS
     if (pool_api != NULL) pool_api->enter();
-    if (pooled) pool_api->run_parts(slot, run_part, nparts, sizeof(Part), parts);
+    if (pooled) RUN_PARTS(slot, run_part, nparts, sizeof(Part), parts);
     else
         for (int p = 0; p < nparts; p++) run_part(p, &parts[p], 0);
     if (pool_api != NULL) pool_api->leave();
@@ -605,11 +748,15 @@ guard_sizes(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"nonfinite", guard_nonfinite, METH_VARARGS,
-     "nonfinite(a, slot=-1, threads=1) -> bool or None: whether the float or complex array a (at most 2-D) "
-     "holds an Inf or a NaN; None where a is not one it scans (another dtype, byte order or rank)."},
+     "nonfinite(a) -> bool or None: whether the float or complex array a (at most 2-D) holds an Inf or a NaN "
+     "(a large one read in parts on the pool); None where a is not one it scans (dtype, byte order, rank)."},
     {"guarded", guard_guarded, METH_VARARGS,
-     "guarded(kind, fn, slot, threads, n, x, offx, incx, y, offy, incy, s1, s2, a, m) -> (kept, lost): a Level-1 "
-     "call or ger in chunks, each chunk's outputs kept where they hold a non-finite value after it."},
+     "guarded(kind, fn, typenum, n, x, offx, incx, y, offy, incy, s1, s2, a, m, real_scalars) -> (kept, lost) or "
+     "None: a Level-1 call or ger in chunks, each chunk's outputs kept where they hold a non-finite value after it "
+     "(None: not a call the executor takes; nothing done)."},
+    {"configure", guard_configure, METH_VARARGS,
+     "configure(slot, get_num_threads): the pool slot and the openblas_get_num_threads address of the drop-in's "
+     "instance (its calls are cut into that many parts)."},
     {"sizes", guard_sizes, METH_VARARGS,
      "sizes(chunk=0, parallel=0) -> (chunk bytes, bytes from which work is split on the pool); sets those given"},
     {NULL, NULL, 0, NULL},

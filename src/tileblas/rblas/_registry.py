@@ -392,7 +392,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
     rec = Record(fullname, spec, prefix, rbound, key, dec, state, predicted, prints)
 
     try:
-        ret = guard.run() if guard is not None and guard.run is not None else fn(*args, **kwargs)
+        ret = fn(*args, **kwargs) if guard is None else guard.run(lambda: fn(*args, **kwargs))
     except BaseException as exc:
         # a failed call records nothing; where a checkpoint was taken the outputs get their values back
         # (a tiled Level-3 call can fail after writing some tiles), else the error says what may be lost
@@ -423,11 +423,9 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
     for o in (*predicted, *shared):
         prints[o] = fingerprint(bound[o])
     if guard is not None:
-        what, data = guard.after()
+        what, data, why = guard.after()
         if what == "checkpoint":  # the outputs' values from before the call become its checkpoint
-            chosen = "checkpoint"
-            reason = ("non-finite value in the outputs after the call (an input holds an Inf or a NaN, or the "
-                      "call overflowed): the inverse could not restore them; checkpointed")
+            chosen, reason = "checkpoint", why
             saved = {o: v for o, v in data.items() if o in outs}
             state.pop("hermdiag", None)
         elif what == "kept":
@@ -440,7 +438,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
                            dec.extra_bytes + int(nb), dec.checkpoint_bytes, est)
             rec.decision = dec
         elif what == "irreversible":
-            state["irreversible"] = f"r{fullname}: {data}"
+            state["irreversible"] = f"r{fullname}: {why}"
     if len(outs) != len(predicted) or chosen != "compute":
         dec = None
         if not outs:

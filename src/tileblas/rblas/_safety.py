@@ -35,7 +35,7 @@ except through the routine's own call.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -53,34 +53,24 @@ except ImportError:  # pragma: no cover - a build without the C module
     _native = None
 
 _INTS = (int, np.integer)
-_REALS = (int, float, np.integer, np.floating)
-_NUMBERS = (int, float, complex, np.integer, np.floating, np.complexfloating)
-#: scalars from this magnitude on make the executor read every chunk again after its call
-_LARGE_SCALAR = 2.0 ** 20
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-_FLOAT64_MAX = float(np.finfo(np.float64).max)
-
-
-@functools.lru_cache(maxsize=1)
-def _instances() -> tuple[Any, Any]:
-    """(the drop-in's OpenBLAS instance, the one-thread instance)."""
-    from tileblas.kernels import _openblas
-    from tileblas.kernels._threadpool import default_threads
-
-    return _openblas.get_library(default_threads()), _openblas.get_library(1)
-
-
-def _pool() -> tuple[int, int]:
-    """(pool slot, threads) of the drop-in's instance: the parts a large call is cut into."""
-    lib, _ = _instances()
-    if lib.pool_slot is None:
-        return -1, 1
-    return int(lib.pool_slot), max(1, int(lib.num_threads()))
 
 
 @functools.lru_cache(maxsize=None)
 def _entry(name: str) -> int:
-    return int(_instances()[1].fortran(name))
+    """Address of ``name`` in the one-thread instance; the first call tells the executor the drop-in's
+    instance (its pool slot and thread setting: the parts of its calls)."""
+    from tileblas.kernels import _openblas
+    from tileblas.kernels._threadpool import default_threads
+
+    if not _CONFIGURED:
+        lib = _openblas.get_library(default_threads())
+        get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
+        _native.configure(-1 if lib.pool_slot is None else int(lib.pool_slot), int(get))
+        _CONFIGURED.append(True)
+    return int(_openblas.get_library(1).fortran(name))
+
+
+_CONFIGURED: list[bool] = []
 
 
 def nonfinite(v: Any) -> bool:
@@ -90,8 +80,9 @@ def nonfinite(v: Any) -> bool:
         if v.dtype.kind not in "fc":
             return False
         if _native is not None:
-            slot, threads = _pool() if v.nbytes >= (1 << 19) else (-1, 1)
-            hit = _native.nonfinite(v, slot, threads)
+            if not _CONFIGURED:
+                _entry("daxpy")
+            hit = _native.nonfinite(v)
             if hit is not None:
                 return bool(hit)
         return not bool(np.isfinite(v).all())
@@ -116,73 +107,103 @@ def _scalar_nonfinite(v: Any) -> bool:
 
 
 # --------------------------------------------------------------------------------------------- guards
-@dataclass
+_NONFINITE_AFTER = ("non-finite value in the outputs after the call (an input holds an Inf or a NaN, or the call "
+                    "overflowed): the inverse could not restore them; checkpointed")
+
+
 class Guard:
-    """What a compute-mode forward call does for the non-finite safety (see the module docstring).
+    """What a compute-mode forward call does for the non-finite safety (see the module docstring): made by
+    :func:`prepare` before the call, :meth:`run` makes the call, :meth:`after` says what became of it.
 
     Attributes
     ----------
     kind : str or None
         The guard in force: ``"chunks"``, ``"vector"``, ``"scan"`` or None.
     checkpoint : str
-        Set before the call: why the call must be checkpointed instead (a non-finite input), else "".
-    run : callable or None
-        The call as the native executor runs it (``"chunks"``), else None: the ``tileblas.blas`` routine.
+        Set before the call: the arguments that make it a checkpoint instead (non-finite inputs), else "".
     """
 
-    kind: str | None
-    outs: list[str]
-    bound: dict[str, Any]
-    checkpoint: str = ""
-    run: Callable[[], Any] | None = None
-    copies: dict[str, Any] = field(default_factory=dict)
-    kept: list[tuple[str, tuple, Any]] = field(default_factory=list)
-    lost: bool = False
-    _plan: Any = None
+    __slots__ = ("kind", "outs", "bound", "arrays", "checkpoint", "copies", "kept", "lost", "plan", "why")
 
-    def after(self) -> tuple[str, Any]:
-        """After the call: ``("ok", None)``; ``("checkpoint", copies)`` (every output's values from before
-        the call: the call becomes a checkpoint); ``("kept", [(output, index, values), ...])`` (those elements
-        are restored from the values, the others by the inverse); ``("irreversible", why)``."""
+    def __init__(self, kind: str | None, outs: list[str], bound: dict[str, Any],
+                 arrays: list[tuple[str, Any]]) -> None:
+        self.kind = kind
+        self.outs = outs
+        self.bound = bound
+        self.arrays = arrays
+        self.checkpoint = ""
+        self.copies: dict[str, Any] = {}
+        self.kept: list[tuple[str, tuple, Any]] = []
+        self.lost = False
+        self.plan: _Plan | None = None
+        self.why = ""
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        """Make the call: in the native executor where it takes it, else ``call()`` (tileblas.blas)."""
+        plan = self.plan
+        if plan is not None:
+            done = _native.guarded(*plan.args)
+            if done is not None:
+                kept, lost = done
+                self.lost = bool(lost)
+                for first, count, data in kept:
+                    self.kept.extend(plan.pieces(first, count, data))
+                return plan.ret
+            # not one the executor takes (dtype, layout, bounds, ...): read the inputs apart
+            self.plan = None
+            self.kind = "scan"
+            bad = [n for n, v in self.arrays if nonfinite(v)]
+            if bad:
+                self.copies = {o: _copy(self.bound[o]) for o in self.outs}
+                self.why = (f"non-finite input ({', '.join(repr(n) for n in bad)}): the inverse could not "
+                            "restore the outputs; checkpointed")
+        return call()
+
+    def after(self) -> tuple[str, Any, str]:
+        """After the call: ``("ok", None, "")``; ``("checkpoint", copies, why)`` (every output's values from
+        before the call: the call becomes a checkpoint); ``("kept", [(output, index, values), ...], "")``
+        (those elements are restored from the values, the others by the inverse); ``("irreversible", None,
+        why)``."""
+        if self.why:
+            return "checkpoint", self.copies, self.why
         if self.kind == "vector":
             if any(nonfinite(self.bound[o]) for o in self.outs):
-                return "checkpoint", self.copies
-            return "ok", None
-        if self.kind == "chunks" and self.run is not None:
+                return "checkpoint", self.copies, _NONFINITE_AFTER
+            return "ok", None, ""
+        if self.plan is not None:
             if self.lost:
-                return "irreversible", ("the values an Inf or a NaN replaced could not be kept (out of memory), "
-                                        "so its inverse cannot restore the outputs")
+                return "irreversible", None, ("the values an Inf or a NaN replaced could not be kept (out of "
+                                              "memory), so its inverse cannot restore the outputs")
             if not self.kept:
-                return "ok", None
-            if self._plan.covers(self.kept):
-                return "checkpoint", self._plan.full(self.bound, self.kept)
-            return "kept", self.kept
-        if self.kind is not None:  # scan (and chunks the executor did not take)
+                return "ok", None, ""
+            if self.plan.covers(self.kept):
+                return "checkpoint", self.plan.full(self.bound, self.kept), _NONFINITE_AFTER
+            return "kept", self.kept, ""
+        if self.kind is not None:  # scan
             over = [o for o in self.outs if nonfinite(self.bound[o])]
             if over:
-                return "irreversible", (
+                return "irreversible", None, (
                     f"the forward call overflowed ({', '.join(repr(o) for o in over)} holds a non-finite value "
                     "after it) in compute mode, so its inverse cannot restore the outputs; use "
                     "mode='checkpoint' for calls near the floating-point range")
-        return "ok", None
+        return "ok", None, ""
 
 
 def prepare(spec: Any, prefix: str, dtype: np.dtype, bound: dict[str, Any], outs: list[str],
             arrays: list[tuple[str, Any]]) -> Guard:
     """The guard of a compute-mode forward call, set up before the call (see the module docstring)."""
     kind = spec.guard
-    g = Guard(kind, list(outs), bound)
+    g = Guard(kind, outs, bound, arrays)
     if kind is None:
         return g
-    bad = [n for n, v in bound.items() if _scalar_nonfinite(v)]
-    if bad:
-        g.checkpoint = ", ".join(repr(n) for n in bad)
-        return g
+    for n, v in bound.items():
+        if _scalar_nonfinite(v):
+            g.checkpoint = ", ".join(repr(n) for n, v in bound.items() if _scalar_nonfinite(v))
+            return g
     if kind == "chunks":
         plan = _plan(spec, prefix, dtype, bound) if _native is not None else None
         if plan is not None:
-            g._plan = plan
-            g.run = functools.partial(_run_plan, plan, g)
+            g.plan = plan
             return g
         g.kind = "scan"
     if g.kind == "vector":
@@ -231,125 +252,53 @@ class _Plan:
         return copies
 
 
-def _run_plan(plan: _Plan, g: Guard) -> Any:
-    kept, lost = _native.guarded(*plan.args)
-    g.lost = bool(lost)
-    for first, count, data in kept:
-        g.kept.extend(plan.pieces(first, count, data))
-    return plan.ret
-
-
-def _vector(v: Any, dt: np.dtype, write: bool) -> bool:
-    """A 1-D array the executor reads in place: contiguous, aligned, of the routine's dtype."""
-    if not isinstance(v, np.ndarray) or v.ndim != 1 or v.dtype != dt:
-        return False
-    f = v.flags
-    return bool(f.c_contiguous and f.aligned and (f.writeable or not write))
-
-
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, _INTS) and not isinstance(v, (bool, np.bool_)) else None
 
 
-def _scalar(v: Any, dt: np.dtype) -> np.ndarray | None:
-    """The scalar as the routine takes it (a one-element array of ``dt``), or None where tileblas.blas would
-    convert it in a way the executor does not (a complex value for a real routine, a bool, an overflow)."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, _REALS if dt.kind == "f" else _NUMBERS):
+def _plan(spec: Any, prefix: str, dt: np.dtype, b: dict[str, Any]) -> _Plan | None:
+    """The call as the executor takes it, or None where it does not (see ``_guard.guarded``: the arrays are
+    checked there; here the integer arguments as tileblas.blas reads them)."""
+    routine = spec.routine
+    d = spec.defaults
+    x = b["x"]
+    if type(x) is not np.ndarray and not isinstance(x, np.ndarray):
         return None
-    c = complex(v)
-    big = _FLOAT32_MAX if dt.itemsize * (2 if dt.kind == "f" else 1) == 8 else _FLOAT64_MAX
-    if not (abs(c.real) <= big and abs(c.imag) <= big):  # NaN and Inf fail too
+    if routine in ("ger", "geru", "gerc"):
+        y, a = b["y"], b.get("a")
+        if not isinstance(y, np.ndarray) or not isinstance(a, np.ndarray) or x.ndim != 1 or y.ndim != 1:
+            return None
+        incx, incy = _int(b.get("incx", 1)), _int(b.get("incy", 1))
+        m, n = x.shape[0], y.shape[0]
+        args = ("ger", _entry(prefix + routine), dt.num, n, x, 0, incx or 0, y, 0, incy or 0, b["alpha"], None,
+                a, m, False)
+        return _Plan(args, a, (("a", 0, 0),), n, m, dt)
+    if x.ndim != 1:
         return None
-    return np.array([c.real if dt.kind == "f" else c], dtype=dt)
-
-
-def _large(*arrays: np.ndarray) -> bool:
-    for a in arrays:
-        for v in a.tolist():
-            if abs(v) >= _LARGE_SCALAR:
-                return True
-    return False
-
-
-def _span(length: int, off: Any, inc: Any, n: int | None, rot: bool) -> tuple[int, int, int] | None:
-    """(n, off, inc) as tileblas.blas reads them, or None where it would raise or do nothing."""
-    off, inc = _int(off), _int(inc)
-    if off is None or inc is None or inc == 0 or not 0 <= off < length:
+    offx, incx = _int(b.get("offx", d.get("offx", 0))), _int(b.get("incx", d.get("incx", 1)))
+    n = b.get("n")
+    if offx is None or not incx or (n is not None and _int(n) is None):
+        return None
+    if routine == "scal":
+        if n is None:
+            n = (x.shape[0] - offx) // abs(incx)
+        args = ("scal", _entry(prefix + routine), dt.num, int(n), x, offx, incx, None, 0, 1, b["a"], None, None, 0,
+                prefix in ("cs", "zd"))
+        return _Plan(args, x, (("x", offx, incx),), int(n), 0, dt)
+    y = b["y"]
+    offy, incy = _int(b.get("offy", d.get("offy", 0))), _int(b.get("incy", d.get("incy", 1)))
+    if not isinstance(y, np.ndarray) or offy is None or not incy:
         return None
     if n is None:
-        n = (length - 1 - off) // abs(inc) + 1 if rot else (length - off) // abs(inc)
-    if n < 1 or n > 2**31 - 1 or length - off <= (n - 1) * abs(inc) or abs(inc) * n > 2**31 - 1:
-        return None
-    return n, off, inc
-
-
-def _plan(spec: Any, prefix: str, dt: np.dtype, b: dict[str, Any]) -> _Plan | None:
-    """The executor's arguments for this call, or None where it does not take it."""
-    routine = spec.routine
-    slot, threads = _pool()
+        n = (x.shape[0] - 1 - offx) // abs(incx) + 1 if routine == "rot" else (x.shape[0] - offx) // abs(incx)
+    n = int(n)
     fn = _entry(prefix + routine)
-    get = lambda k: b.get(k, spec.defaults.get(k))  # noqa: E731
-    if routine == "ger" or routine in ("geru", "gerc"):
-        x, y, a = b["x"], b["y"], b.get("a")
-        incx, incy = _int(get("incx")), _int(get("incy"))
-        alpha = _scalar(b["alpha"], dt)
-        if (alpha is None or not _vector(x, dt, False) or not _vector(y, dt, False) or incx not in (1, -1)
-                or incy not in (1, -1) or not isinstance(a, np.ndarray)):
-            return None
-        m, n = x.shape[0], y.shape[0]
-        if (m < 1 or n < 1 or a.shape != (m, n) or a.dtype != dt or not a.flags.f_contiguous
-                or not a.flags.aligned or not a.flags.writeable or m > 2**31 - 1 or n > 2**31 - 1
-                or np.may_share_memory(a, x) or np.may_share_memory(a, y)):
-            return None
-        args = ("ger", fn, slot, threads, n, x, 0, incx, y, 0, incy, alpha, None, a, m, _large(alpha))
-        return _Plan(args, a, (("a", 0, 0),), n, m, dt)
-    rot = routine == "rot"
-    n_arg = b.get("n")
-    if n_arg is not None and _int(n_arg) is None:
-        return None
-    n_arg = _int(n_arg)
-    if routine == "scal":
-        x = b["x"]
-        a = _scalar(b["a"], np.dtype(dt.char.lower()) if prefix in ("cs", "zd") else dt)
-        if a is None or not _vector(x, dt, True):
-            return None
-        sp = _span(x.shape[0], get("offx"), get("incx"), n_arg, False)
-        if sp is None or sp[2] < 0:  # BLAS scales nothing at a negative increment
-            return None
-        n, offx, incx = sp
-        args = ("scal", fn, slot, threads, n, x, offx, incx, None, 0, 1, a, None, None, 0, _large(a))
-        return _Plan(args, x, (("x", offx, incx),), n, 0, dt)
-    x, y = b["x"], b["y"]
-    write_x = routine in ("rot", "rotm")
-    if not _vector(x, dt, write_x) or not _vector(y, dt, True) or np.may_share_memory(x, y):
-        return None
-    sx = _span(x.shape[0], get("offx"), get("incx"), n_arg, rot)
-    if sx is None:
-        return None
-    sy = _span(y.shape[0], get("offy"), get("incy"), sx[0], rot)
-    if sy is None:
-        return None
-    n, offx, incx = sx
-    _, offy, incy = sy
     if routine == "axpy":
-        a = _scalar(b.get("a", 1.0), dt)
-        if a is None:
-            return None
-        args = ("axpy", fn, slot, threads, n, x, offx, incx, y, offy, incy, a, None, None, 0, _large(a))
+        args = ("axpy", fn, dt.num, n, x, offx, incx, y, offy, incy, b.get("a", 1.0), None, None, 0, False)
         return _Plan(args, y, (("y", offy, incy),), n, 0, dt)
     outs = (("x", offx, incx), ("y", offy, incy))
-    real = np.dtype(dt.char.lower())
     if routine == "rot":
-        c, s = _scalar(b["c"], real), _scalar(b["s"], real)
-        if c is None or s is None:
-            return None
-        args = ("rot", fn, slot, threads, n, x, offx, incx, y, offy, incy, c, s, None, 0, _large(c, s))
-        return _Plan(args, (x, y), outs, n, 0, dt)
-    if routine == "rotm":
-        p = b["param"]
-        if not isinstance(p, np.ndarray) or p.shape != (5,) or p.dtype != dt or not np.isfinite(p).all():
-            return None
-        p = np.ascontiguousarray(p)
-        args = ("rotm", fn, slot, threads, n, x, offx, incx, y, offy, incy, p, None, None, 0, _large(p[1:]))
-        return _Plan(args, (x, y), outs, n, 0, dt)
-    return None
+        args = ("rot", fn, dt.num, n, x, offx, incx, y, offy, incy, b["c"], b["s"], None, 0, True)
+    else:
+        args = ("rotm", fn, dt.num, n, x, offx, incx, y, offy, incy, b["param"], None, None, 0, False)
+    return _Plan(args, (x, y), outs, n, 0, dt)
