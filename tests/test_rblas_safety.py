@@ -238,3 +238,30 @@ def test_calls_the_executor_does_not_take_still_checkpoint_nonfinite_inputs():
     assert d.mode == "checkpoint" and "non-finite input" in d.reason, d
     rb.rdaxpy(x, y, a=1.0)
     assert np.array_equal(y, np.zeros(20))
+
+
+@pytest.mark.parametrize("case", ["axpy", "axpy-1", "axpy-off", "scal", "rot", "ger", "ger-row", "ger-col"])
+@pytest.mark.parametrize("n", [1, 63, 100, 127, 128, 1000, 100_003])
+def test_the_fingerprints_the_executor_gathers_are_fingerprint(case, n):
+    from tileblas.rblas._fingerprint import fingerprint
+    from tileblas.rblas._journal import journal
+
+    rng = np.random.default_rng(n)
+    x, y = rng.random(n), rng.random(n)
+    if case.startswith("axpy"):
+        kw = {"incx": -1} if case == "axpy-1" else {"offx": 1, "n": n - 1} if case == "axpy-off" and n > 1 else {}
+        rb.fdaxpy(x, y, a=0.5, mode="compute", **kw)
+    elif case == "scal":
+        rb.fdscal(0.5, y, mode="compute")
+    elif case == "rot":
+        rb.fdrot(x, y, 0.6, 0.8, overwrite_x=1, overwrite_y=1, incy=-1, mode="compute")
+    else:
+        m = {"ger": 7, "ger-row": 1, "ger-col": n}[case]
+        nn = 1 if case == "ger-col" else n
+        x, y = rng.random(m), rng.random(nn)
+        a = np.asfortranarray(rng.random((m, nn)))
+        rb.fdger(0.5, x, y, a=a, overwrite_a=1, mode="compute")
+    rec = journal().stack[-1]
+    assert rec.decision.mode == "compute"
+    for name, fp in rec.prints.items():
+        assert fp == fingerprint(rec.bound[name]), name

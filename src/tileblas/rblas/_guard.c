@@ -262,6 +262,38 @@ typedef void (*rotm_t)(const int *, void *, const int *, void *, const int *, co
 typedef void (*ger_t)(const int *, const int *, const void *, const void *, const int *, const void *,
                       const int *, void *, const int *);
 
+/* The fingerprint of an array the call covers whole (tileblas.rblas._fingerprint.fingerprint: its elements
+ * at 0, step, 2 step, ... and its last, in memory order), gathered while the chunks are in cache. */
+#define PRINT_SAMPLES 64
+typedef struct {
+    const char *base;                /* the array's first element (NULL: not gathered) */
+    npy_intp size, step, nsamples;   /* elements; every step-th one is a sample, then the last */
+    char buf[(2 * PRINT_SAMPLES + 1) * 16];
+} Print;
+
+/* Set up the print of an array of `size` elements of `es` bytes from `base` (size <= 0: none). */
+static void
+print_init(Print *pr, const char *base, npy_intp size, size_t es)
+{
+    pr->base = size > 0 ? base : NULL;
+    pr->size = size;
+    pr->step = size / PRINT_SAMPLES > 1 ? size / PRINT_SAMPLES : 1;
+    pr->nsamples = (size + pr->step - 1) / pr->step;
+    if ((size_t)(pr->nsamples + 1) * es > sizeof pr->buf) pr->base = NULL; /* sizes 64-127: Python's own */
+}
+
+/* Copy the samples among the elements [lo, lo + count) (memory order) of the array into its print. */
+static void
+print_gather(Print *pr, npy_intp lo, npy_intp count, size_t es)
+{
+    if (pr->base == NULL) return;
+    npy_intp t = ((lo + pr->step - 1) / pr->step) * pr->step;
+    for (; t < lo + count; t += pr->step)
+        memcpy(pr->buf + (size_t)(t / pr->step) * es, pr->base + (size_t)t * es, es);
+    if (lo <= pr->size - 1 && pr->size - 1 < lo + count)
+        memcpy(pr->buf + (size_t)pr->nsamples * es, pr->base + (size_t)(pr->size - 1) * es, es);
+}
+
 /* A scalar of the routine: float or double, real or complex (the BLAS routines take it by pointer). */
 typedef union {
     float f[2];
@@ -279,6 +311,7 @@ typedef struct {
     char *x, *y, *a;
     const void *s1, *s2;             /* a / alpha; c and s of rot; param of rotm */
     int careful;                     /* every chunk copied and read after (the scalars are large) */
+    Print *px, *py, *pa;             /* the prints gathered of x, y (where the call covers them) and a */
     int t_big, t_vec;                /* exponent thresholds: operands, ger's vectors (SAFE_*) */
 } Job;
 
@@ -410,6 +443,18 @@ risky(const Job *j, int i0, int k, char **ptr, npy_intp *cnt, npy_intp *stride)
     }
 }
 
+/* The samples of the prints among the chunk of k elements (ger: columns) from i0, after its call. */
+static void
+gather_prints(const Job *j, int i0, int k)
+{
+    if (j->kind == K_GER) {
+        if (j->pa->base != NULL) print_gather(j->pa, (npy_intp)i0 * j->m, (npy_intp)k * j->m, j->es);
+        return;
+    }
+    if (j->px->base != NULL) print_gather(j->px, first_of(j->n, i0, k, j->incx), k, j->es);
+    if (j->py->base != NULL) print_gather(j->py, first_of(j->n, i0, k, j->incy), k, j->es);
+}
+
 /* Keep `copy` (the outputs of the chunk of count elements from first, before the call); 0 where it cannot
  * (out of memory). */
 static int
@@ -448,6 +493,7 @@ run_part(int index, void *data, int arg)
         size_t off = 0;
         if (!j->careful && !risky(j, i0, k, ptr, cnt, stride)) {
             compute(j, i0, k);
+            gather_prints(j, i0, k);
             continue;
         }
         if (copy == NULL) copy = malloc(bytes);
@@ -457,6 +503,7 @@ run_part(int index, void *data, int arg)
                 off += (size_t)cnt[r] * j->es;
             }
         compute(j, i0, k);
+        gather_prints(j, i0, k);
         for (int r = 0; r < nr && !bad; r++)
             bad = scan_elements(ptr[r], cnt[r], stride[r], j->size, j->cplx, j->size == 8 ? NONFINITE64 : NONFINITE32);
         if (!bad) continue;
@@ -568,8 +615,8 @@ scalar(PyObject *o, int size, int cplx, scalar_u *out, int *large)
 }
 
 /*
- * guarded(kind, fn, typenum, n, x, offx, incx, y, offy, incy, s1, s2, a, m, real_scalars) -> (kept, lost)
- *                                                                                             or None
+ * guarded(kind, fn, typenum, n, x, offx, incx, y, offy, incy, s1, s2, a, m, real_scalars)
+ *     -> (kept, lost, (print of x, print of y, print of a)) or None
  *
  * kind 'axpy', 'scal', 'rot', 'rotm' or 'ger'; fn the address of the routine in the one-thread instance;
  * typenum the NumPy type of its vectors; x and y the vectors (y None for scal), from element offx / offy
@@ -581,8 +628,9 @@ scalar(PyObject *o, int size, int cplx, scalar_u *out, int *large)
  * call through tileblas.blas.  Else the chunks whose outputs hold a non-finite value after the call: a
  * list of (first, count, bytes) per chunk (Level 1: first logical element and count; ger: first column
  * and count), the bytes the chunk's outputs held before, output after output (x then y for rot/rotm),
- * each in memory order; and lost: True where such a chunk's copy could not be kept (out of memory).
- * Every chunk is read again after its call where a scalar is 2**20 or more in magnitude.
+ * each in memory order; lost: True where such a chunk's copy could not be kept (out of memory); and the
+ * fingerprints (tileblas.rblas._fingerprint) after the call of x, y (where the call covers them whole) and
+ * a, gathered from the chunks while in cache (None where not gathered).  Every chunk is read again after its call where a scalar is 2**20 or more in magnitude.
  */
 static PyObject *
 guard_guarded(PyObject *self, PyObject *args)
@@ -659,6 +707,20 @@ guard_guarded(PyObject *self, PyObject *args)
     if (y != NULL) j.y = PyArray_BYTES(y) + (size_t)offy * j.es;
     if (a != NULL) j.a = PyArray_BYTES(a);
     j.nout = (j.kind == K_ROT || j.kind == K_ROTM) ? 2 : 1;
+    /* prints of the arrays the call covers whole (every element read or written, in chunks) */
+    Print prints[3];
+    memset(prints, 0, sizeof prints);
+    j.px = &prints[0];
+    j.py = &prints[1];
+    j.pa = &prints[2];
+    if (j.kind == K_GER)
+        print_init(j.pa, j.a, (npy_intp)m * n, j.es);
+    else {
+        if (offx == 0 && (incx == 1 || incx == -1) && PyArray_DIM(x, 0) == n)
+            print_init(j.px, j.x, n, j.es);
+        if (y != NULL && offy == 0 && (incy == 1 || incy == -1) && PyArray_DIM(y, 0) == n)
+            print_init(j.py, j.y, n, j.es);
+    }
     j.t_big = j.size == 8 ? SAFE_BIG64 : SAFE_BIG32;
     j.t_vec = j.size == 8 ? SAFE_VEC64 : SAFE_VEC32;
     j.careful = large;
@@ -732,7 +794,18 @@ guard_guarded(PyObject *self, PyObject *args)
         Py_XDECREF(kept);
         return NULL;
     }
-    return Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
+    PyObject *pr[3];
+    for (int i = 0; i < 3; i++) {
+        if (prints[i].base == NULL)
+            pr[i] = Py_NewRef(Py_None);
+        else if ((pr[i] = PyBytes_FromStringAndSize(prints[i].buf,
+                                                    (Py_ssize_t)((size_t)(prints[i].nsamples + 1) * j.es))) == NULL) {
+            for (int q = 0; q < i; q++) Py_DECREF(pr[q]);
+            Py_DECREF(kept);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NO(NNN))", kept, lost ? Py_True : Py_False, pr[0], pr[1], pr[2]);
 }
 
 static PyObject *

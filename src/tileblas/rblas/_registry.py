@@ -379,7 +379,8 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
         extra = sum(im.nbytes for _, im in state["hermdiag"].values()) if spec.hermdiag else 0
         dec = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
     # arguments the call does not write are fingerprinted before it
-    prints = {n: fingerprint(v) for n, v in arrays if n not in predicted and n not in shared}
+    later = guard.deferred if guard is not None else ()
+    prints = {n: fingerprint(v) for n, v in arrays if n not in predicted and n not in shared and n not in later}
     # the key is computed at reverse time (arrays keep their identity), except where an argument is a
     # mutable non-array object (a list param): then now
     if lazy:
@@ -420,8 +421,11 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
             raise RuntimeError(
                 f"{fullname} updated {rname!r} in place although scipy's semantics say it copies; the "
                 "call cannot be reversed (report this as a tileblas.blas bug)")
-    for o in (*predicted, *shared):
-        prints[o] = fingerprint(bound[o])
+    got = guard.prints if guard is not None else {}
+    for o in (*predicted, *shared, *later):
+        if o not in prints:
+            fp = got.get(o)
+            prints[o] = fp if fp is not None else fingerprint(bound[o])
     if guard is not None:
         what, data, why = guard.after()
         if what == "checkpoint":  # the outputs' values from before the call become its checkpoint

@@ -123,7 +123,7 @@ class Guard:
         Set before the call: the arguments that make it a checkpoint instead (non-finite inputs), else "".
     """
 
-    __slots__ = ("kind", "outs", "bound", "arrays", "checkpoint", "copies", "kept", "lost", "plan", "why")
+    __slots__ = ("kind", "outs", "bound", "arrays", "checkpoint", "copies", "kept", "lost", "plan", "why", "prints")
 
     def __init__(self, kind: str | None, outs: list[str], bound: dict[str, Any],
                  arrays: list[tuple[str, Any]]) -> None:
@@ -137,6 +137,13 @@ class Guard:
         self.lost = False
         self.plan: _Plan | None = None
         self.why = ""
+        self.prints: dict[str, bytes] = {}  # fingerprints after the call the executor gathered
+
+    @property
+    def deferred(self) -> tuple[str, ...]:
+        """Arrays whose fingerprint the forward call takes after the call (the executor may gather it; the
+        call writes none that is not an output, so before and after are the same)."""
+        return self.plan.printed if self.plan is not None else ()
 
     def run(self, call: Callable[[], Any]) -> Any:
         """Make the call: in the native executor where it takes it, else ``call()`` (tileblas.blas)."""
@@ -144,8 +151,11 @@ class Guard:
         if plan is not None:
             done = _native.guarded(*plan.args)
             if done is not None:
-                kept, lost = done
+                kept, lost, prints = done
                 self.lost = bool(lost)
+                for name, pr in zip(plan.printed, prints if plan.m == 0 else prints[2:]):
+                    if pr is not None:
+                        self.prints[name] = pr
                 for first, count, data in kept:
                     self.kept.extend(plan.pieces(first, count, data))
                 return plan.ret
@@ -227,6 +237,7 @@ class _Plan:
     n: int
     m: int
     dtype: np.dtype
+    printed: tuple[str, ...] = ("x", "y")  # the arrays whose prints the executor gathers, in its order
 
     def pieces(self, first: int, count: int, data: bytes) -> list[tuple[str, tuple, np.ndarray]]:
         """(output, index, values before the call) of the outputs of one kept chunk."""
@@ -272,7 +283,7 @@ def _plan(spec: Any, prefix: str, dt: np.dtype, b: dict[str, Any]) -> _Plan | No
         m, n = x.shape[0], y.shape[0]
         args = ("ger", _entry(prefix + routine), dt.num, n, x, 0, incx or 0, y, 0, incy or 0, b["alpha"], None,
                 a, m, False)
-        return _Plan(args, a, (("a", 0, 0),), n, m, dt)
+        return _Plan(args, a, (("a", 0, 0),), n, m, dt, ("a",))
     if x.ndim != 1:
         return None
     offx, incx = _int(b.get("offx", d.get("offx", 0))), _int(b.get("incx", d.get("incx", 1)))
@@ -284,7 +295,7 @@ def _plan(spec: Any, prefix: str, dt: np.dtype, b: dict[str, Any]) -> _Plan | No
             n = (x.shape[0] - offx) // abs(incx)
         args = ("scal", _entry(prefix + routine), dt.num, int(n), x, offx, incx, None, 0, 1, b["a"], None, None, 0,
                 prefix in ("cs", "zd"))
-        return _Plan(args, x, (("x", offx, incx),), int(n), 0, dt)
+        return _Plan(args, x, (("x", offx, incx),), int(n), 0, dt, ("x",))
     y = b["y"]
     offy, incy = _int(b.get("offy", d.get("offy", 0))), _int(b.get("incy", d.get("incy", 1)))
     if not isinstance(y, np.ndarray) or offy is None or not incy:
