@@ -300,6 +300,79 @@ typedef union {
     double d[2];
 } scalar_u;
 
+/* ------------------------------------------------------------------------------- axpy in one pass
+ *
+ * Where the routine is axpy at unit strides and the kernel of tileblas' OpenBLAS rounds a*x + y once (a
+ * fused multiply-add: its vector loop and its tail loop, checked against it at configure(); other CPUs and
+ * kernels take the chunks of BLAS calls), each chunk is done in one pass over x and y: y's value is kept
+ * aside in a buffer that stays in L1, the result stored, and the result's exponent checked.  The plain call
+ * reads x and y and writes y once; this does the same, so it costs what the plain call costs. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define HAVE_FUSED 1
+
+__attribute__((target("avx2,fma"))) static int
+fused_daxpy(npy_intp n, const void *alpha, const char *xp, char *yp, char *save)
+{
+    const double *x = (const double *)xp;
+    double *y = (double *)yp, *s = (double *)save, a = *(const double *)alpha;
+    const __m256d va = _mm256_set1_pd(a);
+    const __m256i E = _mm256_set1_epi64x((long long)EXP64), C = _mm256_set1_epi64x((long long)CARRY64(NONFINITE64));
+    __m256i acc = _mm256_setzero_si256();
+    npy_intp i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m256d vy = _mm256_loadu_pd(y + i);
+        __m256d r = _mm256_fmadd_pd(va, _mm256_loadu_pd(x + i), vy);
+        _mm256_storeu_pd(s + i, vy);
+        _mm256_storeu_pd(y + i, r);
+        acc = _mm256_or_si256(acc, _mm256_add_epi64(_mm256_and_si256(_mm256_castpd_si256(r), E), C));
+    }
+    uint64_t tail = 0;
+    for (; i < n; i++) {
+        double r = __builtin_fma(a, x[i], y[i]);
+        uint64_t u;
+        s[i] = y[i];
+        y[i] = r;
+        memcpy(&u, &r, 8);
+        tail |= (u & EXP64) + CARRY64(NONFINITE64);
+    }
+    return _mm256_movemask_pd(_mm256_castsi256_pd(acc)) != 0 || (tail >> 63) != 0;
+}
+
+__attribute__((target("avx2,fma"))) static int
+fused_saxpy(npy_intp n, const void *alpha, const char *xp, char *yp, char *save)
+{
+    const float *x = (const float *)xp;
+    float *y = (float *)yp, *s = (float *)save, a = *(const float *)alpha;
+    const __m256 va = _mm256_set1_ps(a);
+    const __m256i E = _mm256_set1_epi32((int)EXP32), C = _mm256_set1_epi32((int)CARRY32(NONFINITE32));
+    __m256i acc = _mm256_setzero_si256();
+    npy_intp i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 vy = _mm256_loadu_ps(y + i);
+        __m256 r = _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), vy);
+        _mm256_storeu_ps(s + i, vy);
+        _mm256_storeu_ps(y + i, r);
+        acc = _mm256_or_si256(acc, _mm256_add_epi32(_mm256_and_si256(_mm256_castps_si256(r), E), C));
+    }
+    uint32_t tail = 0;
+    for (; i < n; i++) {
+        float r = __builtin_fmaf(a, x[i], y[i]);
+        uint32_t u;
+        s[i] = y[i];
+        y[i] = r;
+        memcpy(&u, &r, 4);
+        tail |= (u & EXP32) + CARRY32(NONFINITE32);
+    }
+    return _mm256_movemask_ps(_mm256_castsi256_ps(acc)) != 0 || (tail >> 31) != 0;
+}
+#else
+#define HAVE_FUSED 0
+#endif
+
+/* fused_daxpy / fused_saxpy where configure() found them giving the BLAS kernel's bits, else NULL. */
+static int (*fused_of[2])(npy_intp, const void *, const char *, char *, char *) = {NULL, NULL};
+
 /* One guarded call.  Level 1: n elements of x (at incx) and y (at incy), reference BLAS's order (element
  * i of a vector at a negative increment is the one (n - 1 - i) * |inc| from its first).  ger: n columns of
  * the m x n matrix a (leading dimension m), x of m elements, y of n. */
@@ -312,6 +385,7 @@ typedef struct {
     const void *s1, *s2;             /* a / alpha; c and s of rot; param of rotm */
     int careful;                     /* every chunk copied and read after (the scalars are large) */
     Print *px, *py, *pa;             /* the prints gathered of x, y (where the call covers them) and a */
+    int (*fused)(npy_intp, const void *, const char *, char *, char *); /* axpy in one pass (NULL: BLAS) */
     int t_big, t_vec;                /* exponent thresholds: operands, ger's vectors (SAFE_*) */
 } Job;
 
@@ -491,6 +565,21 @@ run_part(int index, void *data, int arg)
         int k = p->e1 - i0 < j->chunk ? p->e1 - i0 : j->chunk;
         int nr = regions(j, i0, k, ptr, cnt, stride), bad = 0;
         size_t off = 0;
+        if (j->fused != NULL) { /* one pass: y kept aside in `copy` as it is overwritten */
+            if (copy == NULL && (copy = malloc(bytes)) == NULL) {
+                p->lost = 1; /* cannot keep anything: compute and count on the check */
+                compute(j, i0, k);
+                gather_prints(j, i0, k);
+                continue;
+            }
+            int hit = j->fused(k, j->s1, j->x + first_of(j->n, i0, k, j->incx) * (npy_intp)j->es, ptr[0], copy);
+            gather_prints(j, i0, k);
+            if (hit) {
+                if (!keep(p, i0, k, copy)) p->lost = 1;
+                else copy = NULL;
+            }
+            continue;
+        }
         if (!j->careful && !risky(j, i0, k, ptr, cnt, stride)) {
             compute(j, i0, k);
             gather_prints(j, i0, k);
@@ -517,16 +606,68 @@ run_part(int index, void *data, int arg)
 }
 
 
+/* Whether the one-pass kernel of precision `dbl` gives the bits of the BLAS axpy at `blas` (the one-thread
+ * instance: the kernel every part of the drop-in's calls runs) on lengths that take its vector loop and its
+ * tail loop, with values of every magnitude. */
+static int
+fused_matches(int dbl, void *blas)
+{
+#if HAVE_FUSED
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || blas == NULL) return 0;
+    enum { N = 1200 };
+    static const int lengths[] = {1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 63, 64, 65, 100, 257, 1031, N};
+    size_t es = dbl ? 8 : 4;
+    char *x = malloc(N * es), *y = malloc(N * es), *y2 = malloc(N * es), *save = malloc(N * es);
+    int ok = x != NULL && y != NULL && y2 != NULL && save != NULL;
+    uint64_t r = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; ok && i < N; i++) {
+        double v[2];
+        for (int q = 0; q < 2; q++) { /* xorshift: values with full mantissas, exponents -40 .. 40 */
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            v[q] = ldexp((double)(r >> 11) / 9007199254740992.0 - 0.5, (int)(r % 81) - 40);
+        }
+        if (dbl) ((double *)x)[i] = v[0], ((double *)y)[i] = v[1];
+        else ((float *)x)[i] = (float)v[0], ((float *)y)[i] = (float)v[1];
+    }
+    double ad = 0.7071067811865476;
+    float af = 0.70710677f;
+    const void *alpha = dbl ? (const void *)&ad : (const void *)&af;
+    for (size_t t = 0; ok && t < sizeof lengths / sizeof lengths[0]; t++) {
+        int n = lengths[t], one = 1;
+        memcpy(y2, y, (size_t)n * es);
+        ((axpy_t)blas)(&n, alpha, x, &one, y2, &one);
+        char *y3 = malloc((size_t)n * es);
+        if (y3 == NULL) {
+            ok = 0;
+            break;
+        }
+        memcpy(y3, y, (size_t)n * es);
+        (dbl ? fused_daxpy : fused_saxpy)(n, alpha, x, y3, save);
+        ok = memcmp(y2, y3, (size_t)n * es) == 0 && memcmp(save, y, (size_t)n * es) == 0;
+        free(y3);
+    }
+    free(x), free(y), free(y2), free(save);
+    return ok;
+#else
+    (void)dbl, (void)blas;
+    return 0;
+#endif
+}
+
 static PyObject *
 guard_configure(PyObject *self, PyObject *args)
 {
     int slot;
-    unsigned long long get_threads;
+    unsigned long long get_threads, saxpy = 0, daxpy = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "iK:configure", &slot, &get_threads)) return NULL;
+    if (!PyArg_ParseTuple(args, "iK|KK:configure", &slot, &get_threads, &saxpy, &daxpy)) return NULL;
     drop_in_slot = slot;
     drop_in_threads = (int (*)(void))(uintptr_t)get_threads;
-    Py_RETURN_NONE;
+#if HAVE_FUSED
+    fused_of[0] = fused_matches(0, (void *)(uintptr_t)saxpy) ? fused_saxpy : NULL;
+    fused_of[1] = fused_matches(1, (void *)(uintptr_t)daxpy) ? fused_daxpy : NULL;
+#endif
+    return Py_BuildValue("(OO)", fused_of[0] != NULL ? Py_True : Py_False, fused_of[1] != NULL ? Py_True : Py_False);
 }
 
 /* A vector the executor reads (write: and writes) in place: 1-D, of type typenum, contiguous, aligned, in
@@ -725,6 +866,7 @@ guard_guarded(PyObject *self, PyObject *args)
     j.t_vec = j.size == 8 ? SAFE_VEC64 : SAFE_VEC32;
     j.careful = large;
     int slot = drop_in_slot, threads = drop_in_threads != NULL ? drop_in_threads() : 1;
+    if (j.kind == K_AXPY && !cplx && incx == 1 && incy == 1) j.fused = fused_of[j.size == 8];
     if (j.kind == K_GER && !large) /* x is read by every chunk: once, here */
         j.careful = scan_elements(j.x, m, (npy_intp)(incx < 0 ? -incx : incx) * (npy_intp)j.es, j.size, j.cplx,
                                   j.t_vec);
@@ -828,8 +970,9 @@ static PyMethodDef methods[] = {
      "None: a Level-1 call or ger in chunks, each chunk's outputs kept where they hold a non-finite value after it "
      "(None: not a call the executor takes; nothing done)."},
     {"configure", guard_configure, METH_VARARGS,
-     "configure(slot, get_num_threads): the pool slot and the openblas_get_num_threads address of the drop-in's "
-     "instance (its calls are cut into that many parts)."},
+     "configure(slot, get_num_threads, saxpy=0, daxpy=0) -> (one-pass saxpy, one-pass daxpy): the pool slot and "
+     "the openblas_get_num_threads address of the drop-in's instance (its calls are cut into that many parts), "
+     "the one-thread instance's saxpy_/daxpy_ (the one-pass kernels are used where they give their bits)."},
     {"sizes", guard_sizes, METH_VARARGS,
      "sizes(chunk=0, parallel=0) -> (chunk bytes, bytes from which work is split on the pool); sets those given"},
     {NULL, NULL, 0, NULL},

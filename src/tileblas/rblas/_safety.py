@@ -65,12 +65,17 @@ def _entry(name: str) -> int:
     if not _CONFIGURED:
         lib = _openblas.get_library(default_threads())
         get = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"), lib._ctypes.c_void_p).value
-        _native.configure(-1 if lib.pool_slot is None else int(lib.pool_slot), int(get))
+        one = _openblas.get_library(1)
+        FUSED.update(zip(("s", "d"), _native.configure(-1 if lib.pool_slot is None else int(lib.pool_slot), int(get),
+                                                       int(one.fortran("saxpy")), int(one.fortran("daxpy")))))
         _CONFIGURED.append(True)
     return int(_openblas.get_library(1).fortran(name))
 
 
 _CONFIGURED: list[bool] = []
+#: precision -> whether axpy runs in one pass (the kernel of tileblas' OpenBLAS rounds like a fused multiply-add
+#: on this CPU: checked against it when the executor is first configured)
+FUSED: dict[str, bool] = {}
 
 
 def nonfinite(v: Any) -> bool:
