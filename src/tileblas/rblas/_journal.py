@@ -166,8 +166,10 @@ def tape_mode() -> str | None:
     return None
 
 
-def _push(rec: Record) -> None:
-    j = journal()
+def _push(rec: Record, j: "_Journal | None" = None) -> None:
+    """Push ``rec`` on the journal ``j`` (the caller's, found already), else on this thread's or task's."""
+    if j is None:
+        j = journal()
     j.seq += 1
     rec.seq = j.seq
     rec.tape = j.tapes[-1] if j.tapes else None

@@ -323,8 +323,10 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
 
     In compute mode the work besides the call itself is O(1) in the size of the operands: binding the
     arguments once, the in-place prediction (dtype, rank, contiguity flags), the inverse's conditions
-    (scalars; a triangle's condition estimate where there is one), an address-range overlap test per
-    array pair, and fingerprints of at most ~64 elements per array.  As much of it as possible runs
+    (scalars; a triangle's diagonal), an address-range overlap test per array pair, and fingerprints of
+    at most ~64 elements per array; the non-finite safety is the guard's (:mod:`tileblas.rblas._safety`:
+    in the same pass as the call for Level 1 and ger, on the output vector for Level 2, on the operands
+    for Level 3, whose work is O(n) times theirs).  As much of it as possible runs
     before the call: a large BLAS call streams its operands through the caches and leaves them cold for
     the Python code that follows it (measured: the same bookkeeping costs several times more after a
     10^7-element axpy than before it), so after the call come only the check that the outputs were
@@ -352,7 +354,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
     pairs = _sharing(bound, outs, arrays) if outs else []
     shared = {n for _, n in pairs if n not in predicted}
     chosen, reason, est = _decide(ctx, requested, outs, pairs)
-    guard = None
+    guard = j = None
     if chosen == "compute":
         guard = _safety.prepare(spec, prefix, ctx.dtype, bound, outs, arrays)
         if guard.checkpoint:  # the inverse would write NaN or Inf into the outputs
@@ -374,7 +376,8 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
             state["hermdiag"] = _save_hermdiag(ctx, outs)
         # the pre-call fingerprints serve only to refresh older live records that hold an output
         # (_refresh_prints); with no live record on this thread's journal there is none to refresh
-        if journal().stack:
+        j = journal()
+        if j.stack:
             pre = {o: fingerprint(bound[o]) for o in outs}
         extra = sum(im.nbytes for _, im in state["hermdiag"].values()) if spec.hermdiag else 0
         dec = Decision(fullname, requested, chosen, reason, int(extra), int(ckpt_bytes), est)
@@ -473,7 +476,7 @@ def forward(spec: Spec, prefix: str, args: tuple, kwargs: dict, mode: str | None
         rec.inplace = tuple(outs)
     if pre:
         rec.pre_prints = pre if len(outs) == len(pre) else {o: fp for o, fp in pre.items() if o in outs}
-    _push(rec)
+    _push(rec, j)
     return ret
 
 

@@ -164,10 +164,11 @@ class Guard:
                 for first, count, data in kept:
                     self.kept.extend(plan.pieces(first, count, data))
                 return plan.ret
-            # not one the executor takes (dtype, layout, bounds, ...): read the inputs apart
+            # not one the executor takes (dtype, layout, bounds, a non-finite scalar, ...): read the inputs apart
             self.plan = None
             self.kind = "scan"
-            bad = [n for n, v in self.arrays if nonfinite(v)]
+            bad = [n for n, v in self.bound.items() if _scalar_nonfinite(v)]
+            bad += [n for n, v in self.arrays if nonfinite(v)]
             if bad:
                 self.copies = {o: _copy(self.bound[o]) for o in self.outs}
                 self.why = (f"non-finite input ({', '.join(repr(n) for n in bad)}): the inverse could not "
@@ -211,16 +212,16 @@ def prepare(spec: Any, prefix: str, dtype: np.dtype, bound: dict[str, Any], outs
     g = Guard(kind, outs, bound, arrays)
     if kind is None:
         return g
-    for n, v in bound.items():
-        if _scalar_nonfinite(v):
-            g.checkpoint = ", ".join(repr(n) for n, v in bound.items() if _scalar_nonfinite(v))
-            return g
     if kind == "chunks":
         plan = _plan(spec, prefix, dtype, bound) if _native is not None else None
-        if plan is not None:
+        if plan is not None:  # the executor checks the scalars itself (a non-finite one: it declines)
             g.plan = plan
             return g
         g.kind = "scan"
+    for v in bound.values():
+        if _scalar_nonfinite(v):
+            g.checkpoint = ", ".join(repr(n) for n, v in bound.items() if _scalar_nonfinite(v))
+            return g
     if g.kind == "vector":
         g.copies = {o: _copy(bound[o]) for o in outs}
         return g
