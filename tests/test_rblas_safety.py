@@ -265,3 +265,50 @@ def test_the_fingerprints_the_executor_gathers_are_fingerprint(case, n):
     assert rec.decision.mode == "compute"
     for name, fp in rec.prints.items():
         assert fp == fingerprint(rec.bound[name]), name
+
+
+@pytest.mark.parametrize("name", ["dsyr", "dspr", "zher", "zhpr", "dsyr2", "zher2"])
+@pytest.mark.parametrize("where", ["x", "a", "overflow"])
+def test_rank_updates_checkpoint_nonfinite_values_and_refuse_overflows(name, where):
+    from test_rblas_helpers import build
+
+    rng = np.random.default_rng(11)
+    routine, prefix = name[1:], name[0]
+    args, kwargs = build(routine, prefix, rng)
+    spec = rb.SPEC_OF[name]
+    from tileblas.rblas._registry import bind
+
+    bound = bind(spec, name, args, kwargs)
+    out = spec.outputs[0].name
+    if where == "x":
+        bound["x"].flat[0] = np.inf
+    elif where == "a":
+        bound[out].flat[0] = np.nan
+    else:
+        bound[out].flat[:] = 1.7e308
+        bound["x"].flat[:] = 1e154
+    before = bound[out].copy()
+    getattr(rb, "f" + name)(*args, mode="compute", **kwargs)
+    d = rb.last_decision()
+    if where == "overflow" and np.isfinite(bound[out]).all():
+        pytest.skip("the increment did not overflow")
+    if where == "overflow":
+        with pytest.raises(ReversalError, match="overflowed"):
+            getattr(rb, "r" + name)(*args, **kwargs)
+        return
+    assert d.mode == "checkpoint" and "non-finite" in d.reason, d
+    getattr(rb, "r" + name)(*args, **kwargs)
+    assert _bits(bound[out]) == _bits(before)
+
+
+def test_a_bounded_rank_update_reads_its_matrix_once(monkeypatch):
+    calls = []
+    real = _guard.nonfinite
+    monkeypatch.setattr(_safety, "_native", type("N", (), {
+        "nonfinite": staticmethod(lambda v, level=0: calls.append((v.shape, level)) or real(v, level)),
+        "__getattr__": lambda self, k: getattr(_guard, k)})())
+    rng = np.random.default_rng(12)
+    a = np.asfortranarray(rng.random((300, 300)))
+    rb.fdsyr(0.5, rng.random(300), a=a, overwrite_a=1, mode="compute")
+    assert rb.last_decision().mode == "compute"
+    assert not [c for c in calls if c[0] == (300, 300)], calls  # its triangle only, read by triangle()

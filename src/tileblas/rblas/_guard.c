@@ -70,9 +70,26 @@ static npy_intp PARALLEL_BYTES = 512 * 1024;
 #define NONFINITE64 2047
 #define NONFINITE32 255
 
+/* Biased exponents from which an operand may make a call overflow: with every scalar below 2**20 in
+ * magnitude (else every chunk is read again after its call), elements below 2**1000 (single: 2**100) and
+ * the vectors of a rank update below 2**490 (2**45) make every result and every inverse below 2**1022
+ * (2**122).  An Inf or a NaN has the largest exponent, so one test finds both. */
+#define SAFE_BIG64 (1023 + 1000)
+#define SAFE_BIG32 (127 + 100)
+#define SAFE_VEC64 (1023 + 490)
+#define SAFE_VEC32 (127 + 45)
+
+/* The scans run at memory speed only with wide vectors: one copy of them per vector width, the widest the
+ * CPU has chosen when the module loads (GCC's function multi-versioning). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define WIDEST __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WIDEST
+#endif
+
 /* Whether any of n reals of `size` bytes (4 or 8) at p, `stride` bytes apart, has a biased exponent of at
  * least t (t NONFINITE64/32: is Inf or NaN). */
-static int
+WIDEST static int
 scan_reals(const char *p, npy_intp n, npy_intp stride, int size, int t)
 {
     if (size == 8) {
@@ -130,7 +147,7 @@ scan_elements(const char *p, npy_intp n, npy_intp stride, int size, int cplx, in
 }
 
 /* scan_elements of two runs of n reals each, read side by side (both streams from memory at once). */
-static int
+WIDEST static int
 scan_pair(const char *p, npy_intp sp, const char *q, npy_intp sq, npy_intp n, int size, int cplx, int t)
 {
     if (cplx) {
@@ -159,7 +176,7 @@ scan_pair(const char *p, npy_intp sp, const char *q, npy_intp sq, npy_intp n, in
 typedef struct {
     const char *base;
     npy_intp lo, hi, outer_stride, inner_n, inner_stride;
-    int size, cplx, hit;
+    int size, cplx, hit, t;
 } ScanPart;
 
 static void
@@ -168,8 +185,7 @@ scan_part(int index, void *data, int arg)
     ScanPart *s = (ScanPart *)data;
     (void)index, (void)arg;
     for (npy_intp i = s->lo; i < s->hi && !s->hit; i++)
-        s->hit = scan_elements(s->base + i * s->outer_stride, s->inner_n, s->inner_stride, s->size, s->cplx,
-                               s->size == 8 ? NONFINITE64 : NONFINITE32);
+        s->hit = scan_elements(s->base + i * s->outer_stride, s->inner_n, s->inner_stride, s->size, s->cplx, s->t);
 }
 
 /* The element sizes of an array's dtype: 0 where it is not float32/64 or complex64/128 in native order. */
@@ -192,15 +208,17 @@ static PyObject *
 guard_nonfinite(PyObject *self, PyObject *args)
 {
     PyArrayObject *a;
-    int slot = drop_in_slot, threads = 1, size, cplx = 0, nd;
+    int slot = drop_in_slot, threads = 1, size, cplx = 0, nd, level = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!:nonfinite", &PyArray_Type, &a)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!|i:nonfinite", &PyArray_Type, &a, &level)) return NULL;
     size = real_size(a, &cplx);
     nd = PyArray_NDIM(a);
-    if (size == 0 || nd > 2) Py_RETURN_NONE; /* not one it scans: the caller asks NumPy */
+    if (size == 0 || nd > 2 || level < 0 || level > 2) Py_RETURN_NONE; /* not one it scans: the caller asks NumPy */
     npy_intp es = (npy_intp)size * (cplx ? 2 : 1), n = PyArray_SIZE(a);
     if (n == 0) Py_RETURN_FALSE;
-    ScanPart whole = {PyArray_BYTES(a), 0, 1, 0, n, es, size, cplx, 0};
+    int t = size == 8 ? (level == 0 ? NONFINITE64 : level == 1 ? SAFE_BIG64 : SAFE_VEC64)
+                      : (level == 0 ? NONFINITE32 : level == 1 ? SAFE_BIG32 : SAFE_VEC32);
+    ScanPart whole = {PyArray_BYTES(a), 0, 1, 0, n, es, size, cplx, 0, t};
     if (PyArray_IS_C_CONTIGUOUS(a) || PyArray_IS_F_CONTIGUOUS(a)) {
         /* one run of n elements, cut into rows of at most 64 KiB for the parts */
         npy_intp row = CHUNK_BYTES / es;
@@ -238,8 +256,7 @@ guard_nonfinite(PyObject *self, PyObject *args)
     if (contiguous) { /* the short last row apart */
         for (int p = 0; p < nparts; p++)
             if (parts[p].hi == rows) parts[p].hi = rows - 1;
-        hit = scan_elements(whole.base + (rows - 1) * whole.outer_stride, last, es, size, cplx,
-                            size == 8 ? NONFINITE64 : NONFINITE32);
+        hit = scan_elements(whole.base + (rows - 1) * whole.outer_stride, last, es, size, cplx, t);
     }
     if (!hit) {
         if (nparts > 1) RUN_PARTS(slot, scan_part, nparts, sizeof(ScanPart), parts);
@@ -247,6 +264,65 @@ guard_nonfinite(PyObject *self, PyObject *args)
         for (int p = 0; p < nparts; p++) hit |= parts[p].hit;
     }
     Py_END_ALLOW_THREADS
+    return PyBool_FromLong(hit);
+}
+
+/* Part of a triangle's scan: columns [lo, hi) of an n x n Fortran-ordered matrix, rows 0..j (upper) or
+ * j..n-1 (lower) of column j. */
+typedef struct {
+    const char *base;
+    npy_intp n, lo, hi, ld;
+    int lower, size, cplx, t, hit;
+} TriPart;
+
+static void
+tri_part(int index, void *data, int arg)
+{
+    TriPart *s = (TriPart *)data;
+    npy_intp es = (npy_intp)s->size * (s->cplx ? 2 : 1);
+    (void)index, (void)arg;
+    for (npy_intp j = s->lo; j < s->hi && !s->hit; j++) {
+        npy_intp r0 = s->lower ? j : 0, r1 = s->lower ? s->n : j + 1;
+        s->hit = scan_elements(s->base + (j * s->ld + r0) * es, r1 - r0, es, s->size, s->cplx, s->t);
+    }
+}
+
+/* triangle(a, lower, level=0) -> bool or None: nonfinite() of the triangle of the square Fortran-ordered a
+ * that a symmetric or Hermitian rank update reads and writes (None: not such an array). */
+static PyObject *
+guard_triangle(PyObject *self, PyObject *args)
+{
+    PyArrayObject *a;
+    int lower, level = 0, size, cplx = 0, threads = 1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!p|i:triangle", &PyArray_Type, &a, &lower, &level)) return NULL;
+    size = real_size(a, &cplx);
+    if (size == 0 || PyArray_NDIM(a) != 2 || PyArray_DIM(a, 0) != PyArray_DIM(a, 1) || !PyArray_IS_F_CONTIGUOUS(a)
+        || level < 0 || level > 2)
+        Py_RETURN_NONE;
+    npy_intp n = PyArray_DIM(a, 0), es = (npy_intp)size * (cplx ? 2 : 1);
+    if (n == 0) Py_RETURN_FALSE;
+    int t = size == 8 ? (level == 0 ? NONFINITE64 : level == 1 ? SAFE_BIG64 : SAFE_VEC64)
+                      : (level == 0 ? NONFINITE32 : level == 1 ? SAFE_BIG32 : SAFE_VEC32);
+    if (n * n * es / 2 >= PARALLEL_BYTES && drop_in_slot >= 0 && pool_api != NULL && drop_in_threads != NULL)
+        threads = drop_in_threads();
+    int nparts = threads > 1 ? (threads < MAX_PARTS ? threads : MAX_PARTS) : 1;
+    TriPart parts[MAX_PARTS];
+    for (int p = 0; p < nparts; p++) { /* equal areas: column j has j + 1 (upper) or n - j (lower) rows */
+        double f0 = (double)p / nparts, f1 = (double)(p + 1) / nparts;
+        npy_intp c0 = (npy_intp)(n * sqrt(lower ? 1.0 - f0 : f0)), c1 = (npy_intp)(n * sqrt(lower ? 1.0 - f1 : f1));
+        if (lower) c0 = n - c0, c1 = n - c1;
+        parts[p] = (TriPart){PyArray_BYTES(a), n, p == 0 ? 0 : c0, p == nparts - 1 ? n : c1, n, lower, size, cplx,
+                             t, 0};
+    }
+    for (int p = 1; p < nparts; p++) /* contiguous, in order */
+        parts[p].lo = parts[p - 1].hi > parts[p].lo ? parts[p - 1].hi : parts[p].lo;
+    int hit = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (nparts > 1) RUN_PARTS(drop_in_slot, tri_part, nparts, sizeof(TriPart), parts);
+    else tri_part(0, parts, 0);
+    Py_END_ALLOW_THREADS
+    for (int p = 0; p < nparts; p++) hit |= parts[p].hit;
     return PyBool_FromLong(hit);
 }
 
@@ -389,14 +465,7 @@ typedef struct {
     int t_big, t_vec;                /* exponent thresholds: operands, ger's vectors (SAFE_*) */
 } Job;
 
-/* Biased exponents from which an operand may make the call overflow: with every scalar below 2**20 in
- * magnitude (tileblas.rblas._safety passes careful=1 otherwise), elements below 2**1000 (single: 2**100)
- * and ger's vector elements below 2**490 (2**45) make every result and every inverse below 2**1022 (2**122).
- * An Inf or a NaN has the largest exponent, so one test finds both. */
-#define SAFE_BIG64 (1023 + 1000)
-#define SAFE_BIG32 (127 + 100)
-#define SAFE_VEC64 (1023 + 490)
-#define SAFE_VEC32 (127 + 45)
+
 
 /* A chunk whose outputs hold a non-finite value after the call: the copy of its outputs from before. */
 typedef struct {
@@ -963,8 +1032,12 @@ guard_sizes(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"nonfinite", guard_nonfinite, METH_VARARGS,
-     "nonfinite(a) -> bool or None: whether the float or complex array a (at most 2-D) holds an Inf or a NaN "
-     "(a large one read in parts on the pool); None where a is not one it scans (dtype, byte order, rank)."},
+     "nonfinite(a, level=0) -> bool or None: whether the float or complex array a (at most 2-D) holds an Inf or a "
+     "NaN (level 1: or an element of 2**1000 or more, single 2**100; level 2: 2**490, single 2**45) -- a large "
+     "one read in parts on the pool; None where a is not one it scans (dtype, byte order, rank)."},
+    {"triangle", guard_triangle, METH_VARARGS,
+     "triangle(a, lower, level=0) -> bool or None: nonfinite() of the triangle of the square Fortran-ordered a "
+     "that a symmetric or Hermitian rank update reads and writes; None where a is not such an array."},
     {"guarded", guard_guarded, METH_VARARGS,
      "guarded(kind, fn, typenum, n, x, offx, incx, y, offy, incy, s1, s2, a, m, real_scalars) -> (kept, lost) or "
      "None: a Level-1 call or ger in chunks, each chunk's outputs kept where they hold a non-finite value after it "

@@ -216,7 +216,7 @@ def _group3(routine: str, prefixes: tuple[str, ...], params: tuple[str, ...], nr
                  flag: 0},
                 (Out(out, flag, 2 if out == "a" else 1),), (out,), _group3_inverse, cost=_l2_cost,
                 hermdiag=herm, group=3, extra={"real_alpha": real_alpha},
-                guard="chunks" if routine in ("ger", "geru", "gerc") else "scan",
+                guard="chunks" if routine in ("ger", "geru", "gerc") else "rank",
                 doc="Reverse: the same update with -alpha (paper Table 4)." + (
                     " The routine zeroes the imaginary part of the diagonal; the reverse restores it "
                     "from a saved copy of that diagonal (n values) when it was non-zero." if herm else "")

@@ -22,10 +22,15 @@ the cheapest guard that is still complete (``Spec.guard``):
     turns the call into a checkpoint with that copy.  The matrix is not read: a non-finite entry of it
     that reaches the result shows in the output, and one that does not (it meets a zero of x that the
     kernel skips) is skipped the same way by the inverse, which reads the same x.
-``"scan"``    Level 3 (operands O(n**2) against O(n**3) work) and the rank updates into symmetric,
-    Hermitian or packed storage: every array argument read natively before the call (a non-finite value:
-    checkpoint) and the outputs after it (a non-finite value: an overflow; the call cannot be reversed
-    and its reverse says so).
+``"rank"``    The rank updates into symmetric, Hermitian or packed storage (syr ... hpr2): A += alpha x y^H
+    cannot make a non-finite value, nor lose one that A holds (Inf +- a finite value is that Inf, a NaN
+    stays a NaN), when alpha, the vectors and A are all finite and below 2**20, 2**490 and 2**1000 (single:
+    2**45, 2**100): one native read of A's triangle before the call, nothing after.  Otherwise ``"scan"``.
+    (That read is half the call's memory traffic: chunks of these calls are not calls of the same routine,
+    so they do not run in the executor with the plain call's bits.)
+``"scan"``    Level 3 (operands O(n**2) against O(n**3) work): every array argument read natively before
+    the call (a non-finite value: checkpoint) and the outputs after it (a non-finite value: an overflow;
+    the call cannot be reversed and its reverse says so).
 ``None``     swap (its own exact inverse, Inf and NaN included) and copy (restored by a zero fill).
 
 What it must not touch: the choice of mode (``_registry._decide``), the journal, the arrays' contents
@@ -45,7 +50,7 @@ from tileblas.rblas._fingerprint import is_array
 __all__ = ["Guard", "prepare", "nonfinite", "GUARDS"]
 
 #: the guards a Spec may name (see the module docstring)
-GUARDS = ("chunks", "vector", "scan", None)
+GUARDS = ("chunks", "vector", "rank", "scan", None)
 
 try:  # the native half; without it every guard is "scan" on NumPy
     from tileblas.rblas import _guard as _native  # type: ignore[attr-defined]
@@ -225,10 +230,39 @@ def prepare(spec: Any, prefix: str, dtype: np.dtype, bound: dict[str, Any], outs
     if g.kind == "vector":
         g.copies = {o: _copy(bound[o]) for o in outs}
         return g
+    if g.kind == "rank":
+        if _bounded_update(bound, outs):
+            g.kind = None  # nothing to read after the call: it cannot make a non-finite value
+            return g
+        g.kind = "scan"
     bad = [n for n, v in arrays if nonfinite(v)]
     if bad:
         g.checkpoint = ", ".join(repr(n) for n in bad)
     return g
+
+
+def _bounded_update(bound: dict[str, Any], outs: list[str]) -> bool:
+    """Whether a rank update A += alpha x y^H (+ its symmetric twin) cannot make a non-finite value nor lose
+    one: alpha below 2**20, x and y below 2**490 (single: 2**45) and A below 2**1000 (2**100) in magnitude,
+    all finite (one native read of A, the vectors' is O(n)); then a non-finite value of A stays what it was
+    through the call and its inverse, and no sum overflows."""
+    if _native is None or abs(complex(bound["alpha"])) >= 2.0 ** 20:
+        return False
+    for name in ("x", "y"):
+        v = bound.get(name)
+        if v is not None and (not isinstance(v, np.ndarray) or _native.nonfinite(v, 2) is not False):
+            return False
+    for o in outs:
+        v = bound[o]
+        if not isinstance(v, np.ndarray):
+            return False
+        # full storage: only the triangle the call reads and writes
+        hit = _native.triangle(v, bool(bound.get("lower", 0)), 1) if v.ndim == 2 else None
+        if hit is None:
+            hit = _native.nonfinite(v, 1)
+        if hit is not False:
+            return False
+    return True
 
 
 # ----------------------------------------------------------------------------- the native executor
