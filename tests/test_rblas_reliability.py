@@ -235,3 +235,28 @@ def test_a_forward_call_whose_output_aliases_an_input_is_checkpointed_and_revers
         assert np.array_equal(earlier, np.arange(4.0)) and not rb.pending()
     finally:
         rb.discard()
+
+
+@pytest.mark.parametrize("mode", rb.MODES)
+def test_numpy_scalar_arguments_are_scalars(mode):
+    """np.float64(2.0) has a dtype, a shape and strides, but it is a scalar: every forward call with one
+    raised ValueError (fingerprinting it as a 0-d array)."""
+    rb.discard()
+    rng = np.random.default_rng(5)
+    x, y = rng.random(50), rng.random(50)
+    y0 = y.copy()
+    rb.fdaxpy(x, y, a=np.float64(2.0), mode=mode)
+    rb.rdaxpy(x, y, a=np.float64(2.0))
+    np.testing.assert_allclose(y, y0, rtol=1e-13)
+    a, b = (np.asfortranarray(rng.random((8, 8))) for _ in range(2))
+    c = np.asfortranarray(rng.random((8, 8)))
+    c0 = c.copy()
+    rb.fdgemm(np.float32(1.5), a, b, np.float64(0.5), c, overwrite_c=1, mode=mode)
+    rb.rdgemm(np.float32(1.5), a, b, np.float64(0.5), c, overwrite_c=1)
+    np.testing.assert_allclose(c, c0, rtol=1e-12)
+    z = rng.random(20) + 1j * rng.random(20)
+    z0 = z.copy()
+    rb.fzscal(np.complex128(0.5 + 0.5j), z, mode=mode)
+    rb.rzscal(np.complex128(0.5 + 0.5j), z)
+    np.testing.assert_allclose(z, z0, rtol=1e-13)
+    assert not rb.pending()

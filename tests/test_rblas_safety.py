@@ -312,3 +312,21 @@ def test_a_bounded_rank_update_reads_its_matrix_once(monkeypatch):
     rb.fdsyr(0.5, rng.random(300), a=a, overwrite_a=1, mode="compute")
     assert rb.last_decision().mode == "compute"
     assert not [c for c in calls if c[0] == (300, 300)], calls  # its triangle only, read by triangle()
+
+
+def test_arguments_the_executor_does_not_take_go_to_tileblas_blas_and_its_errors():
+    x, y = np.ones(10), np.ones(10)
+    with pytest.raises((ValueError, OverflowError)):
+        rb.fdaxpy(x, y, n=2**40, mode="compute")  # too large for any BLAS integer here: tileblas.blas says so
+    with pytest.raises(ValueError):
+        rb.fdaxpy(x, y, incx=0, mode="compute")
+    rb.fdaxpy(x, y, a=np.float64(2.0), mode="compute")  # NumPy scalars
+    rb.fdaxpy(x, y, a=True, mode="compute")  # a bool: converted by tileblas.blas
+    rb.fdscal(2, y, mode="compute")  # an int
+    assert [d.mode for d in rb.pending()] == ["compute"] * 3 and not rb.pending()[0].extra_bytes
+    while rb.pending():
+        rb.discard()
+    z = np.ones(8, dtype=np.complex128)
+    rb.fzaxpy(z, z.copy(), a=1 + 2j, mode="compute")
+    rb.fzdscal(0.5, z, overwrite_x=1, mode="compute")
+    assert [d.mode for d in rb.pending()] == ["compute", "compute"]

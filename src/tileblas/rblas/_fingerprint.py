@@ -26,8 +26,12 @@ _SAMPLES = 64
 
 
 def is_array(v: Any) -> bool:
+    """Whether ``v`` is an array (NumPy's, or a device array with dtype, shape and strides); a NumPy scalar
+    (np.float64(2.0), which has all three) is a scalar."""
     if isinstance(v, np.ndarray):
         return True
+    if isinstance(v, np.generic):
+        return False
     return hasattr(v, "dtype") and hasattr(v, "shape") and hasattr(v, "strides")
 
 

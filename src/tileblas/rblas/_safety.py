@@ -304,7 +304,13 @@ class _Plan:
 
 
 def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, _INTS) and not isinstance(v, (bool, np.bool_)) else None
+    """An integer argument as a BLAS integer (32 bits: the executor's), else None (tileblas.blas reads it)."""
+    if isinstance(v, _INTS) and not isinstance(v, (bool, np.bool_)) and -_INT_MAX <= v <= _INT_MAX:
+        return int(v)
+    return None
+
+
+_INT_MAX = 2**31 - 1
 
 
 def _plan(spec: Any, prefix: str, dt: np.dtype, b: dict[str, Any]) -> _Plan | None:
@@ -333,6 +339,8 @@ def _plan(spec: Any, prefix: str, dt: np.dtype, b: dict[str, Any]) -> _Plan | No
     if routine == "scal":
         if n is None:
             n = (x.shape[0] - offx) // abs(incx)
+        if not 0 < n <= _INT_MAX:
+            return None
         args = ("scal", _entry(prefix + routine), dt.num, int(n), x, offx, incx, None, 0, 1, b["a"], None, None, 0,
                 prefix in ("cs", "zd"))
         return _Plan(args, x, (("x", offx, incx),), int(n), 0, dt, ("x",))
@@ -343,6 +351,8 @@ def _plan(spec: Any, prefix: str, dt: np.dtype, b: dict[str, Any]) -> _Plan | No
     if n is None:
         n = (x.shape[0] - 1 - offx) // abs(incx) + 1 if routine == "rot" else (x.shape[0] - offx) // abs(incx)
     n = int(n)
+    if not 0 < n <= _INT_MAX:
+        return None
     fn = _entry(prefix + routine)
     if routine == "axpy":
         args = ("axpy", fn, dt.num, n, x, offx, incx, y, offy, incy, b.get("a", 1.0), None, None, 0, False)
