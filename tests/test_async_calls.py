@@ -176,3 +176,39 @@ def test_bad_arguments_name_the_argument(ex):
         ex.handle(np.zeros((2, 2, 2)))
     with pytest.raises(ValueError, match="policy"):
         aa.Executor(policy="fastest")
+
+
+def test_an_output_borrowing_memory_an_input_borrows_is_refused():
+    """Two handles made with copy=False on overlapping views: the call would read what it writes (axpy gave
+    y[5] = 23 for 19, silently); refused like the same handle twice."""
+    from tileblas import asyncapi as aa
+
+    with aa.Executor(calibrate=False) as ex:
+        v = np.arange(10.0)
+        hx, hy = ex.handle(v[:6], copy=False), ex.handle(v[4:], copy=False)
+        with pytest.raises(ValueError, match="borrow arrays that share memory"):
+            aa.axpy(2.0, hx, hy)
+        with pytest.raises(ValueError, match="borrow arrays that share memory"):
+            aa.swap(hx, hy)
+        a = np.asfortranarray(np.random.default_rng(0).random((8, 8)))
+        ha, hc = ex.handle(a, copy=False), ex.handle(a[:, :4], copy=False)
+        with pytest.raises(ValueError, match="borrow arrays that share memory"):
+            aa.gemm(1.0, ha, ex.handle(a[:, :4]), 0.0, hc)
+        assert np.array_equal(v, np.arange(10.0))  # nothing ran
+        # separate memory, or a copy, is fine
+        hz = ex.handle(np.arange(6.0), copy=False)
+        aa.axpy(2.0, hx, hz).result()
+        assert np.array_equal(hz.get(), np.arange(6.0) + 2 * v[:6])
+
+
+def test_a_borrowed_output_with_an_owned_input_runs():
+    from tileblas import asyncapi as aa
+
+    with aa.Executor(calibrate=False) as ex:
+        a = np.random.default_rng(1).random((6, 6))
+        c = np.zeros((6, 6))
+        aa.syrk(1.0, ex.handle(a), 0.0, ex.handle(c, copy=False)).result()
+        assert np.allclose(np.triu(c), np.triu(a @ a.T))
+        c2 = np.zeros((6, 6))
+        aa.syrk(1.0, ex.handle(a, copy=False), 0.0, ex.handle(c2, copy=False)).result()
+        assert np.allclose(np.triu(c2), np.triu(a @ a.T))

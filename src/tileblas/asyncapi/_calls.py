@@ -109,9 +109,14 @@ def _three(c: Any, a: Any, b: Any) -> np.dtype:
 
 
 def _distinct(out: tuple[str, MatrixHandle], *ins: tuple[str, MatrixHandle]) -> None:
+    user = out[1]._user
     for name, h in ins:
         if h is out[1]:
             raise ValueError(f"{out[0]} must not be the same handle as {name} (BLAS outputs cannot alias inputs)")
+        # two handles borrowing arrays that share memory (copy=False): the call would read what it writes
+        if user is not None and h is not None and h._user is not None and np.may_share_memory(user, h._user):
+            raise ValueError(f"{out[0]} and {name} borrow arrays that share memory (handles made with copy=False); "
+                             "BLAS outputs cannot alias inputs: make one of them with copy=True")
 
 
 def _flop_factor(dt: np.dtype) -> float:
@@ -182,7 +187,7 @@ def gemm(alpha: Any, a: MatrixHandle, b: MatrixHandle, beta: Any, c: MatrixHandl
     k2, n = b.shape if transb == "N" else b.shape[::-1]
     if k2 != k or c.shape != (m, n):
         raise ValueError(f"shapes do not match: op(a) is {m}x{k}, op(b) is {k2}x{n}, c is {c.shape}")
-    if c is a or c is b:
+    if c is a or c is b or (c._user is not None and (a._user is not None or (b is not None and b._user is not None))):
         _distinct(("c", c), ("a", a), ("b", b))
     if type(alpha) is not float or type(beta) is not float or cplx:
         alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
@@ -210,7 +215,7 @@ def _symm_like(name: str, alpha, a, b, beta, c, side, uplo) -> AsyncFuture:
     if a.shape != (ka, ka) or b.shape != (m, n):
         raise ValueError(f"shapes do not match: side={side} with c {c.shape} needs a ({ka}, {ka}) and b {c.shape};"
                          f" got a {a.shape}, b {b.shape}")
-    if c is a or c is b:
+    if c is a or c is b or (c._user is not None and (a._user is not None or (b is not None and b._user is not None))):
         _distinct(("c", c), ("a", a), ("b", b))
     if type(alpha) is not float or type(beta) is not float or cplx:
         alpha, beta = _scalar(alpha, "alpha", dt), _scalar(beta, "beta", dt)
@@ -244,7 +249,7 @@ def _rank_k(name: str, alpha, a, b, beta, c, uplo, trans, herm: bool) -> AsyncFu
     if c.shape != (n, n) or (b is not None and b.shape != a.shape):
         bs = "" if b is None else f", b {b.shape}"
         raise ValueError(f"shapes do not match: op(a) is {n}x{k} so c must be ({n}, {n}); got c {c.shape}{bs}")
-    if c is a or c is b:
+    if c is a or c is b or (c._user is not None and (a._user is not None or (b is not None and b._user is not None))):
         _distinct(("c", c), ("a", a), ("b", b))
     if type(alpha) is not float or type(beta) is not float or cplx:
         alpha = _scalar(alpha, "alpha", dt, real=herm and b is None)
