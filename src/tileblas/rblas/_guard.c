@@ -8,25 +8,28 @@
  * where the data are in cache anyway:
  *
  *   guarded(...)  Level 1 (axpy, scal, rot, rotm) and ger: the call in chunks of about CHUNK_BYTES of
- *                 output, each chunk's output copied aside just before the chunk is computed (it is then
- *                 in cache for the BLAS call), computed by the same BLAS routine on the one-thread
- *                 instance, and read for Inf/NaN just after (still in cache).  The copies of the chunks
- *                 that hold a non-finite value after the call are kept (and returned): those elements are
- *                 restored from them; every other element's inverse is exact in its inputs.  The chunks
- *                 are cut into parts run at once on tileblas' thread pool (kernels/_pool.h), as many as
- *                 the instance of the drop-in has threads, so the call has the cores the plain call has.
- *                 Each element is computed by the same kernel as in one call (these routines are
- *                 elementwise in their outputs: a chunk of columns of ger, a chunk of elements of axpy).
- *   nonfinite(a)  whether an array holds an Inf or a NaN, without a temporary array, the GIL released
- *                 and split on the pool for large arrays (Level 3, where the operands are O(n^2) against
- *                 the call's O(n^3) work).
+ *                 output, in the parts OpenBLAS cuts the plain call into, run at once on tileblas' thread
+ *                 pool (kernels/_pool.h).  A chunk's operands are read for Inf, NaN or large values as
+ *                 they come into cache, then the chunk is computed by the same BLAS routine on the
+ *                 one-thread instance (these routines are elementwise in their outputs: a chunk of columns
+ *                 of ger, a chunk of elements of axpy), so every element gets the plain call's bits; a
+ *                 risky chunk is copied first and its copy kept where an output holds a non-finite value
+ *                 after the call.  axpy at unit strides, where the CPU and the BLAS kernel allow, runs in
+ *                 one pass instead (fused_daxpy: y kept aside in L1 as it is overwritten, the result's
+ *                 exponent checked).  The fingerprints of the arrays the call covers whole are gathered
+ *                 from the chunks too.
+ *   nonfinite(a), triangle(a, lower)
+ *                 whether an array (or the triangle a symmetric rank update reads and writes) holds an
+ *                 Inf or a NaN (or a large value), without a temporary array, the GIL released and split
+ *                 on the pool for large arrays.
  *
- * An element is non-finite when every bit of its exponent is set; (bits & EXP) + ONE carries into the
- * sign bit exactly then, so a chunk is scanned with and/add/or only (vectorised by the compiler).
+ * An element is non-finite when every bit of its exponent is set; (bits & EXP) + CARRY carries into the
+ * sign bit exactly then (or from a chosen exponent on: "large"), so a chunk is scanned with and/add/or
+ * only, vectorised by the compiler in one copy per vector width.
  *
  * Every BLAS call here is made without the GIL, between the pool's enter() and leave() (fork() and the
- * interpreter's exit wait for it).  Nothing here checks user input: tileblas.rblas._safety passes only
- * operands it has checked (dtype, alignment, bounds, no overlap).
+ * interpreter's exit wait for it).  Operands are checked here (dtype, rank, layout, alignment, byte order,
+ * bounds, overlap): what guarded() does not take, it declines having done nothing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -840,7 +843,8 @@ scalar(PyObject *o, int size, int cplx, scalar_u *out, int *large)
  * and count), the bytes the chunk's outputs held before, output after output (x then y for rot/rotm),
  * each in memory order; lost: True where such a chunk's copy could not be kept (out of memory); and the
  * fingerprints (tileblas.rblas._fingerprint) after the call of x, y (where the call covers them whole) and
- * a, gathered from the chunks while in cache (None where not gathered).  Every chunk is read again after its call where a scalar is 2**20 or more in magnitude.
+ * a, gathered from the chunks while in cache (None where not gathered).  Every chunk is read again after
+ * its call where a scalar is 2**20 or more in magnitude.
  */
 static PyObject *
 guard_guarded(PyObject *self, PyObject *args)
