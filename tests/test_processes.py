@@ -108,6 +108,27 @@ def test_a_runtime_used_in_the_parent_works_in_a_fork_child():
     _child_ok(out, err, rc)
 
 
+def test_a_staged_runtime_used_in_the_parent_works_in_a_fork_child():
+    rc, out, err = _run("""
+        import os, numpy as np, tileblas
+        rt = tileblas.Runtime(devices=2, host_memory=64 << 20, tile_size=64)  # tile memory, copies, streams
+        rng = np.random.default_rng(0)
+        a = np.asfortranarray(rng.random((300, 300)))
+        c = np.zeros((300, 300), order="F")
+        rt.gemm(1.0, a, a, 0.0, c)
+        pid = os.fork()
+        if pid == 0:
+            c2 = np.zeros((300, 300), order="F")
+            rt.gemm(1.0, a, a, 0.0, c2)
+            print("child ok" if np.allclose(c2, a @ a) else "child WRONG", flush=True)
+            os._exit(0)
+        _, st = os.waitpid(pid, 0)
+        assert st == 0 and np.allclose(c, a @ a)
+        rt.close()
+    """)
+    _child_ok(out, err, rc)
+
+
 def test_a_runtime_and_the_default_runtime_work_in_multiprocessing_fork_workers():
     rc, out, err = _run("""
         import multiprocessing as mp, numpy as np, tileblas, tileblas.blas as tb
