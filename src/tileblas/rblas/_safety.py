@@ -15,8 +15,10 @@ the cheapest guard that is still complete (``Spec.guard``):
     the drop-in's instance would run it).  A chunk with such a value is copied first and read again after
     its call, and its copy is kept where an output holds a non-finite value: those elements are restored
     from the copy, every other one by the inverse.  Every element is computed by the same kernel as in
-    the one call, so the outputs are the plain call's bits.  Calls the executor does not take (operands
-    that need converting, odd strides) take ``"scan"``.
+    the one call, so the outputs are the plain call's bits.  axpy (s, d) at unit strides runs in one pass
+    where the CPU and the BLAS kernel allow (``FUSED``).  The fingerprints of the arrays the call covers
+    whole are gathered from the chunks too.  Calls the executor declines (operands that need converting,
+    odd strides, a non-finite scalar) are read apart, as ``"scan"`` reads them.
 ``"vector"``  Level-2 groups 1 and 2 (gemv ... spmv, trmv ... tpsv): the outputs are vectors, O(n) against
     the call's O(n**2).  The output is copied before the call and read after it; a non-finite value there
     turns the call into a checkpoint with that copy.  The matrix is not read: a non-finite entry of it
@@ -44,8 +46,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-
-from tileblas.rblas._fingerprint import is_array
 
 __all__ = ["Guard", "prepare", "nonfinite", "GUARDS"]
 
