@@ -331,3 +331,32 @@ def test_arguments_the_executor_does_not_take_go_to_tileblas_blas_and_its_errors
     rb.fzaxpy(z, z.copy(), a=1 + 2j, mode="compute")
     rb.fzdscal(0.5, z, overwrite_x=1, mode="compute")
     assert [d.mode for d in rb.pending()] == ["compute", "compute"]
+
+
+@pytest.mark.parametrize("case", ["scal", "gemv-beta", "gemv-alpha", "trmm", "gemm", "rot"])
+def test_a_scalar_whose_inverse_overflows_is_checkpointed(case):
+    """dscal by 1e-310 in compute mode: its reverse scaled by 1/1e-310 = Inf and wrote Inf over x, silently."""
+    rng = np.random.default_rng(13)
+    if case == "scal":
+        args, kw, out = (1e-310, rng.random(8)), {}, 1
+    elif case.startswith("gemv"):
+        alpha, beta = (1.0, 1e-310) if case == "gemv-beta" else (1e300, 1e-10)
+        args, kw, out = (alpha, np.asfortranarray(rng.random((8, 8))), rng.random(8), beta, rng.random(8)), \
+            {"overwrite_y": 1}, 4
+    elif case == "trmm":
+        args = (1e-310, np.asfortranarray(np.triu(rng.random((8, 8))) + np.eye(8)), np.asfortranarray(rng.random((8, 8))))
+        kw, out = {"overwrite_b": 1}, 2
+    elif case == "gemm":
+        args = (1.0, np.asfortranarray(rng.random((8, 8))), np.asfortranarray(rng.random((8, 8))), 1e-310,
+                np.asfortranarray(rng.random((8, 8))))
+        kw, out = {"overwrite_c": 1}, 4
+    else:
+        args, kw, out = (rng.random(8), rng.random(8), 1e-200, 1e-200), {"overwrite_x": 1, "overwrite_y": 1}, 0
+    name = {"scal": "dscal", "trmm": "dtrmm", "gemm": "dgemm", "rot": "drot"}.get(case, "dgemv")
+    before = [a.copy() for a in args if isinstance(a, np.ndarray)]
+    getattr(rb, "f" + name)(*args, mode="compute", **kw)
+    d = rb.last_decision()
+    assert d.mode == "checkpoint", d
+    getattr(rb, "r" + name)(*args, **kw)
+    for b, a in zip(before, [a for a in args if isinstance(a, np.ndarray)]):
+        assert _bits(a) == _bits(b)

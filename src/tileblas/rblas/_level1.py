@@ -7,6 +7,7 @@ Design note: each entry restates the scipy.linalg.blas signature and gives the i
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -19,13 +20,18 @@ __all__ = ["SPECS", "scalar_impossible", "scalar_unsafe"]
 _L1 = ("n", "offx", "incx", "offy", "incy")
 
 
-def scalar_impossible(value: Any, name: str) -> str | None:
-    """Reason why dividing by ``value`` is impossible (zero or non-finite), else None."""
+def scalar_impossible(value: Any, name: str, ctx: Ctx | None = None, numerator: Any = 1.0,
+                      numerator_name: str = "1") -> str | None:
+    """Reason why dividing by ``value`` is impossible (zero or non-finite, or ``numerator / value`` -- 1 by
+    default -- overflows in the routine's precision: the inverse would write Inf), else None."""
     v = complex(value)
     if v == 0:
         return f"{name} = 0 destroys the overwritten values"
     if not (math.isfinite(v.real) and math.isfinite(v.imag)):
         return f"{name} = {value!r} is not finite"
+    big = float(np.finfo(ctx.real).max) if ctx is not None else sys.float_info.max
+    if abs(complex(numerator)) >= big * abs(v):  # |numerator / value| would not be a finite number
+        return f"{numerator_name}/{name} overflows ({name} = {value!r}): the inverse would write Inf"
     return None
 
 
@@ -134,13 +140,13 @@ SPECS = [
          doc="Self-inverse: the reverse swaps again (exact in compute mode)."),
     Spec("scal", 1, _P4, ("a", "x", "n", "offx", "incx"), 2, {"offx": 0, "incx": 1},
          (Out("x"),), ("x",), _scal_inverse,
-         impossible=lambda ctx: scalar_impossible(ctx.get("a"), "a"),
+         impossible=lambda ctx: scalar_impossible(ctx.get("a"), "a", ctx),
          unsafe=lambda ctx: scalar_unsafe(ctx.get("a"), "a", ctx), cost=_l1_cost, guard="chunks",
          doc="Reverse scales by 1/a (paper: bounded scale, a = 0 is checkpointed)."),
     Spec("scal", 1, ("cs", "zd"), ("a", "x", "n", "offx", "incx", "overwrite_x"), 2,
          {"offx": 0, "incx": 1, "overwrite_x": 0},
          (Out("x", "overwrite_x"),), ("x",), lambda ctx: [ctx.call(a=1.0 / ctx.get("a"), overwrite_x=1)],
-         impossible=lambda ctx: scalar_impossible(ctx.get("a"), "a"),
+         impossible=lambda ctx: scalar_impossible(ctx.get("a"), "a", ctx),
          unsafe=lambda ctx: scalar_unsafe(ctx.get("a"), "a", ctx), cost=_l1_cost, guard="chunks",
          doc="Real scale of a complex vector; in place only with overwrite_x=1 (scipy's default copies)."),
     Spec("axpy", 1, _P4, ("x", "y", "n", "a", "offx", "incx", "offy", "incy"), 2,

@@ -187,7 +187,8 @@ def _group1(routine: str, prefixes: tuple[str, ...], params: tuple[str, ...], nr
                 {"beta": 0.0, "offx": 0, "incx": 1, "offy": 0, "incy": 1, "trans": 0, "lower": 0,
                  "overwrite_y": 0},
                 (Out("y", "overwrite_y"),), ("y",), _group1_inverse,
-                impossible=lambda ctx: scalar_impossible(ctx.get("beta"), "beta"),
+                impossible=lambda ctx: scalar_impossible(ctx.get("beta"), "beta", ctx)
+                or scalar_impossible(ctx.get("beta"), "beta", ctx, ctx.get("alpha"), "alpha"),
                 unsafe=lambda ctx: scalar_unsafe(ctx.get("beta"), "beta", ctx), cost=_l2_cost, group=1,
                 guard="vector",
                 doc="Reverse: y := -(alpha/beta)*op(A)*x + y/beta (paper Table 2); beta = 0 is "

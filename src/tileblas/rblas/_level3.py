@@ -51,7 +51,8 @@ def _beta(routine: str, prefixes: tuple[str, ...], params: tuple[str, ...], nreq
                 {"beta": 0.0, "trans_a": 0, "trans_b": 0, "trans": 0, "side": 0, "lower": 0,
                  "overwrite_c": 0},
                 (Out("c", "overwrite_c", 2),), ("c",), _beta_inverse,
-                impossible=lambda ctx: scalar_impossible(ctx.get("beta"), "beta"),
+                impossible=lambda ctx: scalar_impossible(ctx.get("beta"), "beta", ctx)
+                or scalar_impossible(ctx.get("beta"), "beta", ctx, ctx.get("alpha"), "alpha"),
                 unsafe=lambda ctx: scalar_unsafe(ctx.get("beta"), "beta", ctx), cost=_l3_cost,
                 hermdiag="full" if herm else None, extra={"real_beta": herm, "real_alpha": real_alpha},
                 doc="Reverse: C := -(alpha/beta)*P + C/beta (paper Table 5); beta = 0 is checkpointed. "
@@ -66,7 +67,7 @@ def _tri_inverse(ctx: Ctx) -> list:
 
 
 def _tri_impossible(ctx: Ctx) -> str | None:
-    return scalar_impossible(ctx.get("alpha"), "alpha") or triangle_impossible(ctx, bool(ctx.get("diag")))
+    return scalar_impossible(ctx.get("alpha"), "alpha", ctx) or triangle_impossible(ctx, bool(ctx.get("diag")))
 
 
 def _tri_unsafe(ctx: Ctx) -> str | None:
