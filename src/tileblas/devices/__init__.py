@@ -15,7 +15,8 @@ from tileblas.devices._base import (
 )
 from tileblas.devices.cpu import CPUDevice, cpu_count, host_devices
 from tileblas.devices._discrete import DiscreteDevice, Event
-from tileblas.devices.sim import SimDevice, sim_devices
+from tileblas.devices.sim import SimDevice, SimHostDevice, sim_devices, sim_machine
+from tileblas.devices._model import DeviceModel
 from tileblas.devices.gpu import CupyMissingError, GPUUnavailableError  # (imports no CuPy)
 
 
@@ -41,7 +42,10 @@ __all__ = [
     "GPUUnavailableError",
     "CupyMissingError",
     "SimDevice",
+    "SimHostDevice",
+    "DeviceModel",
     "sim_devices",
+    "sim_machine",
     "create_device",
     "device_kinds",
     "register_device_kind",

@@ -8,7 +8,13 @@ Every Level-3 call goes, BLIS style::
 
 Policy
     * Tile size is the only knob: per call ``tile_size=``, else the Runtime's ``tile_size``, else
-      :func:`~tileblas.runtime._planner.default_tile_size` from the problem and the device count.
+      :func:`~tileblas.runtime._planner.default_tile_size` from the problem and the device count on host
+      workers, and on accelerators (devices with memory of their own and a device model: GPUs) the size
+      their model predicts fastest (:func:`tileblas.runtime._shares.accelerator_tile`).  A runtime of
+      accelerators and host workers splits a call that names no tile size between the two kinds, each in
+      tiles of its own size (:func:`tileblas.runtime._shares.split_call`; docs/runtime.md, "Tiles per
+      device kind"), and runs a call that fits one accelerator tile as one accelerator task where the
+      model says that is faster than one native call on a host worker.
     * The small-problem path (a single native call in the caller's thread on the first host-memory device)
       is taken when no tile size was named and the call has fewer than ``small_flops`` flops, or when the
       whole problem fits in one tile.
@@ -64,7 +70,8 @@ from tileblas.devices import _zarrtiles
 from tileblas.devices._filetiles import reserve
 from tileblas.policy import _paths
 from tileblas.runtime import _planner as P
-from tileblas.runtime._scheduler import Scheduler, TaskRecord
+from tileblas.runtime import _shares
+from tileblas.runtime._scheduler import SCHEDULES, Scheduler, TaskRecord
 from tileblas.runtime._trace import CallProfile, build_profile, chrome_trace, plot_timeline, write_trace
 
 __all__ = ["Runtime", "get_runtime", "set_runtime", "make_devices", "on_release"]
@@ -280,6 +287,11 @@ class Runtime:
         For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
         MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
         afterwards ("on-demand", like cuBLAS-XT; the baseline).  See :mod:`tileblas.runtime._tilememory`.
+    schedule : {"demand", "round-robin"}
+        Demand-driven tasks with locality priority and stealing ("demand", the BLASX runtime), or a static
+        round robin of the tasks over the devices in plan order, without locality or stealing
+        ("round-robin").  ``Runtime(devices, schedule="round-robin", memory_policy="on-demand")`` is
+        cuBLAS-XT's way, the baseline of the out-of-core measurement (docs/runtime.md).
 
     Notes
     -----
@@ -306,8 +318,10 @@ class Runtime:
     def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
                  memory_policy: str = "cache", shared_flops: float | None = None,
-                 host_memory: int | None = None, progress: bool = False) -> None:
+                 host_memory: int | None = None, progress: bool = False, schedule: str = "demand") -> None:
         P.check_tile_size(tile_size)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(map(repr, SCHEDULES))}; got {schedule!r}")
         if isinstance(reservation_slots, bool) or not isinstance(reservation_slots, (int, np.integer)) \
                 or reservation_slots < 1:
             raise ValueError(f"reservation_slots must be a positive int; got {reservation_slots!r}")
@@ -351,7 +365,12 @@ class Runtime:
             self._memory = TileMemory(self._devices, memory_policy)
             locality = CacheLocality(self._memory)
         self.memory_policy = memory_policy
-        self._sched = Scheduler(self._devices, self.reservation_slots, self.sync, locality, self._memory)
+        self.schedule = schedule
+        # accelerators (memory of their own and a device model) get tiles of their own size; with host
+        # workers beside them (and nothing else) a call is split between the two kinds
+        self._acc = _shares.accelerators(self._devices)
+        self._by_kind = bool(self._acc) and all(d.host_memory or i in self._acc for i, d in enumerate(self._devices))
+        self._sched = Scheduler(self._devices, self.reservation_slots, self.sync, locality, self._memory, schedule)
         # A Runtime dropped without close() lets its workers go (they reference the scheduler, not it).
         weakref.finalize(self, self._sched.release)
         self._epoch = time.perf_counter()
@@ -432,20 +451,30 @@ class Runtime:
         return get_tuning().shared_flops if self._shared_flops is None else self._shared_flops
 
     def _devices_for_partition(self) -> int:
-        return get_tuning().deterministic_devices if self.deterministic else len(self._devices)
+        """Devices the partitioning counts: :data:`Tuning.deterministic_devices` in deterministic mode, the
+        accelerators where tiles are sized per device kind (host workers get a strip of their own, see
+        :func:`tileblas.runtime._shares.split_call`), else every device."""
+        if self.deterministic:
+            return get_tuning().deterministic_devices
+        return len(self._acc) if self._by_kind else len(self._devices)
 
-    def tile_size_for(self, name: str, m: int, n: int, k: int) -> int:
-        """The tile size a call of routine ``name`` with output m x n and inner dimension k would get."""
+    def tile_size_for(self, name: str, m: int, n: int, k: int, dtype: Any = np.float64) -> int:
+        """The tile size a call of routine ``name`` with output m x n and inner dimension k would get
+        (on accelerators: the accelerators' part of it; ``dtype`` matters there only)."""
         if self.tile_size is not None:
             return self.tile_size
-        return self._default_tile(name, m, n, k)
+        return self._default_tile(name, m, n, k, dtype=dtype)
 
-    def _default_tile(self, name: str, m: int, n: int, k: int, flops: float | None = None) -> int:
+    def _default_tile(self, name: str, m: int, n: int, k: int, flops: float | None = None,
+                      dtype: Any = np.float64) -> int:
         """Tile size of a call that names none: from this machine's performance models (one cached lookup,
         :func:`tileblas.perf.suggest`) for a tiled call on host-memory workers outside deterministic mode when
         ``tileblas tune`` has built them, else the heuristic :func:`~tileblas.runtime._planner.default_tile_size`.
         The models predict GEMM-like calls only, so for the dependency chains of TRMM/TRSM the heuristic's
-        tile (which accounts for the chains' end) caps the models' answer."""
+        tile (which accounts for the chains' end) caps the models' answer.  On accelerators: their
+        device model's tile (:func:`tileblas.runtime._shares.accelerator_tile`)."""
+        if self._by_kind and not self.deterministic:
+            return _shares.accelerator_tile(name, m, n, k, dtype, [self._devices[i] for i in self._acc])
         nd = self._devices_for_partition()
         if not self.deterministic and (flops is None or flops >= self.small_flops) \
                 and all(d.host_memory for d in self._devices):
@@ -519,7 +548,7 @@ class Runtime:
         if self._policy_threads and tile_size is None and flops < _paths.policy().tile_limit(name, out.dtype.char):
             return self._native(name, bound, shape, flops, out)
         explicit = tile_size if tile_size is not None else self.tile_size
-        tile = int(explicit) if explicit is not None else self._default_tile(name, m, n, k, flops)
+        tile = int(explicit) if explicit is not None else self._default_tile(name, m, n, k, flops, out.dtype)
         tile = P.bounded_tile(m, n, k, tile)
         if (explicit is None and flops < self.small_flops) or max(m, n, k) <= tile:
             return self._direct(name, bound, shape, flops, "small")
@@ -528,7 +557,10 @@ class Runtime:
         P.check_tile_calls(name, m, n, k, tile)
         if self.host_memory is None and P.alpha_may_overflow(name, bound):  # no NaN from inf - inf between tiles
             return self._direct(name, bound, shape, flops, "shared" if self._shared_threads else "small")
-        plan = P.plan_call(name, bound, tile, self._split_target())
+        if self._by_kind and explicit is None and not self.deterministic:
+            plan = _shares.split_call(name, bound, shape, self._devices, tile)
+        else:
+            plan = P.plan_call(name, bound, tile, self._split_target())
         reserve(out, "c" if "c" in bound else "b")  # a file-backed output: no SIGBUS or half-written file
         self._tiled(plan, name, shape, out, tile, flops, lambda: " and the output is undefined")
 
@@ -663,9 +695,14 @@ class Runtime:
         params, flags = P.ROUTINES[name]
         args = [bound[p] for p in params]
         kw = {f: bound[f] for f in flags}
-        if not host:  # a device with its own memory: one task with one tile covering the problem
+        out = bound["c"] if "c" in bound else bound["b"]
+        on_acc = host and self._by_kind and path == "small" and not self.deterministic \
+            and _shares.small_on_accelerator(name, *shape, out.dtype, self._devices)
+        if not host or on_acc:  # a device with its own memory: one task with one tile covering the problem
             tile = max(max(shape), 1)
             plan = P.plan_call(name, bound, tile, 0)
+            if on_acc:
+                plan = _shares.restrict(plan, frozenset(self._acc))
             call = self._run_plan(plan)
             self._record(name, shape, bound.get("c", bound.get("b")).dtype, tile, path, flops, call.records,
                          call.t_start, call.t_end, failed=call.error is not None)

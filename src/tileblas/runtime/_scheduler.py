@@ -18,12 +18,25 @@ Policy
       plug their real cache state in through the same interface.
     * **Work stealing.**  A device whose station is empty while the global queue is empty takes the task
       it scores best from the fullest other station.
+    * **Placement.**  A plan may say which devices may run which of its tasks (``plan.placement``: one
+      frozenset of device indices per task, None for any; the runtime's split of a call between device
+      kinds, :mod:`tileblas.runtime._shares`).  Ready tasks then wait in one queue per such set; a device
+      refills its station from the queues it may serve, the tasks reserved for a set it belongs to before
+      those anyone may run (of the same call), and steals only what it may run.
+    * **Tile order on devices with their own memory.**  There, tasks of equal depth go by the shell of
+      their output tile (``max(i, j)``, then the task number): the square of output tiles grows from the
+      corner, so the first tasks share their input rows and columns and the link brings in a row of A and
+      a column of B for each new shell instead of a row of A per task (a column-major order on an H100's
+      PCIe link leaves the GPU idle twice as long at the start of a call: docs/runtime.md).
+    * **Static round robin** (``schedule="round-robin"``, cuBLAS-XT's way; the baseline of the
+      out-of-core measurement): task i of a call is bound to device ``i mod devices`` (of the devices its
+      placement allows), in the plan's order; no locality choice, no stealing.
     * **Synchronous mode.**  Every task runs inline in the calling thread, in queue order, devices taken
       in turn: the same plan, the same kernels, no threads (for debugging and planner tests).
 
 State (all guarded by one condition variable ``_cv``)
-    ``_queue`` (heap of ready tasks), ``_stations`` (one list per device), per-call counters in
-    :class:`CallState`.  Task execution happens outside the lock; the GIL is released inside the kernels.
+    ``_queues`` (heaps of ready tasks, one per placement: None for tasks any device may run),
+    ``_stations`` (one list per device), per-call counters in :class:`CallState`.  Task execution happens outside the lock; the GIL is released inside the kernels.
 
 Failure
     An exception in a task marks its call failed: the call's queued and reserved tasks are dropped,
@@ -71,7 +84,7 @@ from tileblas.kernels._openblas import split_k_axpy
 from tileblas.runtime._locality import LocalityModel, RecentTiles
 from tileblas.runtime._planner import LEVEL3_KERNELS, Plan, Task, Tile
 
-__all__ = ["Scheduler", "CallState", "LocalityModel", "RecentTiles", "TaskRecord", "host_tile_op", "task_failed"]
+__all__ = ["Scheduler", "SCHEDULES", "CallState", "LocalityModel", "RecentTiles", "TaskRecord", "host_tile_op", "task_failed"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -142,6 +155,8 @@ class CallState:
         self.records: list[TaskRecord] = []
         self.t_start = time.perf_counter()
         self.t_end = 0.0
+        #: per task (by index): the frozenset of devices that may run it, or None (any); None for all
+        self.keys: list | None = None
         for t in plan.tasks:
             t.call = self
             t.prio = (seq, -t.depth, t.index)
@@ -156,6 +171,9 @@ def task_failed(task: Task, device_name: str, rec: TaskRecord, exc: BaseExceptio
         call.error = exc
         call.error_note = f"in tile task {task.label} of {call.plan.routine} on device {device_name}"
 
+
+#: Scheduling policies: demand-driven (BLASX) and static round robin (cuBLAS-XT, the baseline).
+SCHEDULES = ("demand", "round-robin")
 
 _CLOSED = ("this Runtime has been shut down (closed); calls made after close() are refused and leave the "
            "output unchanged")
@@ -200,17 +218,23 @@ class Scheduler:
     memory : TileMemory, optional
         Runs the tasks of devices with their own memory (tile caches, coherence); such a device gets one
         worker per stream (``device.streams``), all sharing its reservation station.
+    schedule : {"demand", "round-robin"}
+        Demand-driven with locality and stealing (BLASX), or static round robin (see the module notes).
     """
 
     def __init__(self, devices: Sequence[Any], slots: int = 4, sync: bool = False,
-                 locality: LocalityModel | None = None, memory: Any = None) -> None:
+                 locality: LocalityModel | None = None, memory: Any = None, schedule: str = "demand") -> None:
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(map(repr, SCHEDULES))}; got {schedule!r}")
+        self.schedule = schedule
+        self.round_robin = schedule == "round-robin"
         self.devices = list(devices)
         self.slots = int(slots)
         self.sync = bool(sync)
         self.locality = locality or RecentTiles(len(self.devices))
         self.memory = memory  # runtime._tilememory.TileMemory when some device has its own memory
         self._cv = threading.Condition(threading.Lock())
-        self._queue: list = []
+        self._queues: dict[Any, list] = {}
         self._stations: list[list[Task]] = [[] for _ in self.devices]
         self._threads: list[threading.Thread] = []
         self._started = False
@@ -229,7 +253,7 @@ class Scheduler:
         or in flight, no worker (the next call starts them), fresh locks for the devices' statistics."""
         self._pid = os.getpid()
         self._cv = threading.Condition(threading.Lock())
-        self._queue = []
+        self._queues = {}
         self._stations = [[] for _ in self.devices]
         self._threads = []
         self._started = False
@@ -302,6 +326,7 @@ class Scheduler:
                 raise RuntimeError(_CLOSED)
             self._seq += 1
             call = CallState(self._seq, plan)
+            self._place(call)
             if plan.tasks and not self.sync:
                 # submitted in the same critical section as the check: shutdown() either refused this call
                 # or lets the workers finish it
@@ -309,7 +334,7 @@ class Scheduler:
                 self._active += 1
                 for t in plan.tasks:
                     if t.deps == 0:
-                        heapq.heappush(self._queue, (t.prio, t))
+                        self._push(t)
                 self._cv.notify_all()
         if not plan.tasks:
             call.t_end = time.perf_counter()
@@ -333,6 +358,66 @@ class Scheduler:
             raise
         return call
 
+    def _place(self, call: CallState) -> None:
+        """The call's task order on devices with their own memory, and which devices may run each task
+        (the plan's placement; bound to one device each under round robin)."""
+        plan = call.plan
+        if self.memory is not None:
+            seq = call.seq
+            for t in plan.tasks:
+                t.prio = (seq, -t.depth, max(t.out.i, t.out.j), t.index)
+        keys = getattr(plan, "placement", None)
+        if keys is not None and len(keys) != len(plan.tasks):
+            raise ValueError(f"plan.placement names {len(keys)} tasks; the plan has {len(plan.tasks)}")
+        if self.round_robin:
+            every = frozenset(range(len(self.devices)))
+            turn: dict[frozenset, int] = {}
+            bound = []
+            for i in range(len(plan.tasks)):
+                allowed = (keys[i] if keys is not None else None) or every
+                order = sorted(allowed)
+                n = turn.get(allowed, 0)
+                turn[allowed] = n + 1
+                bound.append(frozenset((order[n % len(order)],)))
+            keys = bound
+        call.keys = keys
+
+    @staticmethod
+    def _key(task: Task) -> Any:
+        keys = task.call.keys
+        return None if keys is None else keys[task.index]
+
+    def _allowed(self, task: Task, d: int) -> bool:
+        key = self._key(task)
+        return key is None or d in key
+
+    def _push(self, task: Task) -> None:
+        """A ready task into the queue of its placement (lock held)."""
+        key = self._key(task)
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = []
+        heapq.heappush(q, (task.prio, task))
+
+    def _pop_for(self, d: int) -> Task | None:
+        """The next ready task device d may run (lock held): of the earliest call, those reserved for a
+        set of devices d belongs to before those any device may run, then by priority."""
+        best = best_key = None
+        for key, q in self._queues.items():
+            if not q or (key is not None and d not in key):
+                continue
+            p = q[0][0]
+            rank = (p[0], 0 if key is not None else 1, p[1:])
+            if best is None or rank < best:
+                best, best_key = rank, key
+        if best is None:
+            return None
+        q = self._queues[best_key]
+        task = heapq.heappop(q)[1]
+        if not q:
+            del self._queues[best_key]
+        return task
+
     def _abandon(self, call: CallState) -> None:
         """Cancel ``call`` for a caller that stops waiting (an exception in its thread), and wait for its tasks
         that are running (a second interrupt stops this wait: those tasks then finish on their own)."""
@@ -355,6 +440,9 @@ class Scheduler:
         while ready and not call.cancelled:
             _, task = heapq.heappop(ready)
             d = self._rr % len(self.devices)
+            while not self._allowed(task, d):  # a placement names at least one device
+                self._rr += 1
+                d = self._rr % len(self.devices)
             self._rr += 1
             rec = TaskRecord(task, d)
             rec.t_found = time.perf_counter()
@@ -404,25 +492,38 @@ class Scheduler:
     def _pick(self, d: int) -> tuple[Task, bool, int] | None:
         """Refill station d from the queue, then take its best task, or steal one.  Lock held."""
         station = self._stations[d]
-        queue = self._queue
-        while len(station) < self.slots and queue:
-            _, t = heapq.heappop(queue)
+        while len(station) < self.slots:
+            t = self._pop_for(d)
+            if t is None:
+                break
             if not t.call.cancelled:
                 station.append(t)
         stolen = False
         if not station:
-            victim = max(range(len(self._stations)), key=lambda v: len(self._stations[v]))
-            if not self._stations[victim]:
+            if self.round_robin:
+                return None
+            allowed = self._allowed
+            victim = max(range(len(self._stations)),
+                         key=lambda v: sum(1 for t in self._stations[v] if allowed(t, d)))
+            candidates = [n for n, t in enumerate(self._stations[victim]) if allowed(t, d)]
+            if not candidates:
                 return None
             station = self._stations[victim]
             stolen = True
+        else:
+            candidates = range(len(station))
+        if self.round_robin:
+            best = min(candidates, key=lambda n: station[n].prio)
+            return station.pop(best), stolen, 0
         score = self.locality.score
-        if len(station) == 1:
-            t = station[0]
-            best, best_s = 0, (score(d, t.inputs) if t.inputs else 0)
+        if len(candidates) == 1:
+            best = candidates[0]
+            t = station[best]
+            best_s = score(d, t.inputs) if t.inputs else 0
         else:
             best, best_key, best_s = 0, None, 0
-            for n, t in enumerate(station):
+            for n in candidates:
+                t = station[n]
                 s = score(d, t.inputs)
                 key = (-t.depth, -s, t.prio)
                 if best_key is None or key < best_key:
@@ -442,7 +543,7 @@ class Scheduler:
             for dep in task.dependents:
                 dep.deps -= 1
                 if dep.deps == 0:
-                    heapq.heappush(self._queue, (dep.prio, dep))
+                    self._push(dep)
                     released = True
             if released:
                 self._cv.notify_all()
@@ -457,8 +558,11 @@ class Scheduler:
         call.cancelled = True
         for st in self._stations:
             st[:] = [t for t in st if t.call is not call]
-        self._queue = [e for e in self._queue if e[1].call is not call]
-        heapq.heapify(self._queue)
+        for key, q in list(self._queues.items()):
+            q[:] = [e for e in q if e[1].call is not call]
+            heapq.heapify(q)
+            if not q:
+                del self._queues[key]
 
     # ----------------------------------------------------------------- one task
     def _kernel(self, d: int, name: str) -> Callable[..., None]:
