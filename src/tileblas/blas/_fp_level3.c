@@ -112,12 +112,12 @@ split_job(int i, void *p, int unused)
 /* Run the parts `job` (jobs of elsize bytes) on the calling thread and the pool's workers, claimed by
  * whichever comes first (_pool.h), the GIL released: 1 when done, 0 when none was run (no such slot). */
 static int
-run_parts(pool_job_fn dojob, void *job, int jobs, size_t elsize)
+run_parts(const Path *p, pool_job_fn dojob, void *job, int jobs, size_t elsize)
 {
-    int rc, slot = fp_cfg.pool_slot;
+    int rc, slot = fp_cfg.pool_slot, wake = p->wake;
     Py_BEGIN_ALLOW_THREADS
     pool_api->enter();
-    rc = pool_api->run_parts(slot, dojob, jobs, elsize, job);
+    rc = pool_api->run_parts(slot, dojob, jobs, elsize, job, wake);
     pool_api->leave();
     Py_END_ALLOW_THREADS
     if (rc < 0) return 0;
@@ -144,7 +144,7 @@ run_split(const Path *p, const SplitJob *whole, int len, int rows, size_t bstep,
         if (job[i].bsrc != NULL) job[i].bsrc += done * (rows ? whole->bsr : whole->bsc);
         done += part;
     }
-    return run_parts(split_job, job, jobs, sizeof(SplitJob));
+    return run_parts(p, split_job, job, jobs, sizeof(SplitJob));
 }
 
 /* syrk/herk/syr2k/her2k split: the stored triangle of C in strips, one per thread, each a diagonal block
@@ -238,7 +238,7 @@ run_rank_split(const Path *p, const RankJob *whole)
         job[i].r0 = (int)(whole->n * sqrt((double)i / jobs) + 0.5);
         job[i].r1 = i + 1 == jobs ? whole->n : (int)(whole->n * sqrt((double)(i + 1) / jobs) + 0.5);
     }
-    return run_parts(rank_job, job, jobs, sizeof(RankJob));
+    return run_parts(p, rank_job, job, jobs, sizeof(RankJob));
 }
 
 /* Real syrk/syr2k with trans 'N' (after any transposition) and a new c, as the path's gemm route: one gemm
@@ -303,7 +303,7 @@ rank_by_gemm(const Path *p, const Call *c, char *a, int lda, char *b, int ldb, c
         job[i].j0 = done;
         job[i].j1 = done += part;
     }
-    if (jobs > 0 && run_parts(rank_gemm_job, job, jobs, sizeof(RankGemmJob))) return;
+    if (jobs > 0 && run_parts(p, rank_gemm_job, job, jobs, sizeof(RankGemmJob))) return;
     RUN_IF(p->nogil, rank_gemm_job(0, &whole, 0));
 }
 
@@ -713,7 +713,7 @@ level3_call(Level3Object *self, PyObject *const *args, Path *planned, Call *call
     const char *closed = level3_closed(self);
     if (closed != NULL || !bind(self->fam, self->prec, args, &c)) {
         if (planned != NULL) {
-            Path py = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, closed != NULL ? closed : "arguments"};
+            Path py = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, 0, closed != NULL ? closed : "arguments"};
             *planned = py;
         }
         Py_RETURN_NOTIMPLEMENTED;
@@ -803,7 +803,7 @@ fp_decide_py(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwna
     Level3Object *self;
     PyObject *slot[MAX_PARAMS], *r;
     PyObject *const *bound;
-    Path p = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, "binding"};
+    Path p = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, 0, "binding"};
     Call c;
     (void)mod;
     if (nargs < 1 || !PyObject_TypeCheck(args[0], &Level3Type)) {

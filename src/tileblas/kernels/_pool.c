@@ -59,13 +59,14 @@
  *   stats() -> dict                 counters: calls and jobs (OpenBLAS's parallel calls), batches and
  *                                   parts (tileblas' claimed parts), caller_parts (those the calling
  *                                   thread ran), alone (batches the calling thread ran by itself: slot
- *                                   busy or no workers), sleeps, wakes, workers, slots, spinning (now)
+ *                                   busy or no workers), sleeps, wakes, unwoken (sleeping workers a short
+ *                                   batch left asleep), workers, slots, spinning (now)
  *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
  *                                   other threads' batches on it run on their calling thread alone (tests)
  *   quiesce(timeout_s) -> bool      wait (up to timeout_s) until no call is in flight and let none start
  *                                   again (at the interpreter's exit); whether none was left in flight
  *   in_flight() -> int              BLAS calls without the GIL in flight now
- *   run_parts(slot, nparts, spin_ns=0) -> list
+ *   run_parts(slot, nparts, spin_ns=0, wake=True) -> list
  *                                   run nparts parts that each spin spin_ns and record which thread ran
  *                                   them: [(index, 0 caller / 1 worker)] (tests)
  *   _api                            capsule of the C API (struct PoolAPI, _pool.h)
@@ -155,7 +156,7 @@ static _Atomic long long worker_delay_ns = 0LL; /* tests: a worker's wait before
 
 /* counters */
 static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_caller_parts = 0, n_alone = 0,
-                         n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0;
+                         n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0, n_unwoken = 0;
 static _Atomic int n_spinning = 0;
 
 static inline long long
@@ -507,7 +508,7 @@ run_inline(pool_job_fn part, int nparts, size_t elsize, void *data)
 }
 
 static int
-pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data)
+pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data, int wake_sleepers)
 {
     if (slot < 0 || slot >= atomic_load(&nslots))
         return -1;
@@ -532,7 +533,10 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
     for (int i = 0; i < helpers; i++) {
         Worker *w = s->workers[i];
         atomic_fetch_add(&w->told, 1); /* seq_cst, before wake() reads asleep */
-        wake(w);
+        if (wake_sleepers)
+            wake(w);
+        else
+            atomic_fetch_add_explicit(&n_unwoken, 1, memory_order_relaxed);
     }
     int ran = claim_parts(s);
     wait_until(&s->parts_done, nparts);
@@ -678,12 +682,13 @@ static PyObject *
 pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
                          "jobs", (long long)atomic_load(&n_jobs), "batches", (long long)atomic_load(&n_batches),
                          "parts", (long long)atomic_load(&n_parts), "caller_parts",
                          (long long)atomic_load(&n_caller_parts), "alone", (long long)atomic_load(&n_alone),
                          "sleeps", (long long)atomic_load(&n_sleeps), "wakes", (long long)atomic_load(&n_wakes),
-                         "moved", (long long)atomic_load(&n_moved), "workers", (long long)atomic_load(&n_workers),
+                         "moved", (long long)atomic_load(&n_moved), "unwoken", (long long)atomic_load(&n_unwoken),
+                         "workers", (long long)atomic_load(&n_workers),
                          "slots", (int)atomic_load(&nslots),
                          "spinning", (int)atomic_load(&n_spinning));
 #else
@@ -757,11 +762,12 @@ test_part(int i, void *p, int unused)
 static PyObject *
 pool_run_parts_py(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"slot", "nparts", "spin_ns", NULL};
+    static char *kwlist[] = {"slot", "nparts", "spin_ns", "wake", NULL};
     PyObject *slot_o;
-    int nparts;
+    int nparts, wake_sleepers = 1;
     long long spin = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oi|$L:run_parts", kwlist, &slot_o, &nparts, &spin))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oi|$Lp:run_parts", kwlist, &slot_o, &nparts, &spin,
+                                     &wake_sleepers))
         return NULL;
 #if POOL_SUPPORTED
     int slot;
@@ -779,7 +785,7 @@ pool_run_parts_py(PyObject *self, PyObject *args, PyObject *kwargs)
         t[i].caller = pthread_self();
     }
     Py_BEGIN_ALLOW_THREADS
-    pool_run_parts(slot, test_part, nparts, sizeof(TestPart), t);
+    pool_run_parts(slot, test_part, nparts, sizeof(TestPart), t, wake_sleepers);
     Py_END_ALLOW_THREADS
     PyObject *out = PyList_New(nparts);
     for (int i = 0; out != NULL && i < nparts; i++)

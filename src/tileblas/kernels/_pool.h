@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #define POOL_CAPSULE "tileblas.kernels._pool._api"
-#define POOL_API_VERSION 3
+#define POOL_API_VERSION 4
 
 /* One part of a batch (or one job of an OpenBLAS parallel call): index, its data, an argument. */
 typedef void (*pool_job_fn)(int index, void *data, int arg);
@@ -20,9 +20,11 @@ typedef struct PoolAPI {
      * calling thread claiming parts until none is left, then waiting for those that workers took.  What
      * each part computes is fixed by the caller; only which thread runs it depends on the moment (where
      * the slot is busy with another call, or has no workers, the calling thread runs them all, one after
-     * the other).  Returns how many parts the calling thread ran, or -1 (nothing run) where there is no
-     * such slot. */
-    int (*run_parts)(int slot, pool_job_fn part, int nparts, size_t elsize, void *data);
+     * the other).  Workers that sleep are woken only where `wake` is set: waking one costs the calling
+     * thread a system call and often its core for a while (the kernel runs the woken thread there first),
+     * more than a short call gains from it; a worker left asleep runs no part of this call.  Returns how
+     * many parts the calling thread ran, or -1 (nothing run) where there is no such slot. */
+    int (*run_parts)(int slot, pool_job_fn part, int nparts, size_t elsize, void *data, int wake);
     /* The threads of slot `slot` (its workers and the caller), or -1 where there is no such slot. */
     int (*threads)(int slot);
     /* Around every BLAS call tileblas makes without the GIL: fork() (and the interpreter's exit) wait

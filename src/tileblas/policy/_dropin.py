@@ -92,6 +92,9 @@ class DropInConfig:
     herk_copy_k : (float, float)
         herk/her2k on C-ordered operands copy them to Fortran order from n >= this x k (single, double
         precision; twice that where c is read), else solve the conjugate problem.
+    wake_flops : float
+        A split call of at least these flops wakes the pool's sleeping workers; a shorter one takes only
+        the workers awake (spinning after their last work), the calling thread the rest.
     """
 
     threads: int = 1
@@ -109,6 +112,7 @@ class DropInConfig:
     part_min: int = 16
     max_parts: int = 64
     herk_copy_k: tuple[float, float] = (6.0, 12.0)
+    wake_flops: float = 4e6
 
     def c_fields(self) -> dict[str, Any]:
         """The fields as the C path's ``configure`` takes them (plain dicts; ``threads`` is not one)."""
