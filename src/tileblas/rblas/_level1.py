@@ -20,6 +20,10 @@ __all__ = ["SPECS", "scalar_impossible", "scalar_unsafe"]
 _L1 = ("n", "offx", "incx", "offy", "incy")
 
 
+#: the largest finite number of each real precision (by dtype character)
+_LARGEST = {"f": float(np.finfo(np.float32).max), "d": float(np.finfo(np.float64).max)}
+
+
 def scalar_impossible(value: Any, name: str, ctx: Ctx | None = None, numerator: Any = 1.0,
                       numerator_name: str = "1") -> str | None:
     """Reason why dividing by ``value`` is impossible (zero or non-finite, or ``numerator / value`` -- 1 by
@@ -29,7 +33,7 @@ def scalar_impossible(value: Any, name: str, ctx: Ctx | None = None, numerator: 
         return f"{name} = 0 destroys the overwritten values"
     if not (math.isfinite(v.real) and math.isfinite(v.imag)):
         return f"{name} = {value!r} is not finite"
-    big = float(np.finfo(ctx.real).max) if ctx is not None else sys.float_info.max
+    big = _LARGEST.get(ctx.real.char, sys.float_info.max) if ctx is not None else sys.float_info.max
     if abs(complex(numerator)) >= big * abs(v):  # |numerator / value| would not be a finite number
         return f"{numerator_name}/{name} overflows ({name} = {value!r}): the inverse would write Inf"
     return None
