@@ -61,6 +61,8 @@ static npy_intp PARALLEL_BYTES = 512 * 1024;
 #define MAX_PARTS 64
 /* OpenBLAS runs axpy on one thread up to this many elements (interface/axpy.c, zaxpy.c). */
 #define SPLIT_FROM 10000
+/* Parts of whole chunks per thread (claimed: a late worker leaves its share to the others). */
+#define PARTS_PER_THREAD 4
 
 /* ------------------------------------------------------------------------------------------ scanning */
 
@@ -948,17 +950,21 @@ guard_guarded(PyObject *self, PyObject *args)
     if (j.chunk > 64) j.chunk &= ~63; /* whole blocks of the kernels' unrolled loops */
     if (j.chunk < 1) j.chunk = 1;
 
-    /* The parts.  Level 1: those OpenBLAS cuts the call into on the instance of the drop-in (interface/axpy.c
-     * and blas_level1_thread: one part up to SPLIT_FROM elements, else `threads` parts, each the ceiling of
-     * what is left over the threads left): each part's last elements go through its kernel's tail loop,
-     * which does not round every complex product as the vector loop does, so the same parts give the plain
-     * call's bits.  ger: its columns in `threads` parts from PARALLEL_BYTES (a column is computed the same
-     * way whichever part holds it). */
-    int nparts = 1;
-    if (j.kind == K_GER) {
-        int nchunks = (n + j.chunk - 1) / j.chunk;
-        if ((npy_intp)((size_t)n * per_unit) >= PARALLEL_BYTES && threads > 1)
-            nparts = threads < nchunks ? threads : nchunks;
+    /* The parts.  complex axpy: those OpenBLAS cuts the call into on the instance of the drop-in
+     * (interface/zaxpy.c and blas_level1_thread: one part up to SPLIT_FROM elements, else `threads` parts,
+     * each the ceiling of what is left over the threads left): each part's last elements go through its
+     * kernel's tail loop, which does not round every complex product as the vector loop does, so the same
+     * parts give the plain call's bits.  Every other kind computes an element the same way wherever it
+     * falls (checked by the tests for every kind and precision): PARTS_PER_THREAD parts of whole chunks per
+     * thread, claimed by whichever thread comes first, so a worker that wakes late costs the call only the
+     * parts it would have run, from SPLIT_FROM elements (ger: PARALLEL_BYTES), where the plain call is
+     * parallel too. */
+    int nparts = 1, whole = !(j.kind == K_AXPY && cplx);
+    int nchunks = (n + j.chunk - 1) / j.chunk;
+    if (whole) {
+        int big = j.kind == K_GER ? (npy_intp)((size_t)n * per_unit) >= PARALLEL_BYTES : n > SPLIT_FROM;
+        if (big && threads > 1)
+            nparts = threads * PARTS_PER_THREAD < nchunks ? threads * PARTS_PER_THREAD : nchunks;
     }
     else if (n > SPLIT_FROM && threads > 1)
         nparts = threads < n ? threads : n;
@@ -967,8 +973,7 @@ guard_guarded(PyObject *self, PyObject *args)
     memset(parts, 0, sizeof parts);
     for (int p = 0, left = n, e = 0; p < nparts; p++) {
         int width;
-        if (j.kind == K_GER) { /* whole chunks */
-            int nchunks = (n + j.chunk - 1) / j.chunk;
+        if (whole) { /* whole chunks */
             int c0 = (int)((long long)nchunks * p / nparts), c1 = (int)((long long)nchunks * (p + 1) / nparts);
             width = (c1 < nchunks ? c1 * j.chunk : n) - c0 * j.chunk;
         }
