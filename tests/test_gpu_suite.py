@@ -35,7 +35,7 @@ def test_gpu_suite_runs_through_and_says_why_without_a_gpu(tmp_path):
     assert set(rows) == {"build", "wheels", "env", "pytest", "bench"}, summary
     assert sum(int(m.group(2)) for m in rows.values()) <= 480  # the step limits fit the 8 minutes
     assert rows["build"].group(4) == "0", (out / "build.txt").read_text()  # every extension compiled
-    assert re.search(r"3 of 3 extensions built", (out / "build.txt").read_text())
+    assert re.search(r"(\d+) of \1 extensions built", (out / "build.txt").read_text())
     assert rows["pytest"].group(4) == "0"  # the GPU tests collected and skipped cleanly
     for step in ("env", "bench"):  # failed soft, saying why
         assert rows[step].group(4) not in ("0", "-") and "GPU" in rows[step].group(5)

@@ -58,6 +58,7 @@ from tileblas.kernels._cuda import cublas_bindings as _cublas
 from tileblas.kernels._openblas import colmajor
 from tileblas.devices._base import DeviceError
 from tileblas.devices._discrete import DiscreteDevice, Event
+from tileblas.devices._model import DeviceModel
 
 __all__ = ["GPUDevice", "GPUUnavailableError", "CupyMissingError", "gpu_devices", "gpu_count", "gpu_info"]
 
@@ -214,13 +215,18 @@ class GPUDevice(DiscreteDevice):
         Pinned staging slots per stream and direction.
     timeline : bool
         Record timing events for the compute / communication profile (a few microseconds per operation).
+    model : DeviceModel, optional
+        The figures the runtime sizes this GPU's tiles from (default: :attr:`model`'s rule).
     """
 
     kind = "gpu"
     alignment = 512
 
     def __init__(self, index: int = 0, memory: int | None = None, streams: int = 4, staging_slots: int = 4,
-                 timeline: bool = True) -> None:
+                 timeline: bool = True, model: DeviceModel | None = None) -> None:
+        if model is not None and not isinstance(model, DeviceModel):
+            raise TypeError(f"model must be a DeviceModel or None; got {type(model).__name__}")
+        self._model = model
         cp = _cupy()
         n = _count(cp)
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < n:
@@ -273,6 +279,45 @@ class GPUDevice(DiscreteDevice):
         self._peer_lock = threading.Lock()
         self.props = cp.cuda.runtime.getDeviceProperties(self.index)
         self.host_link_bytes_s = self._measure_host_link()
+
+    @property
+    def model(self) -> DeviceModel:
+        """The figures the runtime sizes this GPU's tiles from: the one given, else the preset of its name
+        (an H100: :meth:`DeviceModel.h100 <tileblas.devices._model.DeviceModel.h100>`) or, for another GPU,
+        fp64 and fp32 gemm rates measured once here (n = 1024, scaled to large tiles by the model's knee);
+        with this device's tile memory, streams and measured host link in both cases."""
+        if self._model is None:
+            name = str(self.describe().get("gpu", ""))
+            link = float(self.host_link_bytes_s)
+            common = dict(memory=self.memory_bytes, streams=self.streams, h2d_bandwidth=link, d2h_bandwidth=link)
+            if "H100" in name:
+                self._model = DeviceModel.h100(**common)
+            else:
+                base = DeviceModel.h100()
+                d, s_ = (self._measure_gemm(np.float64), self._measure_gemm(np.float32))
+                scale = 1.0 + (base.knee / 1024) ** 2
+                self._model = base.with_(name=f"{name or 'GPU'} (measured)", flops={
+                    "d": d * scale, "z": d * scale, "s": s_ * scale, "c": s_ * scale}, **common)
+        return self._model
+
+    def _measure_gemm(self, dtype: Any, n: int = 1024) -> float:
+        """flop/s of one cuBLAS gemm of order n on stream 0 (best of 3 after a warm-up)."""
+        cp = self.cp
+        try:
+            with self.on_stream(0) as st:
+                a = cp.ones((n, n), dtype=dtype, order="F")
+                c = cp.empty((n, n), dtype=dtype, order="F")
+                best = float("inf")
+                for i in range(4):
+                    t0 = time.perf_counter()
+                    self._kernel("gemm", [1.0, a, a, 0.0, c], {}, 0)
+                    self._host_wait(st)
+                    if i:
+                        best = min(best, time.perf_counter() - t0)
+            del a, c
+            return 2.0 * n ** 3 / max(best, 1e-9)
+        except Exception:  # noqa: BLE001 - a model input only: a nominal rate
+            return 5e12 if np.dtype(dtype) == np.float64 else 1e13
 
     def _allocate(self, fixed: bool) -> Any:
         """The tile memory; a default size the driver refuses is retried at 3/4, down to _MIN_MEMORY (the

@@ -19,8 +19,10 @@ What it owns
       the accelerators alone, where a host task (or a trmm/trsm chain of host tasks) would take longer
       than that.  The rank-k family (syrk ... her2k) is not split: its tiles run on the accelerators.
       Both parts are planned by the planner as calls of their own and run as one plan, whose
-      ``placement`` reserves the first part's tasks to the accelerators; the second part's tasks any
-      device may run, so an accelerator that is done takes the host's remaining tiles.
+      ``placement`` reserves each part's tasks to its kind: an accelerator taking the host's small tiles
+      spends more on the host side per tile step than the tile's work (on the simulated H100 a call of
+      n = 16384 took 6x longer when it could), and a host worker taking an accelerator's tile would end
+      long after the rest.
     * :func:`small_on_accelerator`: whether a call small enough for one tile runs as one accelerator task
       rather than one native call on a host worker.
 
@@ -40,13 +42,19 @@ from typing import Any, Sequence
 import numpy as np
 
 from tileblas._tuning import get_tuning
+from tileblas.devices._model import DeviceModel
 from tileblas.runtime import _planner as P
 
 __all__ = ["SplitPlan", "accelerators", "accelerator_tile", "predict_seconds", "split_call", "small_on_accelerator",
-           "host_rate", "restrict"]
+           "host_model", "host_rate", "restrict"]
 
-#: A host strip is given only where one host task takes at most this share of the call's predicted time.
+#: A host strip is given only where one host task takes at most this share of the call's predicted time
+#: on the accelerators alone...
 HOST_TASK_SHARE = 0.1
+#: ... and where it saves at least this share of that time (planning the host's small tiles costs host
+#: time before any task runs: about PLAN_STEP_S a tile step on the 2-core machine this was written on).
+MIN_GAIN = 0.01
+PLAN_STEP_S = 2e-6
 
 
 @dataclass(eq=False)
@@ -63,14 +71,21 @@ def accelerators(devices: Sequence[Any]) -> list[int]:
     return [i for i, d in enumerate(devices) if not d.host_memory and getattr(d, "model", None) is not None]
 
 
-def host_rate(dev: Any, dtype: Any) -> float:
-    """A host worker's large-tile rate (flop/s): its model's, else ``Tuning.core_flops`` per BLAS thread
-    (twice that in single precision)."""
+def host_model(dev: Any) -> DeviceModel:
+    """A host worker's model: its own (simulated workers), else one core's of :class:`~tileblas.Tuning`
+    (``core_flops`` per BLAS thread, twice that in single precision, half rate at ``tile_rate_knee``,
+    ``task_overhead_s`` a tile step)."""
     model = getattr(dev, "model", None)
     if model is not None:
-        return model.peak(dtype)
-    single = np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.complex64))
-    return get_tuning().core_flops * max(int(getattr(dev, "threads", 1) or 1), 1) * (2.0 if single else 1.0)
+        return model
+    tuning = get_tuning()
+    return DeviceModel.cpu_core(tuning.core_flops * max(int(getattr(dev, "threads", 1) or 1), 1),
+                                knee=tuning.tile_rate_knee, step_overhead_s=tuning.task_overhead_s)
+
+
+def host_rate(dev: Any, dtype: Any) -> float:
+    """A host worker's large-tile rate (flop/s) (:func:`host_model`)."""
+    return host_model(dev).peak(dtype)
 
 
 def _cplx(dtype: Any) -> float:
@@ -133,13 +148,15 @@ def accelerator_tile(name: str, m: int, n: int, k: int, dtype: Any, devs: Sequen
     return best_t
 
 
-def _host_task_seconds(name: str, m: int, n: int, k: int, dtype: Any, t: int, rate: float) -> float:
+def _host_task_seconds(name: str, m: int, n: int, k: int, dtype: Any, t: int, model: DeviceModel) -> float:
     """The longest a host worker is busy without a break in the strip: one task (t x t of the output over
-    all of k), or for trmm/trsm a whole chain along the triangle (t columns of B over the triangle)."""
+    all of k, in steps of t), or for trmm/trsm a whole chain along the triangle (t columns of B)."""
+    steps = -(-max(k, 1) // t)
     if name in P.CHAIN_ROUTINES:
-        return t * float(k) * k * _cplx(dtype) / rate
-    per = 2.0 if name in ("gemm", "symm", "hemm") else 1.0
-    return per * t * t * max(k, 1) * _cplx(dtype) / rate
+        flops, steps = t * float(k) * k, steps * (steps + 1) // 2
+    else:
+        flops = (2.0 if name in ("gemm", "symm", "hemm") else 1.0) * t * t * max(k, 1)
+    return model.kernel_seconds(flops * _cplx(dtype), dtype, min(t, max(k, 1))) + steps * model.step_overhead_s
 
 
 def _split_dim(name: str, b: dict, m: int, n: int) -> str | None:
@@ -192,12 +209,47 @@ def _merge(routine: str, parts: list[tuple[P.Plan, Any, str]]) -> SplitPlan:
                      placement=placement, tiles={label: p.tile for p, _, label in parts})
 
 
+def _strip(name: str, m: int, n: int, k: int, dtype: Any, dim: str, tile: int, acc: Sequence[Any],
+           host: Sequence[Any], host_tile: int | None) -> tuple[int, int]:
+    """(lines of the output for the host workers, their tile): the host tile and whole number of tile
+    lines that save the most predicted time (the accelerators' time for the rest against the host
+    workers' whole waves of tasks, less the planning of the host's tile steps), where that saving is at
+    least :data:`MIN_GAIN` of the accelerators' time alone; (0, 0) where none is."""
+    acc_s = predict_seconds(name, m, n, k, dtype, tile, acc)
+    size, other = (m, n) if dim == "m" else (n, m)
+    model = min((host_model(d) for d in host), key=lambda mo: mo.peak(dtype))
+    nh = len(host)
+    best = (MIN_GAIN * acc_s, 0, 0)
+    for ht in sorted(get_tuning().tile_candidates, reverse=True):
+        if host_tile is not None and ht > host_tile:
+            continue
+        task_s = _host_task_seconds(name, m, n, k, dtype, ht, model)
+        if task_s > HOST_TASK_SHARE * acc_s:
+            continue
+        per_line = 1 if name in P.CHAIN_ROUTINES else -(-other // ht)  # host tasks in one line of tiles
+        kt = -(-max(k, 1) // ht)
+        steps = per_line * (kt * (kt + 1) // 2 if name in P.CHAIN_ROUTINES else kt)
+        lines = 0
+        while (lines + 1) * ht <= size - tile:
+            tasks = (lines + 1) * per_line
+            if -(-tasks // nh) * task_s > acc_s * (1.0 - (lines + 1) * ht / size):
+                break
+            lines += 1
+        if not lines:
+            continue
+        host_s = -(-lines * per_line // nh) * task_s
+        gain = acc_s - max(acc_s * (1.0 - lines * ht / size), host_s) - lines * steps * PLAN_STEP_S
+        if gain > best[0]:
+            best = (gain, lines * ht, ht)
+    return best[1], best[2]
+
+
 def split_call(name: str, b: dict, shape: tuple, devices: Sequence[Any], tile: int | None = None,
                host_tile: int | None = None) -> SplitPlan:
     """The plan of a call on accelerators and host workers together (see the module notes): the
-    accelerators' part tiled by ``tile`` (default :func:`accelerator_tile`), the host strip by
-    ``host_tile`` (default: the host heuristic's tile for the strip, no larger than keeps a host task
-    within :data:`HOST_TASK_SHARE` of the call)."""
+    accelerators' part tiled by ``tile`` (default :func:`accelerator_tile`), the host strip by the host
+    tile of :func:`_strip` (at most ``host_tile``).  Where the host gets no strip, the whole call is
+    tiled for the accelerators and reserved to them."""
     m, n, k = shape
     out = b["c"] if "c" in b else b["b"]
     dtype = out.dtype
@@ -212,33 +264,18 @@ def split_call(name: str, b: dict, shape: tuple, devices: Sequence[Any], tile: i
     dim = _split_dim(name, b, m, n) if host else None
     strip = 0
     if dim is not None:
-        h_rate = sum(host_rate(devices[i], dtype) for i in host)
-        a_rate = sum(d.model.rate(dtype, min(tile, m, n, max(k, 1))) for d in acc_devs)
-        # both kinds together: the accelerators' predicted time less the host workers' share of it
-        together = predict_seconds(name, m, n, k, dtype, tile, acc_devs) * a_rate / (a_rate + h_rate)
-        one = min(host_rate(devices[i], dtype) for i in host)
-        ht = next((t for t in sorted(get_tuning().tile_candidates, reverse=True)
-                   if (host_tile is None or t <= host_tile)
-                   and _host_task_seconds(name, m, n, k, dtype, t, one) <= HOST_TASK_SHARE * together), None)
-        if ht is not None:
-            size = m if dim == "m" else n
-            per_line = P.flop_count(name, 1, n, k) if dim == "m" else P.flop_count(name, m, 1, k)
-            work = h_rate * (together - _host_task_seconds(name, m, n, k, dtype, ht, one))
-            strip = min(int(work / (per_line * _cplx(dtype))), size - tile)
-            if strip < ht // 2:
-                strip = 0
-            host_tile = ht
+        strip, host_tile = _strip(name, m, n, k, dtype, dim, tile, acc_devs, [devices[i] for i in host],
+                                  host_tile)
     if strip <= 0:
         plan = P.plan_call(name, b, tile, split_acc)
         return restrict(plan, acc_key)
     size = m if dim == "m" else n
     lo, hi = _parts(name, b, dim, size - strip)
     hm, hn = (strip, n) if dim == "m" else (m, strip)
-    ht = min(host_tile, P.default_tile_size(name, hm, hn, k, len(host)))
-    ht = P.bounded_tile(hm, hn, k, ht)
+    ht = P.bounded_tile(hm, hn, k, host_tile)
     plan_acc = P.plan_call(name, lo, tile, split_acc)
-    plan_host = P.plan_call(name, hi, ht, 2 * len(host) if len(host) > 1 else 0)
-    return _merge(name, [(plan_acc, acc_key, "accelerators"), (plan_host, None, "host")])
+    plan_host = P.plan_call(name, hi, ht, 0)
+    return _merge(name, [(plan_acc, acc_key, "accelerators"), (plan_host, frozenset(host), "host")])
 
 
 def small_on_accelerator(name: str, m: int, n: int, k: int, dtype: Any, devices: Sequence[Any]) -> bool:
