@@ -58,7 +58,8 @@ def call_in_thread(rt, tile=32, n=512):
 def queued_calls(rt):
     """The calls with tasks waiting in ``rt``'s global queue or reservation stations."""
     sched = rt._sched
-    tasks = [e[1] for e in list(sched._queue)] + [t for st in list(sched._stations) for t in list(st)]
+    queued = [e for q in list(sched._queues.values()) for e in list(q)]  # one heap per placement
+    tasks = [e[1] for e in queued] + [t for st in list(sched._stations) for t in list(st)]
     return {id(t.call) for t in tasks}
 
 
