@@ -26,9 +26,20 @@ What it models, and refuses as CUDA would
       handle is bound to.
     * Time: each stream has a clock (host ``perf_counter`` seconds) at which its last operation ends;
       events take the time their stream reaches them; :meth:`Sim.delay` holds a stream busy.
+    * Host registration (``runtime.hostRegister`` / ``hostUnregister``): a registered range of host memory
+      is page-locked memory to the copies (its accesses are ordered like pinned buffers'); registering a
+      byte of a registered range again is refused (712, cudaErrorHostMemoryAlreadyRegistered), so is
+      unregistering what is not registered (713); unregistering a range that a copy issued on a stream
+      may still read or write (no host synchronisation since) raises :class:`Hazard`.
+      ``state["register_refused"]`` makes every registration fail (801, cudaErrorNotSupported).
+    * 2-D copies (``runtime.memcpy2DAsync``): ``height`` rows of ``width`` bytes, each at its pitch, on a
+      stream, ordered like the other copies; a pitch narrower than the width is refused; the device side
+      must lie in device memory; a host side in pageable memory is counted (``sim.pageable_async``: CUDA
+      would stage it through a buffer of its own, synchronously).
     * Faults: :meth:`Sim.fail_next_sync`, :meth:`Sim.poison` (elapsed time of a stream's events fails),
       ``max_alloc`` (an allocation over it fails with OutOfMemoryError), ``driver_error``.
-    * Counters: cuBLAS calls by routine (``sim.calls``), spinning and blocking host synchronisations.
+    * Counters: cuBLAS calls by routine (``sim.calls``), spinning and blocking host synchronisations,
+      2-D copies (``sim.copies2d``).
 
 What it does not model
     CUDA itself: every operation runs at once on the host (cuBLAS through OpenBLAS), so a missing order is
@@ -270,6 +281,10 @@ class Sim:
         self._poisoned: dict[int, int] = {}  # queue id -> serial of the last event poisoned on it
         self._serials = itertools.count(1)
         self.peer_enabled: set[tuple[int, int]] = set()
+        self.registered: dict[int, tuple[int, int]] = {}  # first byte -> (first, one past the last)
+        self.state["register_refused"] = False
+        self.copies2d = 0
+        self.pageable_async = 0
         self.cp, self.cupyx, self.cublas = self._modules()
 
     # -------------------------------------------------------------- faults and helpers for tests
@@ -436,6 +451,11 @@ class Sim:
                                        f"memory, passed as {'host' if pinned else 'device'} memory")
                 return key, addr, addr + nbytes
         if pinned:
+            for lo, hi in list(self.registered.values()):
+                if lo <= addr < hi:
+                    if addr + nbytes > hi:
+                        raise CudaError(1, f"{nbytes} bytes at {addr:#x} run past the registered range's end")
+                    return ("registered", lo), addr, addr + nbytes
             return None
         raise CudaError(1, f"address {addr:#x} is not in device memory")
 
@@ -685,6 +705,59 @@ class Sim:
                       what="memcpyPeerAsync")
             ctypes.memmove(int(dst), int(src), n)
 
+        def host_register(ptr, size, flags):
+            lo, hi = int(ptr), int(ptr) + int(size)
+            with sim.lock:
+                if sim.state["register_refused"]:
+                    raise CudaError(801, "cudaErrorNotSupported: cannot page-lock this memory")
+                for a, b in sim.registered.values():
+                    if lo < b and a < hi:
+                        raise CudaError(712, "cudaErrorHostMemoryAlreadyRegistered")
+                sim.registered[lo] = (lo, hi)
+                sim.log.append(("register", lo, hi))
+
+        def host_unregister(ptr):
+            lo = int(ptr)
+            with sim.lock:
+                if lo not in sim.registered:
+                    raise CudaError(713, "cudaErrorHostMemoryNotRegistered")
+                for rlo, rhi, rq, rt, rw, rwhat in sim.records.get(("registered", lo), ()):
+                    if rt > sim.host.vc.get(rq, 0):
+                        raise Hazard(f"hostUnregister of {lo:#x} while {rwhat} on {sim._queues[rq].name} may still "
+                                     f"{'write' if rw else 'read'} bytes {rlo:#x}-{rhi:#x} (no synchronisation since)")
+                del sim.registered[lo]
+                sim.records.pop(("registered", lo), None)
+                sim.log.append(("unregister", lo))
+
+        def memcpy_2d(dst, dpitch, src, spitch, width, height, kind, stream):
+            dst, src, dpitch, spitch, width, height = (int(x) for x in (dst, src, dpitch, spitch, width, height))
+            if width > dpitch or width > spitch:
+                raise CudaError(1, f"cudaErrorInvalidPitchValue: width {width} > pitch ({dpitch}, {spitch})")
+            if kind not in (1, 2):
+                raise CudaError(21, f"cudaErrorInvalidMemcpyDirection: kind {kind}")
+            if not height or not width:
+                return
+            def rows(addr, pitch, pinned):
+                """The bytes the copy touches on one side: its whole span checked, one range per row
+                (the rows of a strided tile leave other tiles' bytes between them)."""
+                span = sim._range_of(addr, pitch * (height - 1) + width, pinned=pinned)
+                if span is None or pitch == width:
+                    return [span]
+                return [(span[0], addr + j * pitch, addr + j * pitch + width) for j in range(height)]
+
+            if kind == 1:
+                reads, writes = rows(src, spitch, True), rows(dst, dpitch, False)
+                host = reads[0]
+            else:
+                reads, writes = rows(src, spitch, False), rows(dst, dpitch, True)
+                host = writes[0]
+            if host is None:
+                sim.pageable_async += 1
+            sim._copy(stream, reads=reads, writes=writes, what="memcpy2DAsync")
+            for j in range(height):
+                ctypes.memmove(dst + j * dpitch, src + j * spitch, width)
+            sim.copies2d += 1
+
         def enable_peer(peer):
             key = (sim.current_device(), int(peer))
             if key in sim.peer_enabled:
@@ -710,6 +783,9 @@ class Sim:
             deviceCanAccessPeer=lambda a, b: int(a != b),
             deviceEnablePeerAccess=enable_peer,
             memcpyPeerAsync=memcpy_peer,
+            hostRegister=host_register,
+            hostUnregister=host_unregister,
+            memcpy2DAsync=memcpy_2d,
             getDeviceProperties=lambda i: {"name": b"stand-in", "totalGlobalMem": sim.total},
             runtimeGetVersion=lambda: 13000,
             driverGetVersion=lambda: 13000,

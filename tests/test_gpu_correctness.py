@@ -590,3 +590,113 @@ def test_gpu_default_memory_leaves_a_reserve(gpus):
             second.close()
     finally:
         first.close()
+
+
+# ------------------------------------------------------------------------------- transfers
+
+
+def test_stand_in_orders_registration_and_2d_copies(sim):
+    cp, rt = sim.cp, sim.cp.cuda.runtime
+    st = cp.cuda.Stream(non_blocking=True)
+    host = rnd((64, 32))
+    lo = host.ctypes.data
+    rt.hostRegister(lo, host.nbytes, 1)
+    with pytest.raises(CudaError, match="AlreadyRegistered"):
+        rt.hostRegister(lo + 8, 16, 1)  # any byte of a registered range
+    dev = cp.empty((16, 8), order="F")
+    rt.memcpy2DAsync(dev.data.ptr, 16 * 8, lo + 8 * (64 * 2 + 4), 64 * 8, 16 * 8, 8, 1, st.ptr)  # host[4:20, 2:10]
+    with pytest.raises(Hazard, match="hostUnregister"):
+        rt.hostUnregister(lo)  # the copy may still read it
+    st.synchronize()
+    assert np.array_equal(dev.view(np.ndarray), host[4:20, 2:10])
+    with pytest.raises(CudaError, match="Pitch"):
+        rt.memcpy2DAsync(dev.data.ptr, 16 * 8, lo, 8, 16 * 8, 8, 1, st.ptr)  # a pitch narrower than a row
+    rt.hostUnregister(lo)
+    with pytest.raises(CudaError, match="NotRegistered"):
+        rt.hostUnregister(lo)
+    assert sim.pageable_async == 0
+    rt.memcpy2DAsync(dev.data.ptr, 16 * 8, lo, 64 * 8, 16 * 8, 8, 1, st.ptr)  # pageable now: counted
+    st.synchronize()
+    assert sim.pageable_async == 1 and sim.copies2d == 2
+
+
+def test_registered_operands_are_copied_in_place_and_unregistered_when_they_die(sim):
+    import gc
+
+    from tileblas.devices import _hostmem
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.runtime import Runtime
+
+    n = 96
+    a, b = rnd((n, n)), np.ascontiguousarray(rnd((n, n)))  # b row-major: its tiles cannot go in place
+    c = rnd((n, n))
+    ref = 0.5 * a @ b + 2.0 * c
+    d = GPUDevice(0, memory=1 << 22, streams=2, register_min=0)
+    with Runtime([d]) as rt:
+        rt.gemm(0.5, a, b, 2.0, c, tile_size=32)
+        assert np.abs(c - ref).max() < 1e-12 * np.abs(ref).max()
+        assert len(sim.registered) == 3  # a, b and c, each registered whole, once
+        rt.gemm(0.5, a, b, 2.0, c, tile_size=32)  # registered still: no new registration
+        assert sum(1 for e in sim.log if e[0] == "register") == 3
+    t = d.transfers
+    assert t["h2d_direct"] > 0 and t["d2h_direct"] > 0 and t["d2h_packed"] == 0
+    assert t["h2d_packed"] == 2 * 9  # b's tiles, each once per call (cached), packed
+    assert sim.copies2d == t["h2d_direct"] + t["d2h_direct"] and sim.pageable_async == 0
+    assert sim.syncs["spinning"] == 0
+    d.close()
+    before = len(_hostmem.REGISTRY)
+    del a, b, c, rt  # (the runtime's call history refers to the operands)
+    gc.collect()
+    assert not sim.registered and len(_hostmem.REGISTRY) == before - 3
+
+
+def test_memory_cuda_will_not_lock_is_packed_on_several_threads(sim, monkeypatch):
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.kernels import _cuda
+    from tileblas.runtime import Runtime
+
+    sim.state["register_refused"] = True
+    monkeypatch.setattr(_cuda, "PACK_SPLIT_BYTES", 4096)  # the 8 KiB tiles here count as large
+    parts = []
+    real = _cuda.pack
+
+    def spy(dst, src, threads):
+        parts.append(real(dst, src, threads))
+        return parts[-1]
+
+    monkeypatch.setattr(_cuda, "pack", spy)
+    n = 96
+    a, b = rnd((n, n)), rnd((n, n))
+    c = np.zeros((n, n), order="F")
+    d = GPUDevice(0, memory=1 << 22, streams=2, register_min=0, pack_threads=4)
+    with Runtime([d]) as rt:
+        rt.gemm(1.0, a, b, 0.0, c, tile_size=32)
+    d.close()
+    assert np.allclose(c, a @ b) and not sim.registered
+    assert d.transfers["h2d_direct"] == d.transfers["d2h_direct"] == 0
+    assert len(parts) == d.transfers["h2d_packed"] + d.transfers["d2h_packed"] and min(parts) == 4
+    with pytest.raises(ValueError, match="host_transfer"):
+        GPUDevice(0, host_transfer="pinned")
+
+
+def test_pack_mode_and_file_maps_never_register(sim, tmp_path):
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.runtime import Runtime
+
+    n = 64
+    a = np.memmap(tmp_path / "a.f64", dtype=np.float64, mode="w+", shape=(n, n), order="F")
+    a[...] = rnd((n, n))
+    b = rnd((n, n))
+    c = np.zeros((n, n), order="F")
+    for mode in ("register", "pack"):
+        d = GPUDevice(0, memory=1 << 22, streams=2, register_min=0, host_transfer=mode)
+        with Runtime([d]) as rt:
+            rt.gemm(1.0, a, b, 0.0, c, tile_size=32)
+        d.close()
+        assert np.allclose(c, np.asarray(a) @ b)
+        assert (len(sim.registered) == 2) == (mode == "register")  # b and c; never the file map a
+        if mode == "register":
+            from tileblas.devices import _hostmem
+
+            _hostmem.REGISTRY.unregister_all()
+    assert d.transfers["h2d_direct"] == 0

@@ -223,3 +223,33 @@ def test_cupy_backend_with_stand_in_cublas(fake_cp, kind, side, uplo, trans, dia
             bh = np.array(b, order="F")
             host_sync(kind, 1.5, a, bh, side, uplo, trans, diag, recursive=True, stop=stop)
             np.testing.assert_allclose(bh, want, atol=tol)
+
+
+def test_host_async_packs_and_unpacks_on_the_pool(stand_in, monkeypatch):
+    """host_async's packing of A's blocks and B's chunks, and the unpacking of B's chunks, run on the pack
+    pool, in the order the copies need them, each unpacking after its copy back has landed (the stand-in
+    refuses a host read of staging that a copy may still write)."""
+    from tileblas.kernels import _cuda
+    from tileblas.kernels._gpu_recursive import async_schedule, host_async, plan
+
+    pool = _cuda.pack_pool(3)
+    submitted = []
+
+    class Spy:
+        def submit(self, fn, *args, **kw):
+            submitted.append(getattr(fn, "__name__", repr(fn)))
+            return pool.submit(fn, *args, **kw)
+
+    monkeypatch.setattr(_cuda, "pack_pool", lambda threads: Spy())
+    rng = np.random.default_rng(5)
+    n, rhs, stop = 64, 5, 8
+    a = tri_matrix(rng, n, np.float64)
+    b = rng.standard_normal((n, rhs))
+    want = reference("trsm", 1.5, a, b, "L", "L", "N", "N")
+    bh = np.array(b, order="F")
+    host_async("trsm", 1.5, a, bh, "L", "L", "N", "N", stop=stop, pack_threads=3)
+    np.testing.assert_allclose(bh, want, atol=1e-10)
+    steps = async_schedule(plan("trsm", n, "R", "U", "N", stop), n)
+    puts = sum(s.what in ("put_a", "put_b") for s in steps)
+    gets = sum(s.what == "get_b" for s in steps)
+    assert submitted == ["copyto"] * puts + ["_unpack_after"] * gets

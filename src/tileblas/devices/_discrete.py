@@ -85,6 +85,11 @@ class DiscreteDevice(Device):
         """A column-major device array of ``shape`` at byte ``offset`` of the device's chunk."""
 
     # ----------------------------------------------------------------- streams
+    def prepare_host(self, arrays: list) -> None:
+        """The host operands of a call about to run (its output included; called once per call before any
+        copy): a device may prepare them for its copies (a GPU page-locks them in place).  Default:
+        nothing."""
+
     @abc.abstractmethod
     def h2d(self, dst: Any, host: np.ndarray, stream: int) -> None:
         """Copy the host array (any strides) into the device array ``dst`` on ``stream``."""

@@ -16,11 +16,18 @@ What it owns
       the device current (``with self._cpdev``); events of another device may be waited for;
     * the host waits on blocking events (``Event(block=True)``): a stream synchronisation spins on a CPU
       core that the tile workers beside the GPU need;
-    * host -> device: the tile (a strided view of a host matrix) is packed into a page-locked staging
-      slot of the stream and copied asynchronously; a slot is reused only after the event recorded
-      behind its copy has completed (a ring of slots per stream);
-    * device -> host: asynchronously into a staging slot; the slot is unpacked into the host view when
-      the stream is synchronised (:meth:`sync`), which is when the runtime needs the data;
+    * host -> device (``host_transfer="register"``, the default): the operands of a call (the NumPy arrays
+      that own their memory, from ``register_min`` bytes) are page-locked in place once
+      (``cudaHostRegister``, :mod:`tileblas.devices._hostmem`), and a tile of them, a column-major
+      strided view, is copied by the copy engine straight from where it is (``cudaMemcpy2DAsync``: one
+      row of the copy per column of the tile, the host's leading dimension as its pitch): no host thread
+      touches the data.  Otherwise (``host_transfer="pack"``, memory CUDA cannot lock, file maps, small or
+      row-major tiles) the tile is packed into a page-locked staging slot of the stream, large tiles in
+      column blocks on several threads (``pack_threads``), and copied asynchronously; a slot is reused only
+      after the event recorded behind its copy has completed (a ring of slots per stream);
+    * device -> host: into a registered operand, straight to the host view (``cudaMemcpy2DAsync``); else
+      into a staging slot, unpacked (on several threads) into the host view when the stream is
+      synchronised (:meth:`sync`), which is when the runtime needs the data;
     * device -> device: ``cudaMemcpyPeerAsync`` on the receiving device's stream; peer access is
       enabled where ``cudaDeviceCanAccessPeer`` says it exists;
     * kernels: ``cublas<t>gemm/symm/hemm/syrk/herk/syr2k/her2k/trmm/trsm`` on contiguous column-major
@@ -57,6 +64,7 @@ from tileblas.kernels import _cuda
 from tileblas.kernels._cuda import cublas_bindings as _cublas
 from tileblas.kernels._openblas import colmajor
 from tileblas.devices._base import DeviceError
+from tileblas.devices import _hostmem
 from tileblas.devices._discrete import DiscreteDevice, Event
 from tileblas.devices._model import DeviceModel
 
@@ -74,6 +82,10 @@ _RESERVE_SHARE = 0.1
 _HOST_LINK_BYTES_S = 12e9
 #: cudaErrorPeerAccessAlreadyEnabled.
 _PEER_ALREADY_ENABLED = 704
+#: cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost.
+_H2D, _D2H = 1, 2
+#: How a GPUDevice moves tiles of host operands (see the module notes).
+HOST_TRANSFERS = ("register", "pack")
 
 
 def _free_pools(cp: Any) -> None:
@@ -217,16 +229,42 @@ class GPUDevice(DiscreteDevice):
         Record timing events for the compute / communication profile (a few microseconds per operation).
     model : DeviceModel, optional
         The figures the runtime sizes this GPU's tiles from (default: :attr:`model`'s rule).
+    host_transfer : {"register", "pack"}
+        Copy tiles of host operands in place from page-locked operands ("register": the operands are
+        registered the first time a call uses them and stay so while they live), or pack them into
+        pinned staging first ("pack").  See the module notes.
+    register_min : int
+        Operands smaller than this many bytes are packed, not registered (default 64 MiB).
+    pack_threads : int, optional
+        Threads that pack or unpack a large tile together (default: half the host's cores, 2 to 8).
     """
 
     kind = "gpu"
     alignment = 512
 
     def __init__(self, index: int = 0, memory: int | None = None, streams: int = 4, staging_slots: int = 4,
-                 timeline: bool = True, model: DeviceModel | None = None) -> None:
+                 timeline: bool = True, model: DeviceModel | None = None, host_transfer: str = "register",
+                 register_min: int = 64 << 20, pack_threads: int | None = None) -> None:
         if model is not None and not isinstance(model, DeviceModel):
             raise TypeError(f"model must be a DeviceModel or None; got {type(model).__name__}")
+        if host_transfer not in HOST_TRANSFERS:
+            raise ValueError(f"host_transfer must be one of {', '.join(map(repr, HOST_TRANSFERS))}; "
+                             f"got {host_transfer!r}")
+        if isinstance(register_min, bool) or not isinstance(register_min, (int, np.integer)) or register_min < 0:
+            raise ValueError(f"register_min must be a number of bytes >= 0; got {register_min!r}")
+        if pack_threads is None:
+            import os
+
+            pack_threads = min(max((os.cpu_count() or 2) // 2, 2), 8)
+        if isinstance(pack_threads, bool) or not isinstance(pack_threads, (int, np.integer)) or pack_threads < 1:
+            raise ValueError(f"pack_threads must be a positive int; got {pack_threads!r}")
         self._model = model
+        self.host_transfer = host_transfer
+        self.register_min = int(register_min)
+        self.pack_threads = int(pack_threads)
+        self.registry = _hostmem.REGISTRY
+        #: tiles copied in place (registered) and through staging (packed), per direction
+        self.transfers = {"h2d_direct": 0, "h2d_packed": 0, "d2h_direct": 0, "d2h_packed": 0}
         cp = _cupy()
         n = _count(cp)
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < n:
@@ -414,14 +452,50 @@ class GPUDevice(DiscreteDevice):
         self._marks[s].append((what, start, ev))
 
     # ----------------------------------------------------------------- copies
+    def prepare_host(self, arrays: list) -> None:
+        """Register the host operands of a call that qualify (``host_transfer="register"``), once."""
+        if self.host_transfer != "register":
+            return
+        rt = self.cp.cuda.runtime
+        for a in arrays:
+            if isinstance(a, np.ndarray) and a.size:
+                self.registry.ensure(rt, a, self.register_min)
+
+    def _count(self, what: str) -> None:
+        with self.stats.lock:
+            self.transfers[what] += 1
+
+    def _direct(self, host: np.ndarray) -> int:
+        """The host view's leading dimension in elements when the copy engine can move it in place (a
+        column-major view of a registered operand), else 0."""
+        if self.host_transfer != "register" or not host.size:
+            return 0
+        ld = colmajor(host)
+        return ld if ld and self.registry.covers(host) else 0
+
+    def _copy2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int,
+                stream: int) -> None:
+        self.cp.cuda.runtime.memcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, self._streams[stream].ptr)
+
     def h2d(self, dst: Any, host: np.ndarray, stream: int) -> None:
         cp = self.cp
         n = host.size * host.itemsize
         st = self._streams[stream]
+        ld = self._direct(host)
+        if ld:
+            item = host.itemsize
+            with self._locks[stream], self._cpdev:
+                t = self._begin(stream)
+                self._copy2d(dst.data.ptr, self._ld(dst, "the device tile") * item, host.ctypes.data, ld * item,
+                             host.shape[0] * item, host.shape[1], _H2D, stream)
+                self._end(stream, "h2d", t)
+            self._count("h2d_direct")
+            self.stats.add(bytes_h2d=n)
+            return
         ring = self._in[stream]
         i, buf = ring.take(n)
         stage = buf[:n].view(host.dtype).reshape(host.shape, order="F")
-        np.copyto(stage, host)  # pack the strided tile into pinned memory (host side)
+        _cuda.pack(stage, host, self.pack_threads)  # the strided tile into pinned memory (host side)
         with self._locks[stream], self._cpdev:
             t = self._begin(stream)
             dst.data.copy_from_host_async(ctypes.c_void_p(stage.ctypes.data), n, st)
@@ -429,12 +503,24 @@ class GPUDevice(DiscreteDevice):
             ev = cp.cuda.Event(block=True, disable_timing=True)
             ev.record(st)
         ring.used(i, ev)
+        self._count("h2d_packed")
         self.stats.add(bytes_h2d=n)
 
     def d2h(self, src: Any, host: np.ndarray, stream: int) -> None:
         cp = self.cp
         n = host.size * host.itemsize
         st = self._streams[stream]
+        ld = self._direct(host)
+        if ld:
+            item = host.itemsize
+            with self._locks[stream], self._cpdev:
+                t = self._begin(stream)
+                self._copy2d(host.ctypes.data, ld * item, src.data.ptr, self._ld(src, "the device tile") * item,
+                             host.shape[0] * item, host.shape[1], _D2H, stream)
+                self._end(stream, "d2h", t)
+            self._count("d2h_direct")
+            self.stats.add(bytes_d2h=n)
+            return
         ring = self._out[stream]
         i, buf = ring.take(n)
         stage = buf[:n].view(host.dtype).reshape(host.shape, order="F")
@@ -446,6 +532,7 @@ class GPUDevice(DiscreteDevice):
             ev.record(st)
             self._deferred[stream].append((ev, stage, host))
         ring.used(i, ev)
+        self._count("d2h_packed")
         self.stats.add(bytes_d2h=n)
 
     def d2d(self, dst: Any, peer: DiscreteDevice, src: Any, stream: int) -> None:
@@ -509,7 +596,7 @@ class GPUDevice(DiscreteDevice):
             with self._cpdev:
                 self._host_wait(self._streams[stream])
             for _, stage, host in deferred:
-                np.copyto(host, stage)  # unpack device -> host tiles
+                _cuda.pack(host, stage, self.pack_threads)  # unpack device -> host tiles
             del keep
             if marks and ref is not None:
                 (ev0, t_ref), el = ref, self.cp.cuda.get_elapsed_time
@@ -745,7 +832,7 @@ class GPUDevice(DiscreteDevice):
         d = super().describe()
         d.update(index=self.index, gpu=self.props.get("name", b"").decode(errors="replace")
                  if isinstance(self.props.get("name"), bytes) else str(self.props.get("name")),
-                 fallbacks=sorted(self._fallbacks))
+                 fallbacks=sorted(self._fallbacks), host_transfer=self.host_transfer, transfers=dict(self.transfers))
         return d
 
 

@@ -18,6 +18,10 @@ What it owns
     ``tileblas info`` and the devices' ``describe()``).  Without CuPy, :func:`cupy_module` raises
     :class:`CupyUnavailable`, whose message names the extra that installs it.
 
+    The host side of copies to and from a GPU: :func:`pack`, ``np.copyto`` of a large tile or block into
+    (or out of) page-locked staging in column blocks on a shared pool of threads (:func:`pack_pool`;
+    NumPy releases the GIL while it copies), for the GPU devices' staging and the asynchronous recursion.
+
 What it must not touch
     Scheduling, devices or arrays: callers bring handles and pointers.  Nothing here runs at
     ``import tileblas``.
@@ -32,7 +36,7 @@ import warnings
 from typing import Any, Callable, Iterable
 
 __all__ = ["cupy_module", "cublas_bindings", "cublas_report", "CublasError", "CupyUnavailable", "INSTALL_HINT",
-           "note_fallback", "fallbacks"]
+           "note_fallback", "fallbacks", "pack", "pack_pool", "PACK_SPLIT_BYTES"]
 
 #: How to install CuPy for tileblas (the extras of pyproject.toml).
 INSTALL_HINT = "pip install 'tileblas[gpu]' (CuPy for CUDA 13), or 'tileblas[gpu-cuda12]' for a CUDA 12 driver"
@@ -259,3 +263,57 @@ def cublas_report() -> dict[str, Any]:
     missing = [r for r in rest if not hasattr(lib, f"cublas{r[0].upper()}{r[1:]}_v2")]
     return {"library": getattr(lib, "_name", str(lib)), "cupy_binds": bound,
             "from_library": [r for r in rest if r not in missing], "compositions": missing}
+
+
+# ------------------------------------------------------------------------------------------------------
+# The host side of copies: packing on several threads
+# ------------------------------------------------------------------------------------------------------
+
+_POOL: Any = None
+_POOL_LOCK = threading.Lock()
+#: Blocks smaller than this are packed by the calling thread alone.
+PACK_SPLIT_BYTES = 8 << 20
+
+
+def pack_pool(threads: int) -> Any:
+    """The shared pool of threads that pack (made on first use, with ``threads`` workers)."""
+    global _POOL
+    import concurrent.futures
+
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(max(1, int(threads)), thread_name_prefix="tileblas-pack")
+        return _POOL
+
+
+def _after_fork_in_child() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()  # the parent's pool threads do not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def pack(dst: Any, src: Any, threads: int) -> int:
+    """``np.copyto(dst, src)``; a 2-D block of at least :data:`PACK_SPLIT_BYTES` in up to ``threads``
+    column blocks at once (the calling thread copies the first).  Returns the number of blocks."""
+    import numpy as np
+
+    nbytes = dst.nbytes
+    cols = dst.shape[1] if dst.ndim == 2 else 1
+    parts = min(int(threads), cols, max(1, nbytes // max(PACK_SPLIT_BYTES // 4, 1))) \
+        if nbytes >= PACK_SPLIT_BYTES and dst.ndim == 2 else 1
+    if parts <= 1:
+        np.copyto(dst, src)
+        return 1
+    bounds = [cols * p // parts for p in range(parts + 1)]
+    pool = pack_pool(threads)
+    futs = [pool.submit(np.copyto, dst[:, bounds[p]:bounds[p + 1]], src[:, bounds[p]:bounds[p + 1]])
+            for p in range(1, parts)]
+    try:
+        np.copyto(dst[:, :bounds[1]], src[:, :bounds[1]])
+    finally:
+        for f in futs:
+            f.result()
+    return parts

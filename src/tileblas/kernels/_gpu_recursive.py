@@ -342,13 +342,24 @@ _PINNED = _Pinned()
 _ASYNC_LOCK = threading.Lock()  # one pipeline at a time uses the shared staging buffer
 
 
+def _unpack_after(ev: Any, dst: np.ndarray, src: np.ndarray) -> None:
+    ev.synchronize()  # a blocking event: the copy back has landed in the staging
+    np.copyto(dst, src)
+
+
 def host_async(kind: str, alpha, a: np.ndarray, b: np.ndarray, side="L", uplo="U", transa="N", diag="N",
-               stop: int | None = None) -> None:
+               stop: int | None = None, pack_threads: int | None = None) -> None:
     """Recursive ``kind`` on host arrays with transfers overlapped with the GEMMs (numpy ``b`` in place).
 
     The problem is first turned into its side-'R' form (B^T := alpha B^T op(A)^T for side 'L') so that
     the chunks of B along the triangular dimension are contiguous column blocks of a Fortran-order
     device array.
+
+    The host side runs beside the copies and kernels too: every block of A and chunk of B is packed into
+    the pinned staging by a pool of ``pack_threads`` threads (default: half the cores, 2 to 8;
+    :func:`tileblas.kernels._cuda.pack_pool`), all of them submitted in the order the copies need them,
+    so the thread that issues the copies only waits for the next one's packing; each finished chunk of B
+    is unpacked into ``b`` by the pool as soon as its copy back has landed, while later operations run.
     """
     cp = _cupy()
     dt = np.dtype(b.dtype)
@@ -363,6 +374,10 @@ def host_async(kind: str, alpha, a: np.ndarray, b: np.ndarray, side="L", uplo="U
         a, b, side, uplo = a.T, b.T, "R", _flip(uplo)
     m, n = b.shape
     stop = get_tuning().gpu_recursion_stop if stop is None else int(stop)
+    if pack_threads is None:
+        import os
+
+        pack_threads = min(max((os.cpu_count() or 2) // 2, 2), 8)
     ops = plan(kind, n, side, uplo, transa, stop)
     steps = async_schedule(ops, n)
     a_keys = [s.key for s in steps if s.what == "put_a"]
@@ -387,45 +402,65 @@ def host_async(kind: str, alpha, a: np.ndarray, b: np.ndarray, side="L", uplo="U
         events: dict[tuple, Any] = {}
         item = dt.itemsize
         coefs = {"alpha": alpha, "one": 1.0, "minus_one": -1.0}
-        for s in steps:
-            if s.what == "put_a":
-                r0, r1, c0, c1 = s.key
-                a_stage[s.key][...] = a[r0:r1, c0:c1]
-                dev = a_dev[s.key]
-                dev.data.copy_from_host_async(ctypes.c_void_p(a_stage[s.key].ctypes.data), dev.nbytes, copy_s)
-                ev = cp.cuda.Event(disable_timing=True)
-                ev.record(copy_s)
-                events[("a", s.key)] = ev
-            elif s.what == "put_b":
-                lo, hi = s.key
-                b_in[:, lo:hi] = b[:, lo:hi]
-                dev = b_d[:, lo:hi]
-                dev.data.copy_from_host_async(ctypes.c_void_p(b_in[:, lo:hi].ctypes.data), m * (hi - lo) * item,
-                                              copy_s)
-                ev = cp.cuda.Event(disable_timing=True)
-                ev.record(copy_s)
-                events[("b", s.key)] = ev
-            elif s.what == "op":
-                for need in s.needs:
-                    comp_s.wait_event(events[need])
-                op = s.op
-                if type(op) is Leaf:
-                    blk = a_dev[(op.lo, op.hi, op.lo, op.hi)]
-                    leaf = backend.trmm if kind == "trmm" else backend.trsm
-                    leaf(coefs[op.coef], blk, b_d[:, op.lo:op.hi], side, uplo, transa, diag)
-                else:
-                    blk = a_dev[(op.r0, op.r1, op.c0, op.c1)]
-                    (s0, s1), (d0, d1) = op.src, op.dst
-                    backend.gemm(coefs[op.ca], b_d[:, s0:s1], blk, coefs[op.cb], b_d[:, d0:d1], "N", transa)
-            else:  # get_b
-                lo, hi = s.key
-                ev = cp.cuda.Event(disable_timing=True)
-                ev.record(comp_s)
-                back_s.wait_event(ev)
-                b_d[:, lo:hi].data.copy_to_host_async(ctypes.c_void_p(b_out[:, lo:hi].ctypes.data),
-                                                      m * (hi - lo) * item, back_s)
-        for st in (back_s, comp_s):  # blocking events: the host thread sleeps instead of spinning
-            done = cp.cuda.Event(block=True, disable_timing=True)
-            done.record(st)
-            done.synchronize()
-        b[...] = b_out
+        pool = _cuda.pack_pool(pack_threads)
+        packed: dict[tuple, Any] = {}
+        unpacked: list = []
+        try:
+            for s in steps:  # every packing at once, in the order the copies need them
+                if s.what == "put_a":
+                    r0, r1, c0, c1 = s.key
+                    packed[("a", s.key)] = pool.submit(np.copyto, a_stage[s.key], a[r0:r1, c0:c1])
+                elif s.what == "put_b":
+                    lo, hi = s.key
+                    packed[("b", s.key)] = pool.submit(np.copyto, b_in[:, lo:hi], b[:, lo:hi])
+            for s in steps:
+                if s.what == "put_a":
+                    packed.pop(("a", s.key)).result()
+                    dev = a_dev[s.key]
+                    dev.data.copy_from_host_async(ctypes.c_void_p(a_stage[s.key].ctypes.data), dev.nbytes, copy_s)
+                    ev = cp.cuda.Event(disable_timing=True)
+                    ev.record(copy_s)
+                    events[("a", s.key)] = ev
+                elif s.what == "put_b":
+                    lo, hi = s.key
+                    packed.pop(("b", s.key)).result()
+                    dev = b_d[:, lo:hi]
+                    dev.data.copy_from_host_async(ctypes.c_void_p(b_in[:, lo:hi].ctypes.data),
+                                                  m * (hi - lo) * item, copy_s)
+                    ev = cp.cuda.Event(disable_timing=True)
+                    ev.record(copy_s)
+                    events[("b", s.key)] = ev
+                elif s.what == "op":
+                    for need in s.needs:
+                        comp_s.wait_event(events[need])
+                    op = s.op
+                    if type(op) is Leaf:
+                        blk = a_dev[(op.lo, op.hi, op.lo, op.hi)]
+                        leaf = backend.trmm if kind == "trmm" else backend.trsm
+                        leaf(coefs[op.coef], blk, b_d[:, op.lo:op.hi], side, uplo, transa, diag)
+                    else:
+                        blk = a_dev[(op.r0, op.r1, op.c0, op.c1)]
+                        (s0, s1), (d0, d1) = op.src, op.dst
+                        backend.gemm(coefs[op.ca], b_d[:, s0:s1], blk, coefs[op.cb], b_d[:, d0:d1], "N", transa)
+                else:  # get_b, then its unpacking by the pool once it has landed
+                    lo, hi = s.key
+                    ev = cp.cuda.Event(disable_timing=True)
+                    ev.record(comp_s)
+                    back_s.wait_event(ev)
+                    b_d[:, lo:hi].data.copy_to_host_async(ctypes.c_void_p(b_out[:, lo:hi].ctypes.data),
+                                                          m * (hi - lo) * item, back_s)
+                    landed = cp.cuda.Event(block=True, disable_timing=True)
+                    landed.record(back_s)
+                    unpacked.append(pool.submit(_unpack_after, landed, b[:, lo:hi], b_out[:, lo:hi]))
+        finally:
+            for f in packed.values():  # an error above: no packing may run on after the call
+                f.cancel()
+            for f in list(packed.values()) + unpacked:
+                if not f.cancelled():
+                    f.exception()
+            for st in (back_s, comp_s, copy_s):  # blocking events: the host thread sleeps instead of spinning
+                done = cp.cuda.Event(block=True, disable_timing=True)
+                done.record(st)
+                done.synchronize()
+        for f in unpacked:
+            f.result()

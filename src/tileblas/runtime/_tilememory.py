@@ -143,6 +143,11 @@ class TileMemory:
                     mids = self._kept_mids.get(_byte_bounds(mat.array))
                     if mids is not None:
                         mids.add(mid)
+        # the call's host operands (not the planner's workspaces, which live for this call only)
+        arrays = [mat.array for mat in plan.mats.values() if not mat.workspace]
+        for dev, disc in zip(self.devices, self.discrete):
+            if disc:
+                dev.prepare_host(arrays)
 
     def end_call(self, plan: Any) -> None:
         """Drop the cached tiles of the call's matrices that no other call in flight uses (except kept ones)."""
