@@ -7,7 +7,8 @@ STAMP := $(VENV)/.tileblas-installed
 .PHONY: demo test install bench clean
 
 $(STAMP): pyproject.toml setup.py src/tileblas/kernels/_native.c src/tileblas/kernels/_pool.c src/tileblas/kernels/_pool.h \
-		src/tileblas/blas/_fastpath.c src/tileblas/blas/_fp.h $(wildcard src/tileblas/blas/_fp_*.c)
+		src/tileblas/blas/_fastpath.c src/tileblas/blas/_fp.h $(wildcard src/tileblas/blas/_fp_*.c) \
+		src/tileblas/rblas/_guard.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[all]'
