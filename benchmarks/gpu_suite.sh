@@ -31,7 +31,8 @@
 # this script uses it, so that the checkout's own compiled modules stay as they are); GPU_SUITE_N sets the
 # benchmark's order (default 8192).
 #
-# The longer GPU measurements are commands of their own (after this script's build and wheels steps):
+# The longer GPU measurements: benchmarks/gpu_part2.sh (steps of its own, each under 8 minutes), or
+# these commands (after this script's build and wheels steps):
 #   python benchmarks/bench_gpu.py --parts incore,routines,hetero,ooc,trace --ooc-n 32768
 #   python benchmarks/bench_trmm_trsm.py --gpu [--stop S] --json trmm_trsm_gpu.json
 #   python benchmarks/bench_async.py --quick --accel gpu --json async_gpu.json
@@ -79,73 +80,11 @@ fi
 site=$scratch/site
 export root src py out scratch site
 
-# 1. build: every extension setup.py declares, with its own sources, include dirs and flags, in place
-build() {
-    cd "$root" && SRC=$src "$py" - <<'EOF'
-import os, shutil, subprocess, sys, sysconfig, types
-from concurrent.futures import ThreadPoolExecutor
-
-# setup.py read with a setuptools of our own (the machine may have none): its extensions as declared
-exts = []
-
-
-class Extension:
-    def __init__(self, name, sources, include_dirs=(), extra_compile_args=(), extra_link_args=(), **_):
-        self.name, self.sources, self.include_dirs = name, list(sources), list(include_dirs)
-        self.extra_compile_args, self.extra_link_args = list(extra_compile_args), list(extra_link_args)
-
-
-sys.modules["setuptools"] = types.SimpleNamespace(Extension=Extension,
-                                                  setup=lambda **kw: exts.extend(kw.get("ext_modules", [])))
-sys.argv = ["setup.py"]
-exec(compile(open("setup.py").read(), "setup.py", "exec"), {"__name__": "__main__"})
-cc = None
-for c in (os.environ.get("CC"), *(sysconfig.get_config_var("CC") or "").split()[:1], "cc", "gcc"):
-    if c and shutil.which(c):
-        cc = c
-        break
-if cc is None:
-    sys.exit("no C compiler found (CC, sysconfig's CC, cc, gcc)")
-suffix = sysconfig.get_config_var("EXT_SUFFIX")
-src = os.environ["SRC"]
-
-def moved(p):  # a path under src/ in the tree that is built
-    return os.path.join(src, os.path.relpath(p, "src")) if p.startswith("src/") else p
-
-def build(ext):
-    target = os.path.join(src, *ext.name.split(".")) + suffix
-    cmd = [cc, "-shared", "-fPIC", "-pthread", "-I" + sysconfig.get_paths()["include"]]
-    cmd += ["-I" + moved(d) for d in ext.include_dirs] + list(ext.extra_compile_args)
-    cmd += [moved(s) for s in ext.sources] + list(ext.extra_link_args) + ["-o", target]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    return ext.name, r.returncode, " ".join(cmd), r.stdout + r.stderr
-
-with ThreadPoolExecutor(len(exts)) as pool:
-    results = list(pool.map(build, exts))
-for name, rc, cmd, log in results:
-    print(f"{'built' if rc == 0 else 'FAILED'} {name}: {cmd}\n{log}", end="")
-bad = [name for name, rc, *_ in results if rc]
-print(f"{len(results) - len(bad)} of {len(results)} extensions built" + (f"; failed: {', '.join(bad)}" if bad else ""))
-sys.exit(1 if bad else 0)
-EOF
-}
+# 1. build and 2. wheels: benchmarks/gpu_setup.sh (shared with gpu_part2.sh)
+. "$root/benchmarks/gpu_setup.sh"
 export -f build
 step build 60 "$out/build.txt" build
 
-# 2. wheels: what the machine lacks (scipy-openblas32), unpacked without an index or pip's resolver
-wheels() {
-    if ! ls "$root"/.whl/*.whl > /dev/null 2>&1; then
-        echo "no .whl/ in the checkout: using the interpreter's own packages"
-        return 0
-    fi
-    "$py" - "$site" "$root"/.whl/*.whl <<'EOF'
-import sys, zipfile
-site, wheels = sys.argv[1], sys.argv[2:]
-for w in wheels:
-    zipfile.ZipFile(w).extractall(site)
-    print("unpacked", w.rsplit("/", 1)[-1])
-EOF
-}
 export -f wheels
 step wheels 30 "$out/build.txt" wheels
 export PYTHONPATH=$src:$site${PYTHONPATH:+:$PYTHONPATH}
