@@ -22,7 +22,7 @@ from typing import Any
 
 from tileblas._version import __version__
 
-_SUBMODULES = {"blas", "devices", "kernels", "runtime", "linalg", "rblas", "perf", "cli"}
+_SUBMODULES = {"blas", "devices", "kernels", "runtime", "asyncapi", "linalg", "rblas", "perf", "cli"}
 
 # Public names that live in submodules, resolved lazily: name -> module.
 _LAZY: dict[str, str] = {
@@ -32,7 +32,7 @@ _LAZY: dict[str, str] = {
     "Tuning": "tileblas._tuning", "get_tuning": "tileblas._tuning", "set_tuning": "tileblas._tuning",
 }
 
-__all__ = ["__version__", *sorted(_SUBMODULES)]
+__all__ = ["__version__", *sorted(_SUBMODULES), *sorted(_LAZY)]
 
 # threadpoolctl sees and limits tileblas' OpenBLAS (registered once threadpoolctl is imported; never imports it).
 from tileblas.kernels import _threadpool
@@ -49,5 +49,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tileblas' has no attribute {name!r}")
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | _SUBMODULES | set(_LAZY))
+def __dir__() -> list[str]:  # the API only (not the helpers imported above)
+    return sorted(__all__)

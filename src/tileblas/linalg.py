@@ -27,11 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from tileblas import _flags
 from tileblas.kernels import _openblas
 from tileblas.kernels import _recursive as _rec
 from tileblas.kernels._recursive import SingularTriangularError
-from tileblas.kernels._threadpool import cpu_count
-from tileblas.policy._recursion import recursion_faster, recursion_stop
+from tileblas.kernels._threadpool import cpu_count as _cpu_count
+from tileblas.policy._recursion import recursion_faster as _recursion_faster
+from tileblas.policy._recursion import recursion_stop as _recursion_stop
 
 __all__ = [
     "NotPositiveDefiniteError",
@@ -50,6 +52,10 @@ __all__ = [
 ]
 
 
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported above)
+    return sorted(__all__)
+
 def _free(b: Any, side: str) -> int:
     """Columns of B on its non-triangular side (rows for side 'R'): what the stopping size depends on."""
     return b.shape[1] if side == "L" else b.shape[0]
@@ -58,26 +64,46 @@ def _free(b: Any, side: str) -> int:
 def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
                    transa: str = "N", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
                    stop: int | None = None, threads: int | None = None) -> None:
-    """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm.
+    """b := alpha*op(a)@b (side 'L') or alpha*b@op(a) (side 'R') in place, by the recursive algorithm,
+    without argument checks.
 
-    :func:`tileblas.kernels._recursive.recursive_trmm` (inputs trusted, kernel-layer argument order) with
-    ``stop`` defaulting to this machine's performance models' value for float64 when ``tileblas tune``
-    built them, else the measured default (:func:`tileblas.policy._recursion.recursion_stop`).
+    The unchecked form of :func:`trmm` for code that has validated its operands already: arrays of one
+    dtype (float32, float64, complex64 or complex128) and matching shapes, flags as upper-case letters.
+
+    Parameters
+    ----------
+    alpha : scalar
+        Scale factor.
+    a : (k, k) ndarray
+        The triangular matrix (k: rows of ``b`` for side 'L', its columns for side 'R').
+    b : (m, n) ndarray
+        Overwritten with the result.
+    side, uplo, transa, diag : str
+        One upper-case letter each, as in :func:`trmm`.
+    lib : BlasLibrary, optional
+        The OpenBLAS instance to call (:func:`tileblas.kernels.get_library`); default: one thread per core.
+    stop : int, optional
+        Stopping size of the recursion; default: this machine's performance models' value when
+        ``tileblas tune`` built them, else the measured default.
+    threads : int, optional
+        Host cores to use.
     """
     if stop is None:
-        stop = recursion_stop("trmm", side, _free(b, side), b.dtype)
+        stop = _recursion_stop("trmm", side, _free(b, side), b.dtype)
     _rec.recursive_trmm(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
 
 
 def recursive_trsm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
                    transa: str = "N", diag: str = "N", lib: _openblas.BlasLibrary | None = None,
                    stop: int | None = None, threads: int | None = None) -> None:
-    """Solve op(a)@x = alpha*b (side 'L') or x@op(a) = alpha*b (side 'R') for x in place, recursively.
+    """Solve op(a)@x = alpha*b (side 'L') or x@op(a) = alpha*b (side 'R') for x in place, recursively,
+    without argument checks.
 
-    Arguments as :func:`recursive_trmm`.
+    The unchecked form of :func:`trsm` (no zero-diagonal check either); the parameters are those of
+    :func:`recursive_trmm`.
     """
     if stop is None:
-        stop = recursion_stop("trsm", side, _free(b, side), b.dtype)
+        stop = _recursion_stop("trsm", side, _free(b, side), b.dtype)
     _rec.recursive_trsm(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
 
 
@@ -100,14 +126,9 @@ class NotPositiveDefiniteError(np.linalg.LinAlgError):
 # Validation: one place
 # ---------------------------------------------------------------------------------------------------
 
-_FLAGS = {"side": "LR", "uplo": "UL", "transa": "NTC", "diag": "NU"}
-
-
 def _flag(name: str, value: Any) -> str:
-    if not isinstance(value, str) or value.upper() not in _FLAGS[name] or len(value) != 1:
-        choices = ", ".join(repr(c) for c in _FLAGS[name])
-        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
-    return value.upper()
+    """A letter or the drop-in's integer (:mod:`tileblas._flags`, the rule of every flag outside it)."""
+    return _flags.flag(value, name)
 
 
 def _work_dtype(*dtypes: np.dtype, name: str) -> np.dtype:
@@ -147,7 +168,7 @@ def _check_finite(arr: np.ndarray, name: str) -> None:
 
 def _lib(threads: int | None) -> _openblas.BlasLibrary:
     if threads is None:
-        threads = cpu_count()
+        threads = _cpu_count()
     if not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads must be a positive integer; got {threads!r}")
     return _openblas.get_library(int(threads))
@@ -164,7 +185,7 @@ def _stop(stop: Any) -> int | None:
 def _tri_stop(stop: Any, kind: str, side: str, b: np.ndarray) -> int:
     """The caller's ``stop`` (validated), else :func:`tileblas.policy._recursion.recursion_stop`."""
     st = _stop(stop)
-    return recursion_stop(kind, side, _free(b, side), b.dtype) if st is None else st
+    return _recursion_stop(kind, side, _free(b, side), b.dtype) if st is None else st
 
 
 def _zero_diagonal(c: np.ndarray) -> int:
@@ -210,19 +231,11 @@ _TRI_DOC = """
     b : (m, n) ndarray
         Overwritten with the result.  Any memory layout (C or Fortran order, strided views); its dtype
         must be float32, float64, complex64 or complex128 and equal to ``a``'s.
-    side : {'L', 'R'}
-        op(a) on the left or on the right of b.
-    uplo : {'U', 'L'}
-        Which triangle of ``a`` holds the matrix.
-    transa : {'N', 'T', 'C'}
-        op(a) = a, a.T, or a.conj().T.
-    diag : {'N', 'U'}
-        'U' takes the diagonal of ``a`` as all ones.
-    stop : int, optional
+""" + "".join(_flags.param_doc(f, "a", d) for f, d in (("side", "L"), ("uplo", "U"), ("transa", "N"),
+                                                          ("diag", "N"))) + """    stop : int, optional
         Stopping size of the recursion: blocks of at most this order go to the native routine.
         Default: this machine's performance models' value for float64 when ``tileblas tune`` built them,
-        else a measured value (``tileblas.kernels._recursive.default_stop``: 256, 512 from 256 right-hand
-        sides).
+        else a measured value (256, 512 from 256 right-hand sides).
     threads : int, optional
         Host cores to use (default: all).
     check_finite : bool, default False
@@ -262,8 +275,8 @@ def _tri_args(alpha, a, b, side, uplo, transa, diag, check_finite):
     return a, b, side, uplo, transa, diag
 
 
-def trmm(alpha: Any, a: Any, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
-         diag: str = "N", *, stop: int | None = None, threads: int | None = None,
+def trmm(alpha: Any, a: Any, b: np.ndarray, side: str | int = "L", uplo: str | int = "U",
+         transa: str | int = "N", diag: str | int = "N", *, stop: int | None = None, threads: int | None = None,
          check_finite: bool = False) -> np.ndarray:
     """Triangular matrix product in place by recursion into GEMMs: b := alpha*op(a)@b or alpha*b@op(a).
     """
@@ -272,8 +285,8 @@ def trmm(alpha: Any, a: Any, b: np.ndarray, side: str = "L", uplo: str = "U", tr
     return b
 
 
-def trsm(alpha: Any, a: Any, b: np.ndarray, side: str = "L", uplo: str = "U", transa: str = "N",
-         diag: str = "N", *, stop: int | None = None, threads: int | None = None,
+def trsm(alpha: Any, a: Any, b: np.ndarray, side: str | int = "L", uplo: str | int = "U",
+         transa: str | int = "N", diag: str | int = "N", *, stop: int | None = None, threads: int | None = None,
          check_finite: bool = False) -> np.ndarray:
     """Triangular solve in place by recursion into GEMMs: b := alpha*inv(op(a))@b or alpha*b@inv(op(a)).
 
@@ -373,7 +386,7 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
 
     Two triangular solves: U^H y = b, U x = y (or L y = b, L^H x = y), each by the recursion where it
     measured faster than OpenBLAS's own dtrsm for that shape and core count (many cores, a large factor
-    and few right-hand sides: :func:`tileblas.policy._recursion.recursion_faster`), else by OpenBLAS's dtrsm.
+    and few right-hand sides), else by OpenBLAS's dtrsm.
 
     Parameters
     ----------
@@ -427,11 +440,11 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
     if x2.size:
         lib, st = _lib(threads), _stop(stop)
         if recursive is None:
-            recursive = st is not None or recursion_faster(n, x2.shape[1], lib.threads, "trsm", x2.dtype.char,
+            recursive = st is not None or _recursion_faster(n, x2.shape[1], lib.threads, "trsm", x2.dtype.char,
                                                            "L")
         if recursive:
             if st is None:
-                st = recursion_stop("trsm", "L", x2.shape[1], x2.dtype)
+                st = _recursion_stop("trsm", "L", x2.shape[1], x2.dtype)
 
             def solve(trans: str) -> None:
                 _rec.recursive_trsm(1.0, cc, x2, "L", uplo, trans, "N", lib=lib, stop=st)
@@ -485,7 +498,7 @@ def trtri(c: Any, lower: bool = False, unit_diagonal: bool = False, overwrite_c:
     w = _private_fortran(c, dtype, overwrite_c)
     if w.shape[0]:
         _rec.recursive_trtri(w, "L" if lower else "U", "U" if unit_diagonal else "N", lib=_lib(threads),
-                             stop=_stop(stop), faster=recursion_faster)
+                             stop=_stop(stop), faster=_recursion_faster)
     return w
 
 
@@ -496,7 +509,7 @@ def potri(c: Any, lower: bool = False, overwrite_c: bool = False, check_finite: 
     inv(a) = inv(U) inv(U)^H for a = U^H U (or inv(L)^H inv(L) for a = L L^H): a recursive triangular
     inverse (:func:`trtri`) then a recursive triangular product (LAUUM), both cast into TRMM/GEMM/SYRK.
     Without ``stop``, each recursion starts only above the order where it measured faster than
-    OpenBLAS's own routine (``tileblas.kernels._recursive.DEFAULT_STOP_TRTRI`` and ``DEFAULT_STOP_LAUUM``).
+    OpenBLAS's own routine.
 
     Parameters
     ----------
@@ -532,8 +545,8 @@ def potri(c: Any, lower: bool = False, overwrite_c: bool = False, check_finite: 
         flip = _c_ordered(w)
         wf, uplo = (w.T, "U" if lower else "L") if flip else (w, "L" if lower else "U")
         lib, st = _lib(threads), _stop(stop)
-        _rec.recursive_trtri(wf, uplo, "N", lib=lib, stop=st, faster=recursion_faster)
-        _rec.recursive_lauum(wf, uplo, lib=lib, stop=st, faster=recursion_faster)
+        _rec.recursive_trtri(wf, uplo, "N", lib=lib, stop=st, faster=_recursion_faster)
+        _rec.recursive_lauum(wf, uplo, lib=lib, stop=st, faster=_recursion_faster)
     return w
 
 

@@ -52,3 +52,7 @@ def handle(data: Any, *, copy: bool = True, upload: bool = True, executor: Execu
 def empty(shape: Any, dtype: Any = np.float64, *, executor: Executor | None = None) -> MatrixHandle:
     """An output handle (no data until written); see :meth:`Executor.empty`."""
     return (executor or get_executor()).empty(shape, dtype)
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

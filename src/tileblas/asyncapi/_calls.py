@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tileblas import _flags
 from tileblas.kernels import _openblas
 from tileblas.asyncapi._futures import AsyncFuture
 from tileblas.asyncapi._handles import MatrixHandle
@@ -56,12 +57,8 @@ def _ndim(h: MatrixHandle, name: str, nd: int) -> None:
 
 
 def _flag(value: Any, name: str, allowed: tuple[str, ...]) -> str:
-    if type(value) is str and value in allowed:  # the common case, first
-        return value
-    v = value.upper() if isinstance(value, str) else value
-    if v not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-    return v
+    """A letter or the drop-in's integer, one of ``allowed`` (:mod:`tileblas._flags`: the one rule)."""
+    return _flags.flag(value, name, allowed)
 
 
 def _scalar(value: Any, name: str, dt: np.dtype, real: bool = False) -> Any:

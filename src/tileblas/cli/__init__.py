@@ -23,11 +23,21 @@ _PLUGINS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``tileblas`` command's parser, with every subcommand registered.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        Its errors are one line on stderr and exit status 2.
+    """
+    from tileblas._version import __version__
     from tileblas.cli._args import OneLineParser  # bad input: one line, exit status 2 (every subcommand)
 
     parser = OneLineParser(
         prog="tileblas", description="Every device of a machine working together on BLAS."
     )
+    parser.add_argument("--version", action="version", version=f"tileblas {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _PLUGINS:
         importlib.import_module(name).register(sub)
@@ -35,6 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``tileblas`` command (also ``python -m tileblas``).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after the command name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 for bad arguments or a failure reported in one line.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -56,3 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

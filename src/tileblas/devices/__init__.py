@@ -52,3 +52,7 @@ __all__ = [
     "host_devices",
     "cpu_count",
 ]
+
+
+def __dir__() -> list[str]:  # the API, and the public submodules imported so far
+    return sorted({*__all__, *(m for m in ('cpu', 'dask', 'gpu', 'sim') if m in globals())})

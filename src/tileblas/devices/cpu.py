@@ -135,3 +135,7 @@ def host_devices(workers: int | None = None, threads_per_worker: int = 1) -> lis
 
 
 register_device_kind("cpu", CPUDevice)
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

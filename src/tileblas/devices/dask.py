@@ -317,3 +317,7 @@ def run_tile_task(steps: tuple, out_slot: int, out_shape: tuple[int, int], dtype
             a[pos] = arrays[slot]
         _kernel(name)(*a, **kw)
     return out
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

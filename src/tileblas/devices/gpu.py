@@ -839,3 +839,7 @@ class GPUDevice(DiscreteDevice):
 def gpu_devices(memory: int | None = None, streams: int = 4) -> list[GPUDevice]:
     """One GPUDevice per CUDA device CuPy sees (empty without CuPy or a GPU)."""
     return [GPUDevice(i, memory=memory, streams=streams) for i in range(gpu_count())]
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

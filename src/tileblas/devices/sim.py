@@ -532,3 +532,7 @@ def sim_machine(machine: str = "h100", gpus: int = 1, cpus: int | None = None, m
 register_device_kind("sim", SimDevice)
 register_device_kind("staged", StagedDevice)
 register_device_kind("simcpu", SimHostDevice)
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

@@ -35,8 +35,31 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module("tileblas.kernels._openblas"), name)
         globals()[name] = value
         return value
+    if name in _COMPILED:  # ``from tileblas.kernels import _native``: not imported yet, or never built
+        import importlib.util
+
+        if importlib.util.find_spec(f"tileblas.kernels.{name}") is None:
+            raise ImportError(_not_built(f"tileblas.kernels.{name}"), name=f"tileblas.kernels.{name}")
     raise AttributeError(f"module 'tileblas.kernels' has no attribute {name!r}")
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+#: The compiled modules of tileblas (setup.py builds them), by the package they live in.
+_COMPILED = ("_native", "_pool")
+_EXTENSIONS = ("tileblas.kernels._native", "tileblas.kernels._pool", "tileblas.blas._fastpath",
+               "tileblas.rblas._guard")
+
+
+def _not_built(module: str) -> str:
+    """One message for a compiled module that is not there: what is missing, where, and how to build it."""
+    import importlib.util
+    import os
+
+    missing = [m for m in _EXTENSIONS if importlib.util.find_spec(m) is None]
+    where = os.path.dirname(os.path.dirname(__file__))
+    return (f"{module} is not built: tileblas needs its compiled C modules and {where} lacks "
+            f"{', '.join(missing) or module}.  Build them in the source tree with `pip install -e .` (or "
+            f"`make install`; a C compiler and NumPy's headers are needed), or install a built wheel.")
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

@@ -60,8 +60,8 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)
 
 
 __all__ = [

@@ -16,3 +16,5 @@ Below the devices and the runtime, above the kernels; nothing here measures (:mo
 
 Importing this package imports nothing; each module is imported by what uses it.
 """
+
+__all__: list[str] = []  # a layer of private modules; their public names are tileblas.perf's

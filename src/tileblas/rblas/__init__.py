@@ -77,3 +77,7 @@ __all__ = [
 ]
 
 del _spec, _p, _f, _r
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

@@ -64,3 +64,7 @@ __all__ = [
     "MAX_TILE",
     "DETERMINISTIC_DEVICES",
 ]
+
+
+def __dir__() -> list[str]:  # the API, and the public submodules imported so far
+    return sorted({*__all__, *(m for m in ('cluster',) if m in globals())})

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tileblas._flags import flag as _flag
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.kernels._openblas import DTYPES, int_limit
 
@@ -92,14 +93,6 @@ MAX_TILES_PER_DIM = _SHIPPED.max_tiles_per_dim
 #: default of ``deterministic_devices``).
 DETERMINISTIC_DEVICES = _SHIPPED.deterministic_devices
 
-_FLAGS = {
-    "transa": ("N", "T", "C"),
-    "transb": ("N", "T", "C"),
-    "trans": ("N", "T", "C"),
-    "side": ("L", "R"),
-    "uplo": ("U", "L"),
-    "diag": ("N", "U"),
-}
 
 
 class Tile(NamedTuple):
@@ -286,11 +279,8 @@ def check_call(name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
     for p in arrays:
         if b[p].dtype != dtype:
             raise TypeError(f"{p} must have the dtype of {arrays[-1]} ({dtype}); got {b[p].dtype}")
-    for f in ROUTINES[name][1]:
-        v = b[f]
-        if not isinstance(v, str) or v.upper() not in _FLAGS[f]:
-            raise ValueError(f"{f} must be one of {', '.join(repr(x) for x in _FLAGS[f])}; got {v!r}")
-        b[f] = v.upper()
+    for f in ROUTINES[name][1]:  # a letter or the drop-in's integer (tileblas._flags: the one rule)
+        b[f] = _flag(b[f], f)
     cplx = dtype.kind == "c"
     if name in ("syrk", "syr2k") and cplx and b["trans"] == "C":
         raise ValueError(f"trans must be 'N' or 'T' for complex {name}; got 'C'")

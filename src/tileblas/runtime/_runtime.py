@@ -56,7 +56,9 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import inspect
 import os
+import textwrap
 import threading
 import time
 import weakref
@@ -248,6 +250,68 @@ def make_devices(spec: Any = None) -> list:
     return devs
 
 
+#: The operands of each routine method of :class:`Runtime` (numpydoc entries, shared by the methods).
+_OPERANDS = {
+    "gemm": {"a": "Shape (m, k), or (k, m) when ``transa`` transposes", "b": "Shape (k, n), or (n, k) when "
+             "``transb`` transposes", "c": "Shape (m, n), updated in place"},
+    "symm": {"a": "Shape (k, k), symmetric: only its ``uplo`` triangle is read (k: rows of ``c`` for side "
+             "'L', its columns for side 'R')", "b": "Shape (m, n)", "c": "Shape (m, n), updated in place"},
+    "syrk": {"a": "Shape (n, k), or (k, n) when ``trans`` transposes", "c": "Shape (n, n): its ``uplo`` "
+             "triangle is updated in place, the other is not touched"},
+    "syr2k": {"a": "Shape (n, k), or (k, n) when ``trans`` transposes", "b": "The shape of ``a``",
+              "c": "Shape (n, n): its ``uplo`` triangle is updated in place, the other is not touched"},
+    "trmm": {"a": "Shape (k, k), triangular: only its ``uplo`` triangle is read, and not its diagonal when "
+             "``diag`` is 'U' (k: rows of ``b`` for side 'L', its columns for side 'R')",
+             "b": "Shape (m, n), updated in place"},
+}
+_OPERANDS["hemm"] = {**_OPERANDS["symm"], "a": _OPERANDS["symm"]["a"].replace("symmetric", "Hermitian")}
+_OPERANDS["herk"], _OPERANDS["her2k"], _OPERANDS["trsm"] = _OPERANDS["syrk"], _OPERANDS["syr2k"], _OPERANDS["trmm"]
+
+
+def _level3_doc(name: str, summary: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give routine method ``name`` its numpydoc docstring: ``summary`` and the shared entries (operands,
+    flags by the rule of :mod:`tileblas._flags`, ``tile_size``, errors)."""
+    from tileblas import _flags
+
+    params, flags = P.ROUTINES[name]
+    ops = _OPERANDS[name]
+    real = {"herk": ("alpha", "beta"), "her2k": ("beta",)}.get(name, ())
+    doc = "\n    Parameters\n    ----------\n"
+    for p in params:
+        if p in ops:
+            doc += f"    {p} : ndarray\n" + textwrap.fill(ops[p] + ".", 104, initial_indent=" " * 8,
+                                                          subsequent_indent=" " * 8) + "\n"
+        else:
+            doc += f"    {p} : {'real ' if p in real else ''}scalar\n"
+    rank_k = name in ("syrk", "herk", "syr2k", "her2k")
+    for f, d in flags.items():
+        doc += _flags.param_doc(f, "b" if f == "transb" else "c" if rank_k and f == "uplo" else "a", d)
+    doc += """    tile_size : int, optional
+        Tile size of this call (default: the runtime's ``tile_size``, else chosen per call).
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad argument (the message names it and its value).
+    RuntimeError
+        The runtime has been shut down (the output is left unchanged).
+    Exception
+        Whatever a tile task raised; the rest of the call is cancelled and the output is undefined.
+
+    Notes
+    -----
+    The arrays share one dtype (float32, float64, complex64 or complex128) and may have any memory layout;
+    the output must be writeable.  The call returns when the output holds the result;
+    :meth:`last_profile` says how it ran (one native call, or tiles on which devices).
+"""
+
+    def put(fn: Callable[..., None]) -> Callable[..., None]:
+        fn.__doc__ = summary + "\n" + doc
+        return fn
+
+    return put
+
+
 class Runtime:
     """A set of devices executing Level-3 BLAS calls as tile tasks (the BLASX runtime).
 
@@ -264,8 +328,8 @@ class Runtime:
     deterministic : bool
         Bitwise-identical results however many devices and wherever tiles land (see module notes).
     small_flops : float, optional
-        Calls below this many flops run as one native call; default
-        :data:`~tileblas.runtime._planner.SMALL_FLOPS`.
+        Calls below this many flops run as one native call; default: the :class:`~tileblas.Tuning` in
+        force (``tileblas.get_tuning().small_flops``).
     shared_flops : float, optional
         On host workers only: calls below this many flops run as one native call on all the workers' BLAS
         threads together, larger ones are tiled (0 turns this off).  Default: None, the path policy decides
@@ -305,6 +369,10 @@ class Runtime:
     partially updated ones.
     """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = _constructor_signature(cls)  # a subclass's own __init__, not __new__'s
+
     def __new__(cls, devices: Any = None, *args: Any, **kwargs: Any) -> "Runtime":
         # A Dask cluster (Client, cluster object, scheduler address, "dask:N") gives a ClusterRuntime
         # (tileblas.runtime.cluster); nothing of Dask is imported otherwise.
@@ -315,7 +383,7 @@ class Runtime:
                 cls = cluster.ClusterRuntime
         return super().__new__(cls)
 
-    def __init__(self, devices: Any = None, tile_size: int | None = None, reservation_slots: int = 4,
+    def __init__(self, devices: Any = None, *, tile_size: int | None = None, reservation_slots: int = 4,
                  sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
                  memory_policy: str = "cache", shared_flops: float | None = None,
                  host_memory: int | None = None, progress: bool = False, schedule: str = "demand") -> None:
@@ -563,6 +631,59 @@ class Runtime:
             plan = P.plan_call(name, bound, tile, self._split_target())
         reserve(out, "c" if "c" in bound else "b")  # a file-backed output: no SIGBUS or half-written file
         self._tiled(plan, name, shape, out, tile, flops, lambda: " and the output is undefined")
+
+    # ----------------------------------------------------------------- the routines
+    @_level3_doc("gemm", "C := alpha*op(A)@op(B) + beta*C, in place on ``c``.")
+    def gemm(self, alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray, transa: str | int = "N",
+             transb: str | int = "N", *, tile_size: int | None = None) -> None:
+        self.run("gemm", alpha, a, b, beta, c, transa, transb, tile_size=tile_size)
+
+    @_level3_doc("symm", "C := alpha*A@B + beta*C (side 'L') or alpha*B@A + beta*C (side 'R'), A symmetric; "
+                         "in place on ``c``.")
+    def symm(self, alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray, side: str | int = "L",
+             uplo: str | int = "U", *, tile_size: int | None = None) -> None:
+        self.run("symm", alpha, a, b, beta, c, side, uplo, tile_size=tile_size)
+
+    @_level3_doc("hemm", "C := alpha*A@B + beta*C (side 'L') or alpha*B@A + beta*C (side 'R'), A Hermitian; "
+                         "in place on ``c``.")
+    def hemm(self, alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray, side: str | int = "L",
+             uplo: str | int = "U", *, tile_size: int | None = None) -> None:
+        self.run("hemm", alpha, a, b, beta, c, side, uplo, tile_size=tile_size)
+
+    @_level3_doc("syrk", "C := alpha*op(A)@op(A).T + beta*C on the ``uplo`` triangle of ``c``, in place.")
+    def syrk(self, alpha: Any, a: np.ndarray, beta: Any, c: np.ndarray, uplo: str | int = "U",
+             trans: str | int = "N", *, tile_size: int | None = None) -> None:
+        self.run("syrk", alpha, a, beta, c, uplo, trans, tile_size=tile_size)
+
+    @_level3_doc("herk", "C := alpha*op(A)@op(A).conj().T + beta*C on the ``uplo`` triangle of ``c``, in "
+                         "place (alpha and beta real).")
+    def herk(self, alpha: Any, a: np.ndarray, beta: Any, c: np.ndarray, uplo: str | int = "U",
+             trans: str | int = "N", *, tile_size: int | None = None) -> None:
+        self.run("herk", alpha, a, beta, c, uplo, trans, tile_size=tile_size)
+
+    @_level3_doc("syr2k", "C := alpha*(op(A)@op(B).T + op(B)@op(A).T) + beta*C on the ``uplo`` triangle of "
+                          "``c``, in place.")
+    def syr2k(self, alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray, uplo: str | int = "U",
+              trans: str | int = "N", *, tile_size: int | None = None) -> None:
+        self.run("syr2k", alpha, a, b, beta, c, uplo, trans, tile_size=tile_size)
+
+    @_level3_doc("her2k", "C := alpha*op(A)@op(B).conj().T + conj(alpha)*op(B)@op(A).conj().T + beta*C on "
+                          "the ``uplo`` triangle of ``c``, in place (beta real).")
+    def her2k(self, alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray, uplo: str | int = "U",
+              trans: str | int = "N", *, tile_size: int | None = None) -> None:
+        self.run("her2k", alpha, a, b, beta, c, uplo, trans, tile_size=tile_size)
+
+    @_level3_doc("trmm", "B := alpha*op(A)@B (side 'L') or alpha*B@op(A) (side 'R'), A triangular; in place "
+                         "on ``b``.")
+    def trmm(self, alpha: Any, a: np.ndarray, b: np.ndarray, side: str | int = "L", uplo: str | int = "U",
+             transa: str | int = "N", diag: str | int = "N", *, tile_size: int | None = None) -> None:
+        self.run("trmm", alpha, a, b, side, uplo, transa, diag, tile_size=tile_size)
+
+    @_level3_doc("trsm", "Solve op(A)@X = alpha*B (side 'L') or X@op(A) = alpha*B (side 'R') for X, A "
+                         "triangular; X overwrites ``b``.")
+    def trsm(self, alpha: Any, a: np.ndarray, b: np.ndarray, side: str | int = "L", uplo: str | int = "U",
+             transa: str | int = "N", diag: str | int = "N", *, tile_size: int | None = None) -> None:
+        self.run("trsm", alpha, a, b, side, uplo, transa, diag, tile_size=tile_size)
 
     def _tiled(self, plan: Any, name: str, shape: tuple, out: np.ndarray, tile: int, flops: float,
                after: Callable[[], str]) -> None:
@@ -841,24 +962,14 @@ class _CallLog:
         return self._profile
 
 
-def _routine_method(name: str) -> Callable[..., None]:
-    params, flags = P.ROUTINES[name]
-    sig = ", ".join(params + tuple(f"{f}={v!r}" for f, v in flags.items()))
-    out = "c" if "c" in params else "b"
-
-    def method(self: Runtime, *args: Any, tile_size: int | None = None, **kwargs: Any) -> None:
-        self.run(name, *args, tile_size=tile_size, **kwargs)
-
-    method.__name__ = name
-    method.__qualname__ = f"Runtime.{name}"
-    method.__doc__ = (f"{name}({sig}, *, tile_size=None): the Level-3 routine on this runtime, updating "
-                      f"``{out}`` in place (arguments as tileblas.kernels._openblas.{name}).  See :meth:`run`.")
-    return method
+def _constructor_signature(cls: type) -> inspect.Signature:
+    """What ``cls(...)`` takes: its ``__init__``'s parameters (``__new__`` only forwards them, so that
+    ``Runtime("dask:2")`` can be a :class:`~tileblas.runtime.ClusterRuntime`)."""
+    sig = inspect.signature(cls.__init__)
+    return sig.replace(parameters=list(sig.parameters.values())[1:], return_annotation=inspect.Signature.empty)
 
 
-for _name in P.ROUTINES:
-    setattr(Runtime, _name, _routine_method(_name))
-del _name
+Runtime.__signature__ = _constructor_signature(Runtime)
 
 
 def get_runtime() -> Runtime:

@@ -62,3 +62,7 @@ from tileblas.runtime.cluster._store import DistributedMatrix
 
 __all__ = ["ClusterRuntime", "DistributedMatrix", "is_cluster_spec", "local_cluster", "cluster_tile_size",
            "worker_incoming_bytes", "clear_transfer_logs", "CLUSTER_TILE_CANDIDATES"]
+
+
+def __dir__() -> list[str]:  # the API only (not the modules and helpers imported to build it)
+    return sorted(__all__)

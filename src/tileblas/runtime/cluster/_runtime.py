@@ -78,8 +78,8 @@ class ClusterRuntime(Runtime):
     :func:`tileblas.devices.dask.run_tile_task` there.
     """
 
-    def __init__(self, devices: Any, tile_size: int | None = None, reservation_slots: int | None = None,
-                 sync: bool = False, deterministic: bool = False, small_flops: float | None = None, *,
+    def __init__(self, devices: Any, *, tile_size: int | None = None, reservation_slots: int | None = None,
+                 sync: bool = False, deterministic: bool = False, small_flops: float | None = None,
                  security: Any = None, cache_bytes: int | None = None, worker_wait_s: float = 60.0,
                  client_kwargs: dict | None = None, progress: bool = False) -> None:
         P.check_tile_size(tile_size)
