@@ -36,9 +36,9 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     if name in _COMPILED:  # ``from tileblas.kernels import _native``: not imported yet, or never built
-        import importlib.util
+        from importlib.util import find_spec
 
-        if importlib.util.find_spec(f"tileblas.kernels.{name}") is None:
+        if find_spec(f"tileblas.kernels.{name}") is None:
             raise ImportError(_not_built(f"tileblas.kernels.{name}"), name=f"tileblas.kernels.{name}")
     raise AttributeError(f"module 'tileblas.kernels' has no attribute {name!r}")
 
@@ -51,10 +51,10 @@ _EXTENSIONS = ("tileblas.kernels._native", "tileblas.kernels._pool", "tileblas.b
 
 def _not_built(module: str) -> str:
     """One message for a compiled module that is not there: what is missing, where, and how to build it."""
-    import importlib.util
     import os
+    from importlib.util import find_spec
 
-    missing = [m for m in _EXTENSIONS if importlib.util.find_spec(m) is None]
+    missing = [m for m in _EXTENSIONS if find_spec(m) is None]
     where = os.path.dirname(os.path.dirname(__file__))
     return (f"{module} is not built: tileblas needs its compiled C modules and {where} lacks "
             f"{', '.join(missing) or module}.  Build them in the source tree with `pip install -e .` (or "
