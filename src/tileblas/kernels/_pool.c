@@ -326,6 +326,8 @@ worker_main(void *arg)
     return NULL;
 }
 
+#define WORKER_STACK ((size_t)1 << 20)
+
 static Worker *
 worker_new(Slot *s)
 {
@@ -339,6 +341,10 @@ worker_new(Slot *s)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* A stack of WORKER_STACK, not the default (RLIMIT_STACK, 8 MiB): address space counts against
+     * RLIMIT_AS.  A worker runs OpenBLAS's jobs and one-thread calls (their largest stack use: 2 KiB of
+     * STACK_ALLOC; the threaded drivers' job arrays live on the calling thread) and rblas's chunks. */
+    pthread_attr_setstacksize(&attr, WORKER_STACK);
     int rc = pthread_create(&w->thread, &attr, worker_main, w);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
