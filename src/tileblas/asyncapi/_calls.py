@@ -395,7 +395,7 @@ def axpy(alpha: Any, x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
 
 
 def scal(alpha: Any, x: MatrixHandle) -> AsyncFuture:
-    """x := alpha*x."""
+    """x := alpha*x, asynchronously (x a vector or matrix handle); a future whose result is ``x``."""
     x = _as_handle(x, "x")
     dt = x.dtype
     alpha = _scalar(alpha, "alpha", dt)
@@ -415,7 +415,7 @@ def scal(alpha: Any, x: MatrixHandle) -> AsyncFuture:
 
 
 def copy(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
-    """y := x."""
+    """y := x (a copy of the vector or matrix), asynchronously; a future whose result is ``y``."""
     x, y = _as_handle(x, "x"), _as_handle(y, "y")
     dt = _pair(x, y)
     _distinct(("y", y), ("x", x))

@@ -434,7 +434,7 @@ def sim_devices(count: int, **kwargs: Any) -> list[SimDevice]:
 class SimHostDevice(Device):
     """A simulated host CPU worker: computes in host memory (no copies) and, instead of computing, sleeps
     for the time its model gives a tile kernel (:meth:`DeviceModel.cpu_core
-    <tileblas.devices._model.DeviceModel.cpu_core>` by default).  The CPU workers of a simulated machine:
+    <tileblas.devices.DeviceModel.cpu_core>` by default).  The CPU workers of a simulated machine:
     sixteen of them cost this machine sixteen sleeping threads.  Nothing is computed or written."""
 
     kind = "simcpu"

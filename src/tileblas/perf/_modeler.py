@@ -417,7 +417,7 @@ def build_submodel(routine: str, flags: Sequence[str], measure: Callable[[tuple[
     Parameters
     ----------
     routine : str
-        A routine of :data:`~tileblas.policy._calls.ROUTINES`.
+        A routine of :data:`~tileblas.perf.ROUTINES`.
     flags : sequence of str
         Flag letters (the submodel's key).
     measure : callable

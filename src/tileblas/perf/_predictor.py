@@ -75,7 +75,7 @@ def build_models_for(algorithm: str, sizes: Sequence[int], blocks: Sequence[int]
     Domains are the boxes the calls span, rounded out to multiples of 8 (a stored model that does not cover
     them is rebuilt over the union of both boxes); each submodel gets at most ``max_samples`` samples
     (Adaptive Refinement stops refining then).  Every point is measured in ``bursts`` bursts (see
-    :func:`~tileblas.perf._modeler.build_submodel`).  Returns the new submodels.
+    :func:`~tileblas.perf.build_submodel`).  Returns the new submodels.
     """
     from tileblas.perf._modeler import build_submodel
     from tileblas.perf._sampler import Sampler, leading_dimension

@@ -72,7 +72,7 @@ class Predictor:
     Parameters
     ----------
     repository : Repository, optional
-        Default: the repository at :func:`~tileblas.policy._paths.default_path`.
+        Default: the repository at :func:`~tileblas.perf.default_path`.
     key : ModelKey, optional
         Default: :func:`current_key` for ``threads`` and ``locality``.
     threads : int

@@ -177,7 +177,7 @@ def suggest(name: str, **params: Any) -> Any:
           direct call is predicted no slower than one split into two halves plus a GEMM.
         * ``"block_size"``: params ``algorithm`` ("trinv"/"sylvester"), ``variant``, ``n``, ``blocks``.
     threads, locality, path : optional params
-        Which models to read (default 1 thread, in-cache, :func:`~tileblas.policy._paths.default_path`).
+        Which models to read (default 1 thread, in-cache, :func:`~tileblas.perf.default_path`).
 
     Returns
     -------

@@ -343,14 +343,14 @@ class Runtime:
         any of it.  Operands may also be 2-D ``zarr`` arrays: tiles are then read from and written to the
         zarr store (the tile size a whole number of the output's chunks, so no two tiles share a chunk;
         a failed call's note names how many output tiles it wrote).  See
-        :class:`tileblas.devices.sim.StagedDevice` and :mod:`tileblas.devices._zarrtiles`.
+        :class:`tileblas.devices.sim.StagedDevice`.
     progress : bool
         Show a progress bar (tqdm when installed, else a text bar; on stderr) for tiled calls still
         running after 2 seconds.  Off by default in library use; the ``tileblas`` command turns it on.
     memory_policy : {"cache", "on-demand"}
         For devices with their own memory: keep tiles in per-device ALRU caches with peer fetch and
         MESI-X coherence ("cache", the BLASX runtime), or move every tile in for each use and drop it
-        afterwards ("on-demand", like cuBLAS-XT; the baseline).  See :mod:`tileblas.runtime._tilememory`.
+        afterwards ("on-demand", like cuBLAS-XT; the baseline).
     schedule : {"demand", "round-robin"}
         Demand-driven tasks with locality priority and stealing ("demand", the BLASX runtime), or a static
         round robin of the tasks over the devices in plan order, without locality or stealing
