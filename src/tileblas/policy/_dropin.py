@@ -6,7 +6,9 @@ What it owns
     crossovers and the recursion's shapes), where it runs one call on the one-thread instance, where it
     splits a call in parts on the thread pool and how, where real syrk/syr2k run as gemm, and its smaller
     rules (when a BLAS call releases the GIL, how large an operand it converts itself, when herk/her2k copy
-    C-ordered operands).  :func:`config` overlays what ``tileblas tune`` stored (read through
+    C-ordered operands), and the floors below which no call goes to a GPU (:meth:`DropInConfig.gpu_floors`:
+    the C path keeps every call below them; the Python path asks :mod:`tileblas.policy._offload` about the
+    rest).  :func:`config` overlays what ``tileblas tune`` stored (read through
     :func:`tileblas.policy._paths.policy`) and fits the defaults to a thread setting: a pure function of
     the shipped values, the tuned file, the :class:`~tileblas.Tuning` in force and the thread count.
     ``tileblas.blas._dispatch`` hands its fields to the C path in one ``configure`` call; the C path's
@@ -92,9 +94,11 @@ class DropInConfig:
     herk_copy_k : (float, float)
         herk/her2k on C-ordered operands copy them to Fortran order from n >= this x k (single, double
         precision; twice that where c is read), else solve the conjugate problem.
-    wake_flops : float
-        A split call of at least these flops wakes the pool's sleeping workers; a shorter one takes only
-        the workers awake (spinning after their last work), the calling thread the rest.
+    gpu_min_flops : float
+        Calls below these flops never go to a GPU (nor, for that, leave the C path): :meth:`gpu_floors`.
+    gpu_margin : float
+        A call at or above its floor goes to the GPUs where their predicted time times this is at most the
+        CPU path's predicted time (:func:`tileblas.policy._offload.gpu_first`).
     """
 
     threads: int = 1
@@ -112,26 +116,59 @@ class DropInConfig:
     part_min: int = 16
     max_parts: int = 64
     herk_copy_k: tuple[float, float] = (6.0, 12.0)
-    wake_flops: float = 4e6
+    gpu_min_flops: float = 1e9
+    gpu_margin: float = 1.25
 
     def c_fields(self) -> dict[str, Any]:
-        """The fields as the C path's ``configure`` takes them (plain dicts; ``threads`` is not one)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "threads"}
+        """The fields as the C path's ``configure`` takes them (plain dicts; ``threads`` and the GPU fields,
+        which the Python path reads, are not among them)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _PYTHON_ONLY}
         for k, v in out.items():
             if isinstance(v, Mapping):
                 out[k] = dict(v)
         return out
+
+    def gpu_floors(self) -> dict[str, float]:
+        """Per key of :attr:`limits` (a family, or ``'dtrmm/L'`` for a trmm/trsm precision and side): the
+        flops from which a call may go to a GPU: :attr:`gpu_min_flops`, and no less than the top of any
+        :attr:`split` range of the family (of the precision, for trmm/trsm).  A call the C path would run
+        in parts on the pool never goes to the Python path for a GPU: above its split range the C path
+        makes one call on the instance of the thread setting, which is what the Python path's CPU path
+        makes too, so a call sent to the Python path and kept on the CPU gives the C path's bits."""
+        out: dict[str, float] = {}
+        for fam in FAMILIES:
+            if fam in ("trmm", "trsm"):
+                for p in "sdcz":
+                    top = max(self.gpu_min_flops, self.split.get(p + fam, (0.0, 0.0))[1])
+                    out[f"{p}{fam}/L"] = out[f"{p}{fam}/R"] = top
+            else:
+                out[fam] = max([self.gpu_min_flops, *(self.split.get(r, (0.0, 0.0))[1] for r in routines(fam))])
+        return out
+
+    def with_gpu_floors(self) -> "DropInConfig":
+        """This configuration with every limit no higher than its :meth:`gpu_floors` (a call that may go to
+        a GPU leaves the C path for the Python path, which asks the GPU policy)."""
+        floors = self.gpu_floors()
+        limits = dict(self.limits)
+        for key, v in floors.items():
+            limits[key] = min(limits.get(key, sys.float_info.max), v)
+        return dataclasses.replace(self, limits=_frozen(limits))
+
+
+#: Fields the Python path reads, not the C path's ``configure``.
+_PYTHON_ONLY = frozenset({"threads", "gpu_min_flops", "gpu_margin"})
 
 
 #: The shipped defaults (nothing read: no tuned file, no tile crossovers or recursion shapes).
 SHIPPED = DropInConfig()
 
 
-def config(threads: int) -> DropInConfig:
+def config(threads: int, gpu: bool = False) -> DropInConfig:
     """The C path's configuration for tileblas' instance of ``threads`` threads: :data:`SHIPPED` with the
     path policy's tile crossovers and recursion shapes, and what ``tileblas tune`` stored (``rank_gemm``,
     ``one_thread``, the lower ends of ``split``: ``split_from``, ``inf`` never) over the shipped values;
-    with fewer than two threads nothing runs on the one-thread instance or split."""
+    with fewer than two threads nothing runs on the one-thread instance or split.  With ``gpu`` (GPUs may
+    take the drop-in's large calls) the limits are lowered to the GPU floors (:meth:`DropInConfig.with_gpu_floors`)."""
     from tileblas._dtypes import DTYPE_OF
     from tileblas.policy import _paths
     from tileblas.policy._recursion import recursion_window
@@ -152,5 +189,6 @@ def config(threads: int) -> DropInConfig:
         split = dict(SHIPPED.split)
         for name, lo in pol.split_from.items():
             split[name] = (0.0, 0.0) if math.isinf(lo) else (lo, split[name][1])
-    return dataclasses.replace(SHIPPED, threads=threads, limits=_frozen(limits), windows=_frozen(windows),
-                               one_thread=_frozen(one_thread), split=_frozen(split), rank_gemm=_frozen(rank_gemm))
+    cfg = dataclasses.replace(SHIPPED, threads=threads, limits=_frozen(limits), windows=_frozen(windows),
+                              one_thread=_frozen(one_thread), split=_frozen(split), rank_gemm=_frozen(rank_gemm))
+    return cfg.with_gpu_floors() if gpu else cfg
