@@ -1081,7 +1081,7 @@ def test_dropin_config_is_the_shipped_values_over_the_tuned_file_for_a_thread_se
     got, want = fp.config(), _dropin.config(threads).c_fields()
     splits = got["split"] if got["pool_slot"] >= 0 else {}
     for field in ("limits", "windows", "one_thread", "rank_gemm", "gil_flops", "gil_elements", "convert_max",
-                  "part_fraction", "part_min", "max_parts", "herk_copy_k", "wake_flops"):
+                  "part_fraction", "part_min", "max_parts", "herk_copy_k"):
         if field == "one_thread":
             assert got[field] == {k: v for k, v in want[field].items() if v > 0}, field
         else:

@@ -96,7 +96,6 @@ typedef struct {
     long convert_max;                  /* the most elements of an operand the path converts itself */
     int part_fraction, part_min;       /* a part of a split: at least order / part_fraction, part_min */
     int max_parts;                     /* the most parts of a split (<= MAX_PARTS) */
-    double wake_flops;                 /* a split of at least these flops wakes the pool's sleeping workers */
     double herk_copy_k[2];             /* herk/her2k C-ordered: copy from n >= this x k (single, double) */
 } Config;
 
@@ -194,7 +193,6 @@ typedef struct {
     void *part_fn;    /* the parts' entry point (one-thread instance; the gemm route: its gemm) */
     void *part_gemm;  /* the strips' gemm (syrk/herk split) */
     int nogil;        /* the one call runs without the GIL (its flops above gil_flops) */
-    int wake;         /* PATH_SPLIT, PATH_RANK_GEMM: the parts wake sleeping workers (flops >= wake_flops) */
     const char *why;  /* PATH_PYTHON: why (decide() in Python says it) */
 } Path;
 

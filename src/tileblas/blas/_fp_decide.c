@@ -37,7 +37,7 @@
  *       rank_gemm           {'dsyrk': (one_call, split)}: the syrk/syr2k gemm route's limits
  *       pool_slot           the pool slot of the instance (-1: none: no split)
  *       get_num_threads     the address of the instance's openblas_get_num_threads (0: none)
- *       gil_flops, gil_elements, convert_max, part_fraction, part_min, max_parts, herk_copy_k, wake_flops
+ *       gil_flops, gil_elements, convert_max, part_fraction, part_min, max_parts, herk_copy_k
  *   config() -> dict    the configuration in force, as configure takes it (configure(config()) changes
  *                       nothing; ranges never taken are left out)
  *   stats() -> dict     split_calls, rank_gemm_calls: calls run split, and by the gemm route, so far
@@ -104,7 +104,7 @@ fp_decide(const Call *c, const Config *cfg)
 {
     const Limits *r = &cfg->r[c->fam][c->prec];
     int parts = 0;
-    Path p = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, 0, NULL};
+    Path p = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, NULL};
     if (!(c->flops < r->tile[c->side])) {
         p.why = "tiles";
         return p;
@@ -136,7 +136,6 @@ fp_decide(const Call *c, const Config *cfg)
                 p.part_fn = g->entry1;
                 p.fn = one_call(g, gflops);
                 p.nogil = gflops > cfg->gil_flops;
-                p.wake = gflops >= cfg->wake_flops;
                 return p;
             }
         }
@@ -148,7 +147,6 @@ fp_decide(const Call *c, const Config *cfg)
     if (parts > 0) {
         p.kind = PATH_SPLIT;
         p.parts = parts;
-        p.wake = c->flops >= cfg->wake_flops;
         p.part_fn = r->entry1;
         p.part_gemm = cfg->r[GEMM][c->prec].entry1;
         return p;
@@ -196,9 +194,9 @@ fp_path_dict(const Path *p, const Call *c)
         Py_XDECREF(copied);
         return NULL;
     }
-    r = Py_BuildValue("{s:s,s:i,s:z,s:N,s:z,s:O,s:N,s:O}", "path", PATH_NAME[p->kind], "parts", p->parts, "entry",
+    r = Py_BuildValue("{s:s,s:i,s:z,s:N,s:z,s:O,s:N}", "path", PATH_NAME[p->kind], "parts", p->parts, "entry",
                       entry, "flops", flops, "why", p->why, "conjugate", c != NULL && c->conj ? Py_True : Py_False,
-                      "copied", copied, "wake", p->wake ? Py_True : Py_False);
+                      "copied", copied);
     return r;
 }
 
@@ -207,7 +205,7 @@ fp_path_dict(const Path *p, const Call *c)
 static const char *const KEYS[] = {"enabled", "contextvar", "limits", "windows", "entries", "one_thread_entries",
                                    "one_thread", "split", "rank_gemm", "pool_slot", "get_num_threads",
                                    "gil_flops", "gil_elements", "convert_max", "part_fraction", "part_min",
-                                   "max_parts", "herk_copy_k", "wake_flops", NULL};
+                                   "max_parts", "herk_copy_k", NULL};
 
 /* "dgemm" -> its family, *prec its precision; -1 when the name is not a Level-3 routine (no exception). */
 static int
@@ -506,7 +504,6 @@ parse_scalars(PyObject *cfg, Config *n)
     }
     n->contextvar = var == Py_None ? NULL : var;
     if (get_flops(PyDict_GetItemString(cfg, "gil_flops"), "gil_flops", NULL, &n->gil_flops) < 0) return -1;
-    if (get_flops(PyDict_GetItemString(cfg, "wake_flops"), "wake_flops", NULL, &n->wake_flops) < 0) return -1;
     if (get_int(PyDict_GetItemString(cfg, "gil_elements"), "gil_elements", 0, LONG_MAX, &n->gil_elements) < 0)
         return -1;
     if (get_int(PyDict_GetItemString(cfg, "convert_max"), "convert_max", 0, LONG_MAX, &n->convert_max) < 0) return -1;
@@ -702,7 +699,6 @@ fp_config(PyObject *mod, PyObject *unused)
         || put(d, "pool_slot", PyLong_FromLong(c->pool_slot)) < 0
         || put(d, "get_num_threads", PyLong_FromVoidPtr((void *)c->get_num_threads)) < 0
         || put(d, "gil_flops", PyFloat_FromDouble(c->gil_flops)) < 0
-        || put(d, "wake_flops", PyFloat_FromDouble(c->wake_flops)) < 0
         || put(d, "gil_elements", PyLong_FromLong(c->gil_elements)) < 0
         || put(d, "convert_max", PyLong_FromLong(c->convert_max)) < 0
         || put(d, "part_fraction", PyLong_FromLong(c->part_fraction)) < 0

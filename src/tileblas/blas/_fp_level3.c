@@ -114,10 +114,10 @@ split_job(int i, void *p, int unused)
 static int
 run_parts(const Path *p, pool_job_fn dojob, void *job, int jobs, size_t elsize)
 {
-    int rc, slot = fp_cfg.pool_slot, wake = p->wake;
+    int rc, slot = fp_cfg.pool_slot;
     Py_BEGIN_ALLOW_THREADS
     pool_api->enter();
-    rc = pool_api->run_parts(slot, dojob, jobs, elsize, job, wake);
+    rc = pool_api->run_parts(slot, dojob, jobs, elsize, job, 1); /* sleeping workers woken */
     pool_api->leave();
     Py_END_ALLOW_THREADS
     if (rc < 0) return 0;
@@ -713,7 +713,7 @@ level3_call(Level3Object *self, PyObject *const *args, Path *planned, Call *call
     const char *closed = level3_closed(self);
     if (closed != NULL || !bind(self->fam, self->prec, args, &c)) {
         if (planned != NULL) {
-            Path py = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, 0, closed != NULL ? closed : "arguments"};
+            Path py = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, closed != NULL ? closed : "arguments"};
             *planned = py;
         }
         Py_RETURN_NOTIMPLEMENTED;
@@ -803,7 +803,7 @@ fp_decide_py(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwna
     Level3Object *self;
     PyObject *slot[MAX_PARAMS], *r;
     PyObject *const *bound;
-    Path p = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, 0, "binding"};
+    Path p = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, "binding"};
     Call c;
     (void)mod;
     if (nargs < 1 || !PyObject_TypeCheck(args[0], &Level3Type)) {

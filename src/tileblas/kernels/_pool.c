@@ -116,6 +116,7 @@ struct Slot;
 typedef struct Worker {
     _Atomic int cmd;                 /* CMD_JOB once an OpenBLAS job is posted; CMD_NONE again before done */
     _Atomic int done;                /* 1 once the posted job has run */
+    _Atomic int started;             /* 1 once the worker has taken the posted job (on its own CPU) */
     _Atomic int asleep;              /* 1 while waiting on wake */
     _Atomic unsigned long long told; /* batches of parts the worker was told of */
     unsigned long long seen;         /* ... and has looked at (the worker's own) */
@@ -310,6 +311,7 @@ worker_main(void *arg)
         }
         step_aside(atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
         if (atomic_load_explicit(&w->cmd, memory_order_acquire) == CMD_JOB) {
+            atomic_store_explicit(&w->started, 1, memory_order_release);
             w->fn(w->index, w->data, w->arg);
             atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
             atomic_store_explicit(&w->done, 1, memory_order_release);
@@ -371,8 +373,8 @@ ensure_workers(Slot *s, int n)
     return 0;
 }
 
-/* Wake w where it sleeps (after the poster's seq_cst store of what it is to see). */
-static inline void
+/* Wake w where it sleeps (after the poster's seq_cst store of what it is to see); 1 when it slept. */
+static inline int
 wake(Worker *w)
 {
     if (atomic_load(&w->asleep)) {
@@ -380,7 +382,9 @@ wake(Worker *w)
         pthread_cond_signal(&w->wake);
         pthread_mutex_unlock(&w->lock);
         atomic_fetch_add_explicit(&n_wakes, 1, memory_order_relaxed);
+        return 1;
     }
+    return 0;
 }
 
 /* -------------------------------------------------------------------------------- calls in flight */
@@ -439,7 +443,8 @@ after_fork_parent(void)
 
 /* --------------------------------------------------------------------- OpenBLAS's parallel calls */
 
-static inline void
+/* Post a job to w; 1 when w was asleep (woken). */
+static inline int
 post_job(Worker *w, dojob_fn fn, int index, void *data, int arg)
 {
     w->fn = fn;
@@ -447,8 +452,9 @@ post_job(Worker *w, dojob_fn fn, int index, void *data, int arg)
     w->data = data;
     w->arg = arg;
     atomic_store_explicit(&w->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&w->started, 0, memory_order_relaxed);
     atomic_store(&w->cmd, CMD_JOB); /* seq_cst */
-    wake(w);
+    return wake(w);
 }
 
 
@@ -473,8 +479,17 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
     atomic_fetch_add_explicit(&n_jobs, numjobs, memory_order_relaxed);
     atomic_store_explicit(&s->caller_cpu, this_cpu(), memory_order_relaxed);
     char *base = (char *)jobdata;
+    unsigned char woken[MAX_JOBS];
     for (int i = 1; i < numjobs; i++)
-        post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
+        woken[i] = (unsigned char)post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
+    /* A worker woken from sleep may have been put on this CPU, behind this thread: job 0 would then wait
+     * for it (the jobs wait for one another) until the kernel takes this thread off its CPU, a whole time
+     * slice.  So this thread first yields until each woken worker has taken its job (having moved to
+     * another CPU where it could, step_aside), then runs job 0. */
+    for (int i = 1; i < numjobs; i++)
+        if (woken[i])
+            while (!atomic_load_explicit(&s->workers[i - 1]->started, memory_order_acquire))
+                sched_yield();
     dojob(0, jobdata, arg);
     for (int i = 1; i < numjobs; i++)
         wait_until(&s->workers[i - 1]->done, 1);
