@@ -90,7 +90,7 @@ def paths_info() -> dict[str, Any]:
     d["fastpath_recursion"] = {k: (None if w is None else [int(x) if x < 1e300 else None for x in w])
                                for k, w in cp.windows.items()}
     d["fastpath_rules"] = {f: getattr(cp, f) for f in ("gil_flops", "gil_elements", "convert_max", "part_fraction",
-                                                       "part_min", "max_parts", "wake_flops")}
+                                                       "part_min", "max_parts")}
     d["fastpath_rules"]["herk_copy_k"] = list(cp.herk_copy_k)
     try:
         from tileblas.blas import _fastpath  # type: ignore[attr-defined]
@@ -208,7 +208,7 @@ def _print_paths(p: dict[str, Any]) -> None:
     r = p.get("fastpath_rules")
     if r:
         print(f"             parts of a split at least 1/{r['part_fraction']} of the order and {r['part_min']}, at "
-              f"most {r['max_parts']}, sleeping workers woken from {r['wake_flops']:g} flops; "
+              f"most {r['max_parts']}; "
               f"without the GIL above {r['gil_flops']:g} flops (Level 3), "
               f"{r['gil_elements']} elements (Level 1/2); herk/her2k copy C-ordered operands from n >= "
               f"{r['herk_copy_k'][0]:g} k (single), {r['herk_copy_k'][1]:g} k (double)")
