@@ -33,7 +33,8 @@
  * worker on the CPU of the thread that woke it, where it waits for that thread's time slice (1-4 ms) while
  * the other CPU idles.  A call that waited for its worker lost 10x after an idle pause (dtrmm of order
  * 128: 3.3 ms against 0.2 ms).  With claimed parts the calling thread goes on with the parts; the worker
- * joins when it runs.
+ * joins when it runs.  OpenBLAS's jobs cannot be claimed (they wait for one another), so there the calling
+ * thread yields until each worker it woke has taken its job (and moved off this CPU, step_aside).
  *
  * Each slot has a lock (one call at a time per instance: OpenBLAS indexes its per-thread buffers by job
  * number, so two calls' jobs of one number must not overlap; parts take the lock only to be claimed by
