@@ -40,7 +40,7 @@ BLOCK_S = 0.05
 MAX_BLOCK = 20
 
 
-def _best(fns: dict[str, Callable[[], Callable[[], None]]], trials: int) -> dict[str, float]:
+def _best(fns: dict[str, Callable[[], Callable[[], None]]], trials: int, settle: float = SETTLE_S) -> dict[str, float]:
     """Best time of each function; ``fns[name]()`` prepares a fresh input and returns the timed call.
 
     Each trial of each implementation: pause (the previous implementation's BLAS threads go idle), one
@@ -56,7 +56,8 @@ def _best(fns: dict[str, Callable[[], Callable[[], None]]], trials: int) -> dict
         for name, prep in fns.items():
             warm = prep()
             runs = [prep() for _ in range(block[name])]
-            time.sleep(SETTLE_S)
+            if settle:
+                time.sleep(settle)
             warm()
             for run in runs:
                 t0 = time.perf_counter()
@@ -278,7 +279,29 @@ def _cores() -> int:
     return cpu_count()
 
 
-def bench_gpu(n, nrhs_list, trials, stop=None) -> list[dict]:
+#: The triangle of the last bench_gpu call, on the device, reused by the next call of its order.
+_GPU_TRIANGLE: dict = {}
+
+
+def _gpu_normal(cupy, n: int, m: int, dtype, seed: int):
+    """An n x m Fortran-ordered matrix of normal random numbers, made on the GPU (CuPy's generator: at
+    n = 16384 NumPy's would take seconds of the host)."""
+    g = cupy.random.default_rng(seed)
+    x = cupy.asarray(g.standard_normal((m, n))).T
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * cupy.asarray(g.standard_normal((m, n))).T
+    return cupy.asfortranarray(x.astype(dtype))
+
+
+def bench_gpu(n, nrhs_list, trials, stop=None, dtype=np.float64, kinds=("trmm", "trsm"), host=True,
+              settle=SETTLE_S, quiet=False) -> list[dict]:
+    """The recursive in-place TRMM/TRSM on device arrays against cuBLAS's own in-place call (and with
+    ``host``, the host-data variants: host_async against host_sync with and without the recursion), for
+    an n x n lower triangle and each count of right-hand sides; each result against cuBLAS's.
+
+    The host waits for the GPU on blocking events (a spinning wait would take a core from the host's
+    other threads); ``settle``: the pause before each trial (for the CPU's BLAS threads; none is needed
+    between GPU calls)."""
     try:
         import cupy
     except ImportError:
@@ -291,24 +314,35 @@ def bench_gpu(n, nrhs_list, trials, stop=None) -> list[dict]:
         sys.exit(f"--gpu needs an NVIDIA GPU; CuPy found none ({exc})")
     from tileblas.kernels import _gpu_recursive as g
 
-    rng = np.random.default_rng(3)
+    def wait():
+        ev = cupy.cuda.Event(block=True, disable_timing=True)
+        ev.record(cupy.cuda.get_current_stream())
+        ev.synchronize()
+
+    dtype = np.dtype(dtype)
     rows = []
-    a_h = _tri(n, rng)
-    a = cupy.asarray(a_h)
+    key = (n, dtype.char, id(cupy))
+    if _GPU_TRIANGLE.get("key") != key:  # the last triangle is kept for the next call of the same order
+        _GPU_TRIANGLE.clear()
+        a = _gpu_normal(cupy, n, n, np.float64, 3) / np.sqrt(n)
+        a = cupy.asfortranarray((cupy.tril(a) + 2.0 * cupy.eye(n)).astype(dtype))
+        _GPU_TRIANGLE.update(key=key, device=a)
+    a = _GPU_TRIANGLE["device"]
+    a_h = cupy.asnumpy(a, order="F") if host else None
     for nr in nrhs_list:
-        b_h = np.asfortranarray(rng.standard_normal((n, nr)))
-        b0 = cupy.asarray(b_h)
-        for kind in ("trmm", "trsm"):
+        b0 = _gpu_normal(cupy, n, nr, dtype, 4 + nr)
+        b_h = cupy.asnumpy(b0, order="F") if host else None
+        for kind in kinds:
             trans = "T" if kind == "trmm" else "N"
 
             def timed(fn):
                 def prep():
                     b = b0.copy(order="F")
-                    cupy.cuda.Device().synchronize()
+                    wait()
 
                     def run():
                         fn(b)
-                        cupy.cuda.Device().synchronize()
+                        wait()
                     return run
                 return prep
 
@@ -316,25 +350,35 @@ def bench_gpu(n, nrhs_list, trials, stop=None) -> list[dict]:
                 "recursive": timed(lambda b: g.gpu_recursive(kind, 1.0, a, b, "L", "L", trans, "N", stop=stop)),
                 "cublas": timed(lambda b: g.cublas_native(kind, 1.0, a, b, "L", "L", trans, "N")),
             }
-            t = _best(fns, trials)
-            # each run's copy of b is made when it is prepared (the default argument), outside the clock
-            th = _best({
-                "async": lambda: (lambda b=b_h.copy(order="F"): g.host_async(kind, 1.0, a_h, b, "L", "L", trans,
-                                                                             "N", stop=stop)),
-                "sync_recursive": lambda: (lambda b=b_h.copy(order="F"): g.host_sync(
-                    kind, 1.0, a_h, b, "L", "L", trans, "N", recursive=True, stop=stop)),
-                "sync_cublas": lambda: (lambda b=b_h.copy(order="F"): g.host_sync(
-                    kind, 1.0, a_h, b, "L", "L", trans, "N", recursive=False)),
-            }, trials)
-            flops = float(n) * n * nr
-            row = {"kind": kind, "n": n, "nrhs": nr, "device_seconds": t, "host_seconds": th,
-                   "gflops": {k: flops / v / 1e9 for k, v in {**t, **th}.items()},
-                   "speedup_vs_cublas": t["cublas"] / t["recursive"],
-                   "async_vs_sync_cublas": th["sync_cublas"] / th["async"]}
+            t = _best(fns, trials, settle)
+            x, y = b0.copy(order="F"), b0.copy(order="F")
+            g.gpu_recursive(kind, 1.0, a, x, "L", "L", trans, "N", stop=stop)
+            g.cublas_native(kind, 1.0, a, y, "L", "L", trans, "N")
+            wait()
+            diff = float(cupy.abs(x - y).max()) / (float(cupy.abs(y).max()) or 1.0)
+            x = y = None
+            flops = float(n) * n * nr * (4.0 if dtype.kind == "c" else 1.0)
+            row = {"kind": kind, "dtype": dtype.name, "n": n, "nrhs": nr, "device_seconds": t,
+                   "speedup_vs_cublas": t["cublas"] / t["recursive"], "diff_vs_cublas": diff}
+            th = {}
+            if host:
+                # each run's copy of b is made when it is prepared (the default argument), outside the clock
+                th = _best({
+                    "async": lambda: (lambda b=b_h.copy(order="F"): g.host_async(kind, 1.0, a_h, b, "L", "L", trans,
+                                                                                 "N", stop=stop)),
+                    "sync_recursive": lambda: (lambda b=b_h.copy(order="F"): g.host_sync(
+                        kind, 1.0, a_h, b, "L", "L", trans, "N", recursive=True, stop=stop)),
+                    "sync_cublas": lambda: (lambda b=b_h.copy(order="F"): g.host_sync(
+                        kind, 1.0, a_h, b, "L", "L", trans, "N", recursive=False)),
+                }, trials, settle)
+                row.update(host_seconds=th, async_vs_sync_cublas=th["sync_cublas"] / th["async"])
+            row["gflops"] = {k: flops / v / 1e9 for k, v in {**t, **th}.items()}
             rows.append(row)
-            print(f"GPU {kind} n={n} nrhs={nr}: recursive x{row['speedup_vs_cublas']:.2f} vs cuBLAS in-place; "
-                  f"host-data async x{row['async_vs_sync_cublas']:.2f} vs sync cuBLAS  "
-                  + "  ".join(f"{k} {v:.0f}" for k, v in row["gflops"].items()) + " GF/s", flush=True)
+            if not quiet:
+                print(f"GPU {dtype.char}{kind} n={n} nrhs={nr}: recursive x{row['speedup_vs_cublas']:.2f} vs cuBLAS "
+                      f"in-place (results differ by {diff:.1e})"
+                      + (f"; host-data async x{row['async_vs_sync_cublas']:.2f} vs sync cuBLAS" if host else "")
+                      + "  " + "  ".join(f"{k} {v:.0f}" for k, v in row["gflops"].items()) + " GF/s", flush=True)
     return rows
 
 

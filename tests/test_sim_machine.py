@@ -142,12 +142,37 @@ def test_accelerators_get_tiles_from_their_model():
         assert rt.tile_size_for("trsm", 16384, 16384, 16384) >= 2048  # chains too
         assert rt.tile_size_for("syrk", 16384, 16384, 16384) >= 2048
         assert rt.tile_size_for("gemm", 4096, 4096, 4096) >= 1024
-    with Runtime([SimDevice.h100(memory=2 << 30)]) as rt:  # three 4096 tiles per stream: 1.5 GiB > 1 GiB
-        assert rt.tile_size_for("gemm", 32768, 32768, 32768) <= 2048
-        assert rt.tile_size_for("gemm", 32768, 32768, 32768, np.complex128) <= 2048
+    with Runtime([SimDevice.h100(memory=2 << 30)]) as rt:  # three tiles per stream in 3/4 of the memory:
+        assert rt.tile_size_for("gemm", 32768, 32768, 32768) == 4096  # 1.5 GiB of 4096 tiles fit,
+        assert rt.tile_size_for("gemm", 32768, 32768, 32768, np.complex128) == 2048  # 3 GiB do not
+    assert 3 * 4096**2 * 8 * 4 <= _shares.FIT_SHARE * (2 << 30) < 3 * 4096**2 * 16 * 4
     with Runtime([SimDevice.h100(), SimHostDevice(0)]) as rt:  # host workers do not shrink the GPU's tiles
         assert rt.tile_size_for("gemm", 32768, 32768, 32768) == t32
         assert rt._devices_for_partition() == 1
+
+
+@pytest.mark.parametrize("name", ["gemm", "trmm", "trsm"])
+def test_cpu_workers_beside_an_accelerator_do_not_shrink_its_tiles(monkeypatch, name):
+    """Host workers (real CPU workers, a simulated GPU and the GPUDevice of the CuPy stand-in with the H100
+    model) are not counted by the accelerator's tile rule: a GPU + CPU runtime gets the GPU-alone tile, of
+    2048 or more at these sizes, for trmm/trsm too."""
+    from _cupy_standin import install
+
+    from tileblas.devices import host_devices
+    from tileblas.devices.gpu import GPUDevice
+
+    install(monkeypatch, devices=1, total=8 << 30)
+    gpu = GPUDevice(0, memory=4 << 30, streams=2, model=DeviceModel.h100())  # (pages never touched)
+    for n in (16384, 32768):
+        sim_hosts = [SimHostDevice(i) for i in range(12)]
+        for acc, hosts in ((SimDevice.h100(), host_devices(4)), (SimDevice.h100(), sim_hosts), (gpu, host_devices(2))):
+            with Runtime([acc]) as rt:
+                alone = rt.tile_size_for(name, n, n, n)
+            assert alone >= 2048
+            with Runtime([acc] + hosts) as rt:
+                assert rt._devices_for_partition() == 1
+                assert rt.tile_size_for(name, n, n, n) == alone, (name, n, acc.kind)
+    gpu.close()
 
 
 def test_a_modeled_h100_call_moves_each_input_tile_once_in_core():

@@ -9,7 +9,7 @@ What it owns
       candidate with the least predicted time (:func:`predict_seconds`: kernel time at the tile's rate
       over the balanced tiles, or the link time when that is longer, plus the first tiles' copies in and
       the last one's out, plus the host's cost of every tile step), among the candidates whose three
-      tiles per stream fit in half of every accelerator's memory.
+      tiles per stream fit in :data:`FIT_SHARE` of every accelerator's memory.
     * :func:`split_call`: a call on accelerators and host workers together.  The output is cut in two
       along the dimension its tiles are independent in (rows or columns of C; the columns of B for
       left-side trmm/trsm and symm, its rows for right-side ones); the accelerators get the first part in
@@ -26,7 +26,7 @@ What it owns
     * :func:`small_on_accelerator`: whether a call small enough for one tile runs as one accelerator task
       rather than one native call on a host worker.
 
-    docs/runtime.md ("Tiles per device kind") has the rule with the simulated H100's figures.
+    docs/gpu-measurements.md ("Tiles per device kind") has the rule with the simulated H100's figures.
 
 What it must not touch
     Partitioning itself (the planner's ``plan_call``), scheduling (the scheduler reads ``placement``), and
@@ -55,6 +55,12 @@ HOST_TASK_SHARE = 0.1
 #: time before any task runs: about PLAN_STEP_S a tile step on the 2-core machine this was written on).
 MIN_GAIN = 0.01
 PLAN_STEP_S = 2e-6
+#: An accelerator tile is a candidate where three tiles per stream (what the streams hold at once) fit in
+#: this share of the device's memory; the rest caches tiles.  Out of core the larger tile wins on the
+#: simulated H100 wherever it fits so (dgemm n = 16384, operands 3x the tile memory: 4096 0.54 s against
+#: 2048 0.71 s; n = 32768, 3x: 8192 2.37 s against 4096 3.23 s; 12x: 4096 4.7 s against 2048 7.3 s;
+#: docs/gpu-measurements.md, "Defaults"), where half of the memory admitted only the smaller one.
+FIT_SHARE = 0.75
 
 
 @dataclass(eq=False)
@@ -93,8 +99,8 @@ def _cplx(dtype: Any) -> float:
 
 
 def _fits(t: int, dtype: Any, devs: Sequence[Any]) -> bool:
-    """Three tiles per stream fit in half of every device's memory."""
-    return all(3 * t * t * np.dtype(dtype).itemsize * d.streams <= d.memory_bytes / 2 for d in devs)
+    """Three tiles per stream fit in :data:`FIT_SHARE` of every device's memory."""
+    return all(3 * t * t * np.dtype(dtype).itemsize * d.streams <= FIT_SHARE * d.memory_bytes for d in devs)
 
 
 def predict_seconds(name: str, m: int, n: int, k: int, dtype: Any, t: int, devs: Sequence[Any]) -> float:
