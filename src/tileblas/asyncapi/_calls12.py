@@ -117,7 +117,7 @@ def swap(x: MatrixHandle, y: MatrixHandle) -> AsyncFuture:
 
 
 def asum(x: MatrixHandle) -> AsyncFuture:
-    """A future of sum(|Re x_i| + |Im x_i|) (a real scalar)."""
+    """A future of ``sum(|Re x_i| + |Im x_i|)`` (a real scalar)."""
     x = _vector(x, "x")
     name, fn = _routine("asum", x.dtype, "x")
     rdt = np.dtype(np.float32 if x.dtype in (np.float32, np.complex64) else np.float64)
@@ -130,7 +130,7 @@ def asum(x: MatrixHandle) -> AsyncFuture:
 
 
 def iamax(x: MatrixHandle) -> AsyncFuture:
-    """A future of the 0-based index of the first element of largest |Re x_i| + |Im x_i| (-1 when empty)."""
+    """A future of the 0-based index of the first element of largest ``|Re x_i| + |Im x_i|`` (-1 when empty)."""
     x = _vector(x, "x")
     name, fn = _routine("iamax", x.dtype, "x")
 

@@ -516,8 +516,8 @@ def _make_reduce(name: str, vp: str, kind: str) -> Callable[..., Any]:
     out = "k" if index else ("n2" if kind == "nrm2" else "s")
     summary = {
         "nrm2": "Euclidean norm of x.",
-        "asum": "Sum of |Re x_i| + |Im x_i|.",
-        "iamax": "0-based index of the first element of largest |Re| + |Im|.",
+        "asum": "Sum of ``|Re x_i| + |Im x_i|``.",
+        "iamax": "0-based index of the first element of largest ``|Re| + |Im|``.",
     }[kind]
     return front(small, _name(reduce, name, _doc(name, f"{out} = {name}(x, [n, offx, incx])", summary)))
 

@@ -19,7 +19,7 @@ Modes (per call ``mode=``, per :class:`Tape`, or :func:`set_default_mode`): ``ch
 chose.  State lives in the journal of the calling thread or asyncio task (a LIFO stack); reverse calls
 must come in LIFO order, and misuse raises a :class:`ReversalError` subclass without changing anything.
 Compute-mode restores are exact for swap and accurate to a few ulps (times the condition number for the
-triangular routines, times |alpha*A*x|/|beta*y| for the beta-routines) otherwise; checkpoint and exact
+triangular routines, times ``|alpha*A*x|/|beta*y|`` for the beta-routines) otherwise; checkpoint and exact
 restore bit for bit.
 """
 

@@ -111,7 +111,7 @@ class AutoPolicy:
         return self.max_cond_eps / eps
 
     def scalar_bounds(self, dtype: Any) -> tuple[float, float]:
-        """(epsilon, E): the safe range of |scalar| for precision ``dtype``."""
+        """(epsilon, E): the safe range of ``|scalar|`` for precision ``dtype``."""
         eps = float(np.finfo(np.dtype(dtype)).eps)
         return eps ** self.scalar_exponent, eps ** -self.scalar_exponent
 
