@@ -18,16 +18,38 @@ The C small-call path stands in for the default runtime tileblas made itself; wh
 the default is replaced, the runtime calls :func:`_release`, which this module registers with
 :func:`tileblas.runtime._runtime.on_release` before it first turns the path on (the runtime never imports
 tileblas.blas).
+
+The GPUs
+    Beside the default runtime's CPU workers the drop-in uses the GPUs ``TILEBLAS_DEVICES`` allows (its
+    grammar: :mod:`tileblas.policy._offload`; :func:`set_devices` in code).  A call of the default runtime
+    at or above its GPU floor (:meth:`~tileblas.policy._dropin.DropInConfig.gpu_floors`; the C path keeps
+    every call below, and is configured to hand the rest to this path while GPUs may be in use) goes to
+    the GPUs' runtime where :func:`tileblas.policy._offload.gpu_first` says so, from the seconds
+    :func:`_gpu_first` predicts for the call on each side.  The GPUs are looked for once per process, by
+    the first call at or above a floor (never at import, never for a smaller call, never with
+    ``TILEBLAS_DEVICES=cpu``; where CuPy is not installed, not at all): CuPy imported, the devices counted,
+    one :class:`~tileblas.devices.gpu.GPUDevice` made per GPU (its tile memory, cuBLAS handles, measured
+    host link), and a 64 x 64 dgemm checked on each.  Whatever fails there (no CuPy, no device, a broken
+    driver, cuBLAS that does not start, a wrong result) leaves the CPU path, with the reason in
+    :func:`gpu_report` (``tileblas info``); a call never raises for it.  A fork child never uses the
+    parent's GPUs (CUDA does not survive ``fork()``): it takes the CPU path, or looks for GPUs itself
+    where the parent never had.  Calls on a runtime of one's own (``with tileblas.Runtime(...)``,
+    ``set_runtime``) go where that runtime sends them.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
+import threading
+import warnings
 from typing import Any
 
-from tileblas.policy import _dropin
+from tileblas.policy import _dropin, _offload
 
-__all__ = ["level3", "apply_policy", "c_config", "fastpath_off", "set_small_path"]
+__all__ = ["level3", "apply_policy", "c_config", "fastpath_off", "set_small_path", "set_devices", "gpu_runtime",
+           "gpu_report", "release_gpus"]
 
 _APPLIED = [False]
 
@@ -64,7 +86,7 @@ def c_config(rt: Any = None) -> dict[str, Any]:
     threads = _threads(rt)
     names = _dropin.routines(*_dropin.FAMILIES)
     lib = _openblas.get_library(threads)
-    cfg = _dropin.config(threads).c_fields()
+    cfg = _dropin.config(threads, gpu=_gpu_possible()).c_fields()
     cfg.update(enabled=True, contextvar=_runtime._CURRENT, entries={r: lib.fortran(r) for r in names},
                one_thread_entries={}, pool_slot=-1, get_num_threads=0)
     if threads > 1:  # the one-thread instance: below the one-thread limits, and the parts of split calls
@@ -81,8 +103,10 @@ def _configure(rt: Any) -> dict[str, Any] | None:
     """Hand the C path its configuration for ``rt`` (None: off) in one call; the configuration passed."""
     if _fastpath is None:
         return None
+    floors = rt is not None and _gpu_possible()
     cfg = c_config(rt)
     _fastpath.configure(cfg)
+    _GPU.c_floors = floors
     return cfg
 
 
@@ -95,6 +119,7 @@ def apply_policy(reload: bool = False) -> _dropin.DropInConfig:
     if reload:
         _paths.reload()
     _APPLIED[0] = True
+    _GPU.configs.clear()
     rt = _FAST[0]
     _configure(rt)
     return _dropin.config(_threads(rt) if rt is not None else 1)
@@ -107,7 +132,8 @@ def level3(name: str, *args: Any, **kwargs: Any) -> None:
     if not _APPLIED[0]:
         apply_policy()
     rt = get_runtime()
-    rt.run(name, *args, **kwargs)
+    gpus = _gpu_target(rt, name, args, kwargs) if _GPU.maybe else None
+    (rt if gpus is None else gpus).run(name, *args, **kwargs)
     if _FAST[0] is not rt and _ALLOWED[0]:
         _sync_fastpath(rt)
 
@@ -137,7 +163,11 @@ def _sync_fastpath(rt: Any) -> None:
         fastpath_off()
         return
     _runtime.on_release(_release)  # off again when rt closes or stops being the default
-    _configure(rt)
+    try:
+        _configure(rt)
+    except MemoryError:  # no room to load the one-thread instance (RLIMIT_AS): the call ran; the path stays off
+        fastpath_off()
+        return
     _FAST[0] = rt
 
 
@@ -153,6 +183,323 @@ def fastpath_off() -> None:
     was replaced or closed)."""
     _FAST[0] = None
     _configure(None)
+
+
+# ---------------------------------------------------------------------------------------- the GPUs
+class _Gpus:
+    """The drop-in's GPUs in this process (see the module notes)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.setting: _offload.DeviceSetting | None = None  # read on first need
+        self.maybe = True  # False once the setting or a search says no GPU will take a call
+        self.searched = False  # the search (once per process) has run
+        self.cuda = False  # the search reached CUDA (a fork child cannot use it)
+        self.asked: int | None = None  # the GPU count the search was for (None: all)
+        self.runtime: Any = None  # the GPUs' Runtime, or None
+        self.note = ""  # why no GPU takes calls, or what was found
+        self.pid = os.getpid()
+        self.c_floors = False  # the C path's limits are the GPU floors
+        self.configs: dict[int, _dropin.DropInConfig] = {}  # thread count -> config (floors, margin)
+        self.stale: list = []  # a fork child's inherited GPU runtimes, kept from any teardown
+
+
+_GPU = _Gpus()
+
+
+def _setting() -> _offload.DeviceSetting:
+    s = _GPU.setting
+    if s is None:
+        with _GPU.lock:
+            s = _GPU.setting
+            if s is None:
+                s = _GPU.setting = _offload.from_environment()
+    return s
+
+
+def _cupy_installed() -> bool:
+    """Whether CuPy can be imported at all (a look at the installed packages: CuPy is not imported)."""
+    if "cupy" in sys.modules:
+        return sys.modules["cupy"] is not None
+    try:
+        from importlib.util import find_spec
+
+        return find_spec("cupy") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _gpu_possible() -> bool:
+    """GPUs may take calls: the setting allows them and no search has found none (where CuPy is not
+    installed, that is settled here without a search)."""
+    if not _GPU.maybe:
+        return False
+    s = _setting()
+    if not s.wants_gpus:
+        _GPU.maybe = False
+        if not _GPU.note:
+            _GPU.note = s.describe()
+        return False
+    if not _GPU.searched and not _cupy_installed():
+        from tileblas.kernels import _cuda
+
+        with _GPU.lock:
+            _GPU.searched, _GPU.maybe = True, False
+            _GPU.note = f"CuPy is not installed: {_cuda.INSTALL_HINT}"
+            _say_unusable(s)
+        return False
+    if _GPU.searched and _GPU.runtime is None:
+        _GPU.maybe = False
+        return False
+    return True
+
+
+def _say_unusable(s: _offload.DeviceSetting) -> None:
+    """One warning where the setting named GPUs that cannot be used."""
+    if s.named:
+        try:
+            warnings.warn(f"tileblas: {s.source}={s.text!r} names GPUs, but {_GPU.note}; the CPU path",
+                          RuntimeWarning, stacklevel=4)
+        except Exception:  # noqa: BLE001 - warnings made errors: the note (tileblas info) says why
+            pass
+
+
+def _config(threads: int) -> _dropin.DropInConfig:
+    cfg = _GPU.configs.get(threads)
+    if cfg is None:
+        cfg = _GPU.configs[threads] = _dropin.config(threads)
+    return cfg
+
+
+def _floor_key(name: str, bound: dict, dtype: Any) -> str:
+    if name in ("trmm", "trsm"):
+        from tileblas._dtypes import PREFIX_OF
+
+        return f"{PREFIX_OF[dtype]}{name}/{bound['side']}"
+    return name
+
+
+def _search() -> None:
+    """Look for the GPUs the setting allows, once (the caller holds the lock): a Runtime over them, each
+    checked with a 64 x 64 dgemm, or the reason there is none."""
+    import numpy as np
+
+    s = _setting()
+    _GPU.searched = True
+    _GPU.asked = s.gpus
+    rt = None
+    try:
+        from tileblas.devices import gpu as _gpu
+        from tileblas.runtime._runtime import Runtime
+
+        _GPU.cuda = True
+        n = _gpu.usable_count()
+        want = n if s.gpus is None else min(s.gpus, n)
+        if s.gpus is not None and s.gpus > n:
+            _GPU.note = f"{s.source} names {s.gpus} GPU(s), CUDA sees {n}"
+        rt = Runtime(devices=f"gpu:{want}")
+        a = np.asfortranarray(np.arange(1.0, 4097.0).reshape(64, 64) / 4096.0)
+        ref = a @ a
+        bound = 64 * 4 * np.finfo(np.float64).eps * float((np.abs(a) @ np.abs(a)).max())
+        for d in rt.devices:
+            x = d.to_device(a)
+            y = d.empty((64, 64), np.float64)
+            d.kernel("gemm")(1.0, x, x, 0.0, y)
+            c = np.empty((64, 64), order="F")
+            d.to_host(y, c)
+            err = float(np.abs(c - ref).max())
+            if not err <= bound:
+                raise RuntimeError(f"a 64 x 64 dgemm on {d.name} was off by {err:.3g} (at most {bound:.3g} "
+                                   "expected): its cuBLAS gives wrong results")
+            d.model  # noqa: B018 - the figures the choice reads (measured here where there is no preset)
+    except Exception as exc:  # noqa: BLE001 - no CuPy, no device, a broken driver or cuBLAS: the CPU path
+        if rt is not None:
+            try:
+                rt.close()
+            except Exception:  # noqa: BLE001 - what could not start may not close either
+                pass
+        _GPU.runtime, _GPU.maybe = None, False
+        _GPU.note = str(exc) if exc.__class__.__name__ in ("GPUUnavailableError", "CupyMissingError") \
+            else f"the GPU did not start ({type(exc).__name__}: {exc})"
+        _say_unusable(s)
+        return
+    _GPU.runtime = rt
+    names = ", ".join(f"{d.name} ({d.model.name}, host link {d.model.h2d_bandwidth / 1e9:.3g} GB/s)" for d in rt.devices)
+    _GPU.note = (_GPU.note + "; " if _GPU.note else "") + f"in use: {names}"
+    if _GPU.note.startswith(f"{s.source} names"):
+        _say_unusable(s)
+    atexit.register(_close_at_exit, rt, os.getpid())
+
+
+def _close_at_exit(rt: Any, pid: int) -> None:  # pragma: no cover - interpreter exit
+    if os.getpid() == pid:
+        try:
+            rt.close()
+        except Exception:  # noqa: BLE001 - at exit, best effort
+            pass
+
+
+def gpu_runtime(search: bool = True) -> Any:
+    """The Runtime over the drop-in's GPUs, or None (see the module notes): looked for now, once per
+    process, with ``search`` (the setting allowing GPUs), else only what an earlier search found."""
+    if _GPU.pid != os.getpid():
+        _after_fork_in_child()
+    if search and not _GPU.searched and _gpu_possible():
+        with _GPU.lock:
+            if not _GPU.searched:
+                _search()
+    return _GPU.runtime if _setting().wants_gpus else None
+
+
+def _sync_floors() -> None:
+    """Hand the C path its limits again where whether GPUs may take calls has changed since."""
+    if _GPU.c_floors != _gpu_possible() and _FAST[0] is not None:
+        _configure(_FAST[0])
+
+
+def _gpu_target(rt: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """The GPUs' runtime for this call of the default runtime, or None: the CPU path (module notes)."""
+    if not _gpu_possible():
+        _sync_floors()
+        return None
+    from tileblas.runtime import _planner as P
+    from tileblas.runtime import _runtime
+
+    threads = _threads(rt)
+    if threads < 1 or not getattr(rt, "_made_default", False) or _runtime._CURRENT.get() is not None:
+        return None
+    bound = P.bind_arguments(name, args, kwargs)
+    shape, out, flops = P.call_size(name, bound)
+    cfg = _config(threads)
+    if flops < cfg.gpu_floors()[_floor_key(name, bound, out.dtype)] or P.is_trivial(name, bound):
+        return None
+    grt = gpu_runtime()
+    _sync_floors()
+    if grt is None:
+        return None
+    if _setting().forced or _gpu_first(name, shape, out.dtype, rt.devices[0], threads, grt, cfg):
+        return grt
+    return None
+
+
+def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any,
+               cfg: _dropin.DropInConfig) -> bool:
+    """Whether a call of routine ``name``, shape (m, n, k) and ``dtype`` goes to the GPUs of ``grt``
+    rather than the CPU path of ``threads`` threads of ``host``'s kind: the GPUs' predicted seconds (in
+    the tiles their runtime would take) against the CPU path's, by :func:`tileblas.policy._offload.gpu_first`."""
+    import numpy as np
+
+    from tileblas.runtime import _planner as P
+    from tileblas.runtime import _shares
+
+    m, n, k = shape
+    tile = P.bounded_tile(m, n, k, grt.tile_size_for(name, m, n, k, dtype))
+    if max(m, n, k) <= tile:
+        tile = max(m, n, k, 1)  # one task, one tile covering the call
+    gpu_s = _shares.predict_seconds(name, m, n, k, dtype, tile, grt.devices)
+    flops = P.flop_count(name, m, n, k) * (4.0 if np.dtype(dtype).kind == "c" else 1.0)
+    cpu_s = flops / (threads * _shares.host_model(host).rate(dtype, max(min(m, n, k), 1)))
+    return _offload.gpu_first(gpu_s, cpu_s, cfg.gpu_margin)
+
+
+def set_devices(devices: str | None) -> _offload.DeviceSetting:
+    """Set the drop-in's devices as ``TILEBLAS_DEVICES`` does (its grammar: :mod:`tileblas.policy._offload`;
+    None: read the variable again); returns the setting it replaced (None: not read yet).  GPUs already
+    found are kept where the new setting asks for as many (or none: they wait unused); else they are closed
+    and looked for again by the next large call.  ValueError for a value outside the grammar."""
+    new = _offload.from_environment() if devices is None else _offload.parse(devices, "set_devices")
+    with _GPU.lock:
+        prev, _GPU.setting = _GPU.setting, new
+        if _GPU.searched and new.wants_gpus and new.gpus != _GPU.asked:
+            _release_locked()
+        _GPU.maybe = True
+        if not (_GPU.searched and _GPU.runtime is not None):
+            _GPU.note = ""
+        if _GPU.searched and _GPU.runtime is None and new.wants_gpus:
+            _GPU.searched = False  # a GPU-less answer is for the setting it was given: look again
+    if _FAST[0] is not None:
+        _configure(_FAST[0])
+    return prev
+
+
+def _release_locked() -> None:
+    rt, _GPU.runtime = _GPU.runtime, None
+    _GPU.searched = False
+    _GPU.note = ""
+    _GPU.maybe = True
+    if rt is not None:
+        rt.close()
+
+
+def release_gpus() -> None:
+    """Close the drop-in's GPUs (their tile memory goes back to CUDA); the next large call looks for them
+    again."""
+    with _GPU.lock:
+        _release_locked()
+    if _FAST[0] is not None:
+        _configure(_FAST[0])
+
+
+def _after_fork_in_child() -> None:
+    """A fork child: the parent's GPUs are not the child's (CUDA does not survive fork()); where the parent
+    reached CUDA the child takes the CPU path, else it looks for GPUs itself."""
+    _GPU.lock = threading.RLock()
+    if _GPU.pid == os.getpid():
+        return
+    _GPU.pid = os.getpid()
+    if _GPU.runtime is not None:
+        _GPU.stale.append(_GPU.runtime)  # never closed here: its CUDA objects are the parent's
+        _GPU.runtime = None
+    if _GPU.cuda:
+        _GPU.searched, _GPU.maybe = True, False
+        _GPU.note = "a fork child of a process that used CUDA (CUDA does not survive fork()): the CPU path"
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def gpu_report(search: bool = True) -> dict[str, Any]:
+    """What ``tileblas info`` shows of the drop-in's devices: the setting, the devices in force, why no GPU
+    takes calls where none does, and per routine and precision the smallest order n of a square call
+    that goes to the GPUs (from the model; None: none up to 65536).  ``search`` looks for the GPUs now
+    where no call has."""
+    from tileblas.runtime._runtime import get_runtime
+
+    rt = get_runtime()
+    threads = _threads(rt) or 1
+    s = _setting()
+    grt = gpu_runtime(search) if _gpu_possible() or _GPU.searched else None
+    cfg = _config(threads)
+    out: dict[str, Any] = {"setting": s.describe(), "cpu_threads": threads, "gpus": [], "note": _GPU.note,
+                           "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {}}
+    if not s.wants_gpus:
+        out["note"] = "refused: no GPU is looked for" if s.note else "no GPU is looked for"
+    if grt is None or not _setting().wants_gpus:
+        if not out["note"]:
+            out["note"] = "no call has been large enough to look for GPUs (search=False)"
+        return out
+    out["gpus"] = [{"name": d.name, "model": d.model.name, "host_link": d.model.h2d_bandwidth,
+                    "flops": dict(d.model.flops)} for d in grt.devices]
+    import numpy as np
+
+    from tileblas._dtypes import DTYPE_OF
+    from tileblas.runtime import _planner as P
+
+    floors = cfg.gpu_floors()
+    for fam in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm"):
+        for p in "sdcz":
+            dt = np.dtype(DTYPE_OF[p])
+            key = f"{p}{fam}/L" if fam in ("trmm", "trsm") else fam
+            cplx = 4.0 if dt.kind == "c" else 1.0
+
+            def goes(n: int, fam: str = fam, dt: Any = dt, key: str = key, cplx: float = cplx) -> bool:
+                if P.flop_count(fam, n, n, n) * cplx < floors[key]:
+                    return False
+                return s.forced or _gpu_first(fam, (n, n, n), dt, rt.devices[0], threads, grt, cfg)
+
+            out["crossover"][p + fam] = _offload.crossover(goes)
+    return out
 
 
 _configure(None)  # the Level-1/2 limits in force from the import on; Level 3 off until the first call

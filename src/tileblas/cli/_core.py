@@ -47,8 +47,21 @@ def info() -> dict[str, Any]:
         "devices": [d.describe() for d in host_devices()],
         "threads": threads_info(),
         "gpu": gpu_info(),
+        "dropin_gpu": dropin_gpu_info(),
         "paths": paths_info(),
     }
+
+
+def dropin_gpu_info() -> dict[str, Any]:
+    """The drop-in's devices: the ``TILEBLAS_DEVICES`` setting, the GPUs in use (looked for now where no
+    call has) or why none is, and the smallest square order per routine that goes to a GPU
+    (:func:`tileblas.blas._dispatch.gpu_report`)."""
+    from tileblas.blas import _dispatch
+
+    try:
+        return _dispatch.gpu_report()
+    except Exception as exc:  # noqa: BLE001 - info reports; it never fails for a GPU
+        return {"setting": "?", "gpus": [], "note": f"{type(exc).__name__}: {exc}", "crossover": {}}
 
 
 def threads_info() -> dict[str, Any]:
@@ -150,6 +163,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
               + (f"; CuPy compositions: {', '.join(cb['compositions'])}" if cb.get("compositions") else ""))
     if g.get("fallbacks"):
         print(f"             ran as CuPy compositions here: {', '.join(sorted(g['fallbacks']))}")
+    _print_dropin_gpu(data["dropin_gpu"])
     _print_paths(data["paths"])
     return 0
 
@@ -168,6 +182,22 @@ def _print_pool(p: dict[str, Any]) -> None:
           f"{st['workers']} worker(s), {st['sleeps']} sleep(s)")
     for note in p.get("notes", []):
         print(f"             {note}")
+
+
+def _print_dropin_gpu(d: dict[str, Any]) -> None:
+    if not d["gpus"]:
+        print(f"drop-in      CPU workers only ({d['setting']}): {d['note']}")
+        return
+    print(f"drop-in      CPU workers ({d.get('cpu_threads', '?')} thread(s)) and "
+          + ", ".join(f"{g['name']} ({g['model']}, host link {g['host_link'] / 1e9:.3g} GB/s)" for g in d["gpus"])
+          + f" ({d['setting']})")
+    cross = d.get("crossover") or {}
+    fams: dict[str, list[str]] = {}
+    for name, n in cross.items():
+        fams.setdefault(name[1:], []).append(f"{name[0]} {'never' if n is None else n}")
+    print(f"             to the GPUs from (order n of a square call, from the model; never below "
+          f"{d.get('min_flops', 0):.3g} flops or in a C-path split range): "
+          + "; ".join(f"{f} {', '.join(v)}" for f, v in fams.items()))
 
 
 def _print_paths(p: dict[str, Any]) -> None:

@@ -68,7 +68,8 @@ from tileblas.devices import _hostmem
 from tileblas.devices._discrete import DiscreteDevice, Event
 from tileblas.devices._model import DeviceModel
 
-__all__ = ["GPUDevice", "GPUUnavailableError", "CupyMissingError", "gpu_devices", "gpu_count", "gpu_info"]
+__all__ = ["GPUDevice", "GPUUnavailableError", "CupyMissingError", "gpu_devices", "gpu_count", "gpu_info",
+           "usable_count"]
 
 _PREFIX = PREFIX_OF
 _REAL = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
@@ -132,6 +133,12 @@ def _count(cp: Any) -> int:
     if n < 1:
         raise GPUUnavailableError(f"CuPy {getattr(cp, '__version__', '?')} is installed, but CUDA sees no GPU")
     return n
+
+
+def usable_count() -> int:
+    """CUDA devices CuPy sees; :class:`GPUUnavailableError` saying why there is none to use
+    (:class:`CupyMissingError`, naming the extra to install, without CuPy)."""
+    return _count(_cupy())
 
 
 def gpu_count() -> int:

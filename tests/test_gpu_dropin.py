@@ -1,0 +1,452 @@
+"""The drop-in uses the GPUs by itself (tileblas.blas._dispatch, tileblas.policy._offload): which calls go to a
+GPU and why, every way of having none (no CuPy, CUDA without a device or driver, cuBLAS that does not start,
+``TILEBLAS_DEVICES=cpu``, a value outside its grammar, a fork child), and what ``tileblas info`` says.
+
+On the strict CuPy stand-in of ``_cupy_standin.py`` named as an H100, so that the GPUs' figures are the H100
+preset's (with the stand-in's measured host link) against this machine's CPU workers.  The laziness (no
+CuPy import for small calls, nothing looked for at import) is checked in fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _cupy_standin import install
+
+import tileblas.blas as tb
+from tileblas.blas import _dispatch
+from tileblas.policy import _dropin, _offload
+
+ROOT = Path(__file__).resolve().parents[1]
+RNG = np.random.default_rng(34)
+EPS = {np.float32: np.finfo(np.float32).eps, np.float64: np.finfo(np.float64).eps,
+       np.complex64: np.finfo(np.float32).eps, np.complex128: np.finfo(np.float64).eps}
+
+
+def rnd(shape, dt=np.float64):
+    x = RNG.standard_normal(shape)
+    if np.dtype(dt).kind == "c":
+        x = x + 1j * RNG.standard_normal(shape)
+    return np.asfortranarray(x.astype(dt))
+
+
+def _bound(k, a_abs_b_abs, dt):
+    """The error bound of a product of inner dimension k: a small multiple of k eps |A||B|."""
+    return 4.0 * k * EPS[dt] * float(a_abs_b_abs.max())
+
+
+@pytest.fixture(autouse=True)
+def _fresh_devices():
+    """Every test starts from TILEBLAS_DEVICES as the environment has it, with no GPU looked for, and
+    leaves it so (the drop-in's GPUs closed while the stand-in is still installed)."""
+    _dispatch.set_devices(None)
+    _dispatch.release_gpus()
+    yield
+    _dispatch.set_devices(None)
+    _dispatch.release_gpus()
+
+
+def _named(monkeypatch, sim, name=b"NVIDIA H100 80GB HBM3"):
+    props = sim.cp.cuda.runtime.getDeviceProperties
+    monkeypatch.setattr(sim.cp.cuda.runtime, "getDeviceProperties", lambda i: {**props(i), "name": name})
+    return sim
+
+
+@pytest.fixture()
+def standin(monkeypatch):
+    """``standin(name=...)``: one stand-in GPU (named as an H100 by default); the drop-in's GPUs are closed
+    while it is still installed."""
+
+    def make(name=b"NVIDIA H100 80GB HBM3"):
+        sim = install(monkeypatch, devices=1)
+        return _named(monkeypatch, sim, name) if name else sim
+
+    yield make
+    _dispatch.release_gpus()
+
+
+@pytest.fixture()
+def h100(standin):
+    """One stand-in GPU named as an H100; the drop-in's devices 'auto'."""
+    sim = standin()
+    _dispatch.set_devices("auto")
+    return sim
+
+
+def _gpu_calls(sim):
+    return sum(sim.calls.values())
+
+
+# ------------------------------------------------------------------------------------------- grammar
+@pytest.mark.parametrize("text, host, gpus, named", [
+    ("", True, None, False), ("auto", True, None, False), (" AUTO ", True, None, False),
+    ("cpu", True, 0, False), ("cpu,gpu", True, None, True), ("gpu, cpu", True, None, True),
+    ("cpu,gpu:2", True, 2, True), ("gpu", False, None, True), ("gpu:1", False, 1, True),
+])
+def test_the_grammar_of_tileblas_devices(text, host, gpus, named):
+    s = _offload.parse(text)
+    assert (s.host, s.gpus, s.named, s.note) == (host, gpus, named, "")
+    assert s.wants_gpus == (gpus != 0) and s.forced == (named and not host)
+
+
+@pytest.mark.parametrize("text", ["gpu:0", "cpu:4", "cpu:1x2", "gpu:x", "tpu", "cpu,cpu", "gpu,gpu:1", "cpu;gpu"])
+def test_a_value_outside_the_grammar_is_refused_naming_it(text):
+    with pytest.raises(ValueError, match="expected 'auto'") as exc:
+        _offload.parse(text)
+    assert repr(text) in str(exc.value)
+    with pytest.warns(RuntimeWarning, match="CPU workers only") as rec:
+        s = _offload.from_environment({"TILEBLAS_DEVICES": text})
+    assert len(rec) == 1 and not s.wants_gpus and s.note
+    with pytest.raises(ValueError, match="expected 'auto'"):
+        _dispatch.set_devices(text)
+    with pytest.raises(TypeError, match="devices must be a str"):
+        _offload.parse(3)
+
+
+def test_crossover_finds_the_smallest_order_of_a_rule():
+    for first in (64, 65, 100, 777, 1024, 4097, 65536):
+        assert _offload.crossover(lambda n, f=first: n >= f) == first
+    assert _offload.crossover(lambda n: False) is None
+    assert _offload.gpu_first(1.0, 1.25, 1.25) and not _offload.gpu_first(1.0, 1.2, 1.25)
+
+
+def test_the_gpu_floors_keep_every_call_the_c_path_splits():
+    """A call that may go to a GPU leaves the C path at its floor: gpu_min_flops, and no lower than the
+    top of any split range of its family (precision, for trmm/trsm); with GPUs possible the C path's
+    limits are the floors, without them the C path keeps its limits."""
+    two = _dropin.config(2)
+    floors = two.gpu_floors()
+    assert floors["gemm"] == max(two.gpu_min_flops, two.split["dgemm"][1], two.split["zgemm"][1])
+    assert floors["syrk"] == max(two.gpu_min_flops, *(two.split[p + "syrk"][1] for p in "sdcz"))
+    assert floors["dtrsm/L"] == floors["dtrsm/R"] == max(two.gpu_min_flops, two.split["dtrsm"][1])
+    assert floors["syr2k"] == two.gpu_min_flops  # never split
+    for key, v in floors.items():
+        assert _dropin.config(2, gpu=True).limits[key] == min(two.limits[key], v)
+    assert _dropin.config(1).gpu_floors()["syrk"] == _dropin.SHIPPED.gpu_min_flops  # no split on one thread
+    assert set(_dropin.config(2, gpu=True).c_fields()) == set(two.c_fields())
+    assert "gpu_min_flops" not in two.c_fields() and "gpu_margin" not in two.c_fields()
+
+
+# ------------------------------------------------------------------------------------------- the choice
+def test_small_calls_stay_on_the_cpu_and_look_for_no_gpu(h100):
+    for n in (8, 64, 512, 790):
+        a, b = rnd((n, n)), rnd((n, n))
+        c = tb.dgemm(1.0, a, b)
+        assert np.abs(c - a @ b).max() <= _bound(n, np.abs(a) @ np.abs(b), np.float64)
+    tb.zgemm(1.0, rnd((400, 400), np.complex128), rnd((400, 400), np.complex128))
+    tb.dsyrk(1.0, rnd((1200, 1200)))  # 1.7e9 flops: below the syrk floor (the C path's split range)
+    tb.dtrsm(1.0, np.asfortranarray(np.tril(rnd((1400, 1400))) + 1400 * np.eye(1400)), rnd((1400, 1400)))
+    assert _gpu_calls(h100) == 0 and _dispatch.gpu_runtime(search=False) is None
+    rep = _dispatch.gpu_report(search=False)
+    assert rep["gpus"] == [] and "search=False" in rep["note"]
+
+
+@pytest.mark.parametrize("routine, n, dt", [("dgemm", 1100, np.float64), ("zgemm", 700, np.complex128),
+                                            ("dsyrk", 1760, np.float64), ("dtrsm", 1600, np.float64),
+                                            ("sgemm", 1100, np.float32)])
+def test_a_large_call_goes_to_the_gpu_with_the_h100_model_and_is_right(h100, routine, n, dt):
+    a = rnd((n, n), dt)
+    if routine.endswith("gemm"):
+        b = rnd((n, n), dt)
+        c = getattr(tb, routine)(1.0, a, b)
+        ref, scale, k = a @ b, np.abs(a) @ np.abs(b), n
+    elif routine == "dsyrk":
+        c = tb.dsyrk(1.0, a, lower=1)
+        ref, scale, k = np.tril(a @ a.T), np.abs(a) @ np.abs(a).T, n
+        c = np.tril(c)
+    else:
+        t = np.asfortranarray(np.tril(a) + n * np.eye(n))
+        b = rnd((n, n), dt)
+        c = tb.dtrsm(1.0, t, b, lower=1)
+        ref, scale, k = b, np.abs(t) @ np.abs(c), n  # the residual t x - b against |t||x|
+        c = t @ c
+    grt = _dispatch.gpu_runtime(search=False)
+    assert grt is not None and grt.stats()["calls"] == 1, "the call did not run on the GPUs' runtime"
+    assert h100.calls.get(routine, 0) >= 1
+    assert np.abs(c - ref).max() <= _bound(k, scale, dt)
+
+
+def test_the_crossover_info_shows_is_where_calls_change_sides(h100):
+    """The smallest order gpu_report gives for dgemm and zgemm goes to the GPU, one less does not (the
+    path is a function of the call); the same call again takes the same path."""
+    rep = _dispatch.gpu_report()
+    assert [g["name"] for g in rep["gpus"]] == ["gpu0"] and rep["gpus"][0]["model"].startswith("H100")
+    assert set(rep["crossover"]) == {p + f for f in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm") for p in "sdcz"}
+    for routine, dt in (("dgemm", np.float64), ("zgemm", np.complex128)):
+        n = rep["crossover"][routine]
+        assert n is not None and 2 * n ** 3 * (4 if dt == np.complex128 else 1) >= rep["min_flops"]
+        for m, goes in ((n - 1, False), (n, True), (n, True)):
+            before = h100.calls.get(routine, 0)
+            tb.__dict__[routine](1.0, rnd((m, m), dt), rnd((m, m), dt))
+            assert (h100.calls.get(routine, 0) > before) == goes, (routine, m)
+
+
+def test_the_model_keeps_a_call_on_the_cpu_where_the_host_is_faster_with_the_cpu_paths_bits(h100, tuned):
+    """Where the CPU path is predicted faster (a host of 1e14 flop/s a core) a call above the floor stays
+    on the CPU and gives the bits it gives with TILEBLAS_DEVICES=cpu (the C path)."""
+    n = 1100
+    a, b = rnd((n, n)), rnd((n, n))
+    tuned(core_flops=1e14)
+    got = tb.dgemm(1.0, a, b)
+    assert _dispatch.gpu_runtime(search=False) is not None  # looked for: the call was large enough
+    assert h100.calls.get("dgemm", 0) == 1  # the search's check call only
+    _dispatch.set_devices("cpu")
+    want = tb.dgemm(1.0, a, b)
+    assert np.array_equal(got, want)
+    assert h100.calls.get("dgemm", 0) == 1
+
+
+def test_gpu_alone_takes_every_call_from_the_floor(h100, tuned):
+    """TILEBLAS_DEVICES=gpu: the model is not asked (a host of 1e14 flop/s a core), calls below the floor
+    stay on the CPU all the same."""
+    _dispatch.set_devices("gpu")
+    tuned(core_flops=1e14)
+    tb.dgemm(1.0, rnd((300, 300)), rnd((300, 300)))
+    assert _gpu_calls(h100) == 0
+    tb.dgemm(1.0, rnd((1100, 1100)), rnd((1100, 1100)))
+    assert h100.calls.get("dgemm", 0) == 2  # the check and the call
+
+
+def test_a_runtime_of_ones_own_decides_for_itself(h100):
+    import tileblas
+
+    with tileblas.Runtime(2) as rt:
+        tb.dgemm(1.0, rnd((1100, 1100)), rnd((1100, 1100)))
+        assert rt.stats()["calls"] == 1
+    assert _gpu_calls(h100) == 0 and _dispatch.gpu_runtime(search=False) is None
+
+
+def test_the_c_path_hands_calls_from_the_floor_to_python_only_while_gpus_may_take_them(h100):
+    from tileblas.blas import _fastpath
+
+    if not hasattr(_fastpath, "configure"):
+        pytest.skip("no C path here")
+    tb.dgemm(1.0, rnd((32, 32)), rnd((32, 32)))  # the default runtime and the C path in force
+    floors = _dispatch._config(_dispatch._threads(_dispatch._FAST[0])).gpu_floors()
+    assert _fastpath.config()["limits"]["gemm"] == floors["gemm"]
+    _dispatch.set_devices("cpu")
+    assert _fastpath.config()["limits"]["gemm"] > 1e300
+    _dispatch.set_devices("auto")
+    assert _fastpath.config()["limits"]["gemm"] == floors["gemm"]
+
+
+# ------------------------------------------------------------------------------------------- fallbacks
+def _large_call_on_cpu():
+    a, b = rnd((1100, 1100)), rnd((1100, 1100))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        c = tb.dgemm(1.0, a, b)
+    assert np.abs(c - a @ b).max() <= _bound(1100, np.abs(a) @ np.abs(b), np.float64)
+    assert _dispatch.gpu_runtime(search=False) is None
+    return [str(w.message) for w in rec]
+
+
+def test_without_cupy_the_cpu_path_and_info_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    assert _large_call_on_cpu() == []  # 'auto': no warning
+    assert "pip install 'tileblas[gpu]'" in _dispatch.gpu_report()["note"]
+    with pytest.warns(RuntimeWarning, match=r"names GPUs, but CuPy is not installed: pip install 'tileblas\[gpu\]'"):
+        _dispatch.set_devices("cpu,gpu")  # named: one warning (here: the C path is configured again)
+        assert _large_call_on_cpu() == []
+
+
+def test_a_driver_error_of_getdevicecount_is_the_cpu_path(standin):
+    sim = standin(None)
+    sim.state["driver_error"] = "cudaErrorInsufficientDriver"
+    _dispatch.set_devices("auto")
+    assert _large_call_on_cpu() == []
+    note = _dispatch.gpu_report()["note"]
+    assert "no usable GPU" in note and "cudaErrorInsufficientDriver" in note and _gpu_calls(sim) == 0
+
+
+def test_no_device_is_the_cpu_path(monkeypatch, standin):
+    sim = standin(None)
+    monkeypatch.setattr(sim.cp.cuda.runtime, "getDeviceCount", lambda: 0)
+    _dispatch.set_devices("auto")
+    assert _large_call_on_cpu() == []
+    assert "sees no GPU" in _dispatch.gpu_report()["note"]
+
+
+def test_cublas_that_does_not_start_is_the_cpu_path_and_nothing_is_left_open(monkeypatch, standin):
+    sim = standin()
+
+    def refuse():
+        raise RuntimeError("CUBLAS_STATUS_NOT_INITIALIZED")
+
+    monkeypatch.setattr(sim.cublas, "create", refuse)
+    _dispatch.set_devices("cpu,gpu:1")
+    got = _large_call_on_cpu()
+    assert len(got) == 1 and "CUBLAS_STATUS_NOT_INITIALIZED" in got[0]
+    assert "did not start" in _dispatch.gpu_report()["note"]
+    assert sim.used == [0]  # the tile memory given back
+
+
+def test_a_gpu_giving_wrong_results_is_the_cpu_path(monkeypatch, standin):
+    sim = standin()
+    real = sim.cublas.dgemm
+
+    def wrong(h, ta, tb_, m, n, k, al, a, lda, b, ldb, be, c, ldc):
+        real(h, ta, tb_, m, n, k, al, a, lda, b, ldb, be, c, ldc)
+        np.ctypeslib.as_array((np.ctypeslib.ctypes.c_double * 1).from_address(c))[0] += 1.0
+
+    monkeypatch.setattr(sim.cublas, "dgemm", wrong)
+    _dispatch.set_devices("auto")
+    assert _large_call_on_cpu() == []
+    assert "wrong results" in _dispatch.gpu_report()["note"]
+
+
+def test_more_gpus_named_than_cuda_sees_uses_those_it_sees_and_says_so(standin):
+    sim = standin()
+    _dispatch.set_devices("cpu,gpu:3")
+    with pytest.warns(RuntimeWarning, match="names 3 GPU"):
+        tb.dgemm(1.0, rnd((1100, 1100)), rnd((1100, 1100)))
+    assert len(_dispatch.gpu_runtime(search=False).devices) == 1 and sim.calls.get("dgemm", 0) == 2
+
+
+def test_tileblas_devices_cpu_looks_for_nothing(monkeypatch, standin):
+    sim = standin()
+    monkeypatch.setenv("TILEBLAS_DEVICES", "cpu")
+    _dispatch.set_devices(None)
+    assert _large_call_on_cpu() == [] and _gpu_calls(sim) == 0 and _dispatch._GPU.runtime is None
+    assert _dispatch.gpu_report()["note"] == "no GPU is looked for" and _gpu_calls(sim) == 0
+
+
+def test_a_fork_child_takes_the_cpu_path(h100):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    a, b = rnd((1100, 1100)), rnd((1100, 1100))
+    tb.dgemm(1.0, a, b)
+    assert _dispatch.gpu_runtime(search=False) is not None
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            before = _gpu_calls(h100)
+            c = tb.dgemm(1.0, a, b)
+            ok = (np.abs(c - a @ b).max() <= _bound(1100, np.abs(a) @ np.abs(b), np.float64)
+                  and _gpu_calls(h100) == before and "fork" in _dispatch.gpu_report()["note"])
+            os.write(w, b"ok" if ok else b"wrong")
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 16)
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert got == b"ok"
+    tb.dgemm(1.0, a, b)  # the parent keeps its GPU
+    assert _dispatch.gpu_runtime(search=False).stats()["calls"] == 2
+
+
+# ------------------------------------------------------------------------------------------- fresh interpreters
+_PROBE = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as rec:
+        import numpy as np
+        import tileblas.blas as tb
+        out = {"import_warnings": len(rec)}
+        for n in (16, 64, 256, 700):
+            tb.dgemm(1.0, np.ones((n, n)), np.ones((n, n)))
+        tb.zgemm(1.0, np.ones((300, 300), complex), np.ones((300, 300), complex))
+        out["small_cupy"] = "cupy" in sys.modules
+        c = tb.dgemm(1.0, np.ones((1100, 1100)), np.ones((1100, 1100)))
+        out["large_right"] = bool((c == 1100.0).all())
+        out["large_cupy"] = "cupy" in sys.modules
+        from tileblas.blas import _dispatch
+        out["note"] = _dispatch.gpu_report(search=False)["note"]
+        out["warnings"] = [str(w.message) for w in rec]
+        # the first call from a floor takes the Python path (and looks for GPUs); once none is found the
+        # C path keeps such calls: the same bits either way
+        rng = np.random.default_rng(5)
+        a, b = np.asfortranarray(rng.random((1760, 1760))), np.asfortranarray(rng.random((1760, 1760)))
+        t = np.asfortranarray(np.tril(a) + 1760 * np.eye(1760))
+        calls = {"dgemm": lambda: tb.dgemm(1.0, a, b), "dsyrk": lambda: tb.dsyrk(1.0, a),
+                 "dtrsm": lambda: tb.dtrsm(1.0, t, b, lower=1), "zgemm": lambda: tb.zgemm(1.0, a + 1j * b, b)}
+        out["same_bits"] = {}
+        for name, call in calls.items():
+            _dispatch.set_devices("auto")  # look again: the C path hands calls from the floor to Python
+            first = call()
+            out["same_bits"][name] = [bool(np.array_equal(first, call())), _dispatch._GPU.searched]
+    print(json.dumps(out))
+""")
+
+
+def _fresh(tmp_path, devices):
+    """The probe script in a new interpreter, with a CuPy on the path whose import records itself and
+    fails (as a CuPy built for another CUDA does)."""
+    pkg = tmp_path / "cupy"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("raise ImportError('libcudart.so.13: cannot open shared object file')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT / "src")]))
+    env.pop("TILEBLAS_DEVICES", None)
+    if devices is not None:
+        env["TILEBLAS_DEVICES"] = devices
+    r = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_small_calls_never_import_cupy_and_a_broken_cupy_is_the_cpu_path(tmp_path):
+    out = _fresh(tmp_path, None)
+    assert out["import_warnings"] == 0 and not out["small_cupy"]
+    assert out["large_right"] and "does not import" in out["note"] and "libcudart" in out["note"]
+    assert out["warnings"] == []
+    assert out["same_bits"] == {name: [True, True] for name in ("dgemm", "dsyrk", "dtrsm", "zgemm")}
+
+
+def test_tileblas_devices_cpu_never_imports_cupy(tmp_path):
+    out = _fresh(tmp_path, "cpu")
+    assert not out["small_cupy"] and not out["large_cupy"] and out["large_right"] and out["warnings"] == []
+
+
+def test_a_bad_tileblas_devices_is_one_warning_at_the_first_call_not_at_import(tmp_path):
+    out = _fresh(tmp_path, "gpu:none")
+    assert out["import_warnings"] == 0 and out["large_right"] and not out["large_cupy"]
+    assert len(out["warnings"]) == 1 and "TILEBLAS_DEVICES='gpu:none'" in out["warnings"][0]
+    assert "refused" in out["note"]
+
+
+# ------------------------------------------------------------------------------------------- info, errors
+def _info_text():
+    from tileblas.cli import _core
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        _core._print_dropin_gpu(_core.dropin_gpu_info())
+    return buf.getvalue()
+
+
+def test_info_shows_the_devices_in_force_and_the_crossover(h100):
+    text = _info_text()
+    assert "gpu0 (H100" in text and "GB/s" in text and "CPU workers (" in text
+    n = _dispatch.gpu_report(search=False)["crossover"]["dgemm"]
+    assert f"gemm s {_dispatch.gpu_report(search=False)['crossover']['sgemm']}, d {n}," in text
+
+
+def test_info_says_why_there_is_no_gpu(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    text = _info_text()
+    assert text.startswith("drop-in      CPU workers only") and "tileblas[gpu]" in text
+    _dispatch.set_devices("cpu")
+    assert "no GPU is looked for" in _info_text()
+
+
+def test_a_gpu_runtime_without_cupy_names_the_extra_to_install(monkeypatch):
+    import tileblas
+    from tileblas.devices import CupyMissingError
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(CupyMissingError, match=r"pip install 'tileblas\[gpu\]'") as exc:
+        tileblas.Runtime("gpu:1")
+    assert isinstance(exc.value, ImportError)
