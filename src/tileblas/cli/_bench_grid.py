@@ -689,7 +689,7 @@ def add_grid_arguments(p: Any) -> None:
                         "rewritten after every point, so a grid can be measured in several sittings)")
     p.add_argument("--minutes", type=_args.number(0.0, strict=True), default=None,
                    help="stop starting new points after this many minutes (with --resume, go on later)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _at_least(name: str, value: Any, low: float, strict: bool = False) -> None:

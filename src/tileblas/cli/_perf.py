@@ -59,7 +59,8 @@ def _repo(args: argparse.Namespace, read_only: bool = False):
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=None, help="model repository file (default: $TILEBLAS_MODEL_DB or the cache dir)")
     p.add_argument("--threads", type=_pos, default=1, help="BLAS threads the models are for (default 1)")
-    p.add_argument("--locality", choices=("in-cache", "out-of-cache"), default="in-cache")
+    p.add_argument("--locality", choices=("in-cache", "out-of-cache"), default="in-cache",
+                   help="operands in cache between calls (in-cache, default) or flushed (out-of-cache)")
 
 
 def ranking_agreement(predicted: dict[int, float], measured: dict[int, float], tolerance: float = 0.05) -> tuple[int, int]:
@@ -220,33 +221,100 @@ def _rank(args: argparse.Namespace, alg: Any, variants: list[int], pred: Any) ->
     return 0
 
 
+def _paths_target(args: argparse.Namespace) -> Any:
+    """The path policy file tune writes: ``--paths-file``, else next to ``--db``, else the one read."""
+    from pathlib import Path
+
+    from tileblas.policy import _paths
+
+    if args.paths_file:
+        return Path(args.paths_file)
+    if args.db:
+        return Path(args.db).with_name("paths.json")
+    return _paths.policy_path()
+
+
+def _probe_rate() -> float:
+    """This machine's dgemm rate on all cores (flops per second), from a short probe (~0.1 s)."""
+    import time
+
+    import numpy as np
+
+    from tileblas.kernels import _openblas
+    from tileblas.kernels._threadpool import cpu_count
+
+    lib = _openblas.get_library(cpu_count())
+    n = 384
+    a = np.asfortranarray(np.random.default_rng(0).standard_normal((n, n)))
+    c = np.zeros((n, n), order="F")
+    _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / max(best, 1e-9)
+
+
+def estimate_paths_seconds(args: argparse.Namespace, rate: float) -> float:
+    """Seconds the path measurements of ``args`` should take at ``rate`` flops/s: per point and round,
+    three contenders (the two ways and the control), each a pause, a warm-up call and a timed block."""
+    from tileblas.perf._pathtune import _flops
+    from tileblas.policy import _paths
+
+    def turn(flops: float, block: float) -> float:
+        t = flops / rate
+        return args.settle + t + max(block, t)
+
+    total = 0.0
+    for cls in args.classes:
+        cplx = cls == "complex"
+        for fam in args.families:
+            total += sum(3 * args.path_reps * turn(_flops(fam, n, n, cplx), 0.05) for n in args.path_sizes)
+            if fam in ("trmm", "trsm"):
+                total += sum(3 * args.path_reps * turn(_flops(fam, n, r, cplx), 0.05)
+                             for n in args.path_orders for r in args.path_rhs)
+    small = lambda reps, count: 3 * reps * count * (args.settle + 0.06)  # noqa: E731 - microsecond calls
+    rank = [r for r in _paths.RANK_GEMM_ROUTINES if r[1:] in args.families and "real" in args.classes]
+    if rank and not args.no_rank_gemm:
+        total += small(args.rank_gemm_reps, len(rank) * (len(args.rank_gemm_orders) + len(args.rank_gemm_split_orders)))
+    if "trmm" in args.families and not args.no_one_thread:
+        total += small(args.one_thread_reps, 2 * len(args.one_thread_orders))
+    split = [r for r in _paths.SPLIT_TUNE if _paths.FAMILY[r[1:]] in args.families
+             and _paths.precision_class(r[0]) in args.classes]
+    if split and not args.no_split:
+        total += small(args.split_reps, sum(2 if r[1:] in ("trmm", "trsm") else 1 for r in split) * len(args.split_orders))
+    return total
+
+
 def _tune_paths(args: argparse.Namespace) -> int:
-    """Measure the path policy's crossovers (:mod:`tileblas.perf._pathtune`), store them, print them."""
+    """Measure the path policy's crossovers (:mod:`tileblas.perf._pathtune`), show them, store those
+    measured above the noise (unless ``--dry-run``)."""
     import math
     import os
-    from pathlib import Path
 
     from tileblas.blas import _dispatch
     from tileblas.policy import _paths
     from tileblas.perf._pathtune import measure_one_thread, measure_policy, measure_rank_gemm, measure_split
 
-    if args.paths_file:
-        target = Path(args.paths_file)
-    elif args.db:
-        target = Path(args.db).with_name("paths.json")
-    else:
-        target = _paths.policy_path()
+    target = _paths_target(args)
     say = None if args.no_progress else (lambda line: print("  " + line, flush=True))
     try:
         load = os.getloadavg()[0]
         if load > 0.5:
-            print(f"note: load average {load:.2f} while measuring; other work on the cores skews the crossovers")
+            print(f"note: load average {load:.2f} while measuring; other work on the cores skews the crossovers "
+                  "(settings within the noise the control shows are not stored)")
     except OSError:
         pass
+    est = estimate_paths_seconds(args, _probe_rate())
+    print(f"path crossovers: about {_duration(est)} on this machine (estimated from a dgemm probe; "
+          f"{'--quick ladders' if args.quick else 'full ladders, --quick for a shorter run'})", flush=True)
     print(f"measuring path crossovers: sizes {args.path_sizes}, trmm/trsm orders {args.path_orders} x "
-          f"right-hand sides {args.path_rhs}, best of {args.path_reps}")
+          f"right-hand sides {args.path_rhs}, best of {args.path_reps}, each point with a control (the "
+          f"baseline timed twice)")
     pol = measure_policy(args.path_sizes, args.path_orders, args.path_rhs, args.families, args.classes,
                          args.path_reps, args.settle, args.margin, progress=say)
+    noise: list[str] = list(pol.measured.get("within_noise", []))
     rank = [r for r in _paths.RANK_GEMM_ROUTINES if r[1:] in args.families and "real" in args.classes]
     if rank and not args.no_rank_gemm:
         print(f"measuring the syrk/syr2k gemm route of the C path: {', '.join(rank)}, orders "
@@ -255,12 +323,14 @@ def _tune_paths(args: argparse.Namespace) -> int:
         pol.rank_gemm, rows = measure_rank_gemm(rank, args.rank_gemm_orders, args.rank_gemm_split_orders,
                                                 args.rank_gemm_reps, args.settle, args.margin, progress=say)
         pol.measured["rank_gemm"] = rows
+        noise += rows.get("within_noise", [])
     if "trmm" in args.families and not args.no_one_thread:
         print(f"measuring the one-thread limit of the C path: trmm, orders {args.one_thread_orders}, float64 and "
               f"complex128, best of {args.one_thread_reps}")
         pol.one_thread, rows = measure_one_thread(("trmm",), args.one_thread_orders, args.one_thread_reps,
                                                   args.settle, args.margin, progress=say)
         pol.measured["one_thread"] = rows
+        noise += rows.get("within_noise", [])
     split = [r for r in _paths.SPLIT_TUNE if _paths.FAMILY[r[1:]] in args.families
              and _paths.precision_class(r[0]) in args.classes]
     if split and not args.no_split:
@@ -269,22 +339,38 @@ def _tune_paths(args: argparse.Namespace) -> int:
         lows, rows = measure_split(split, args.split_orders, args.split_reps, args.settle, args.margin, progress=say)
         pol.split_from = {r: lo for name, lo in lows.items() for r in _paths.SPLIT_TUNE[name]}
         pol.measured["split"] = rows
-    path = _paths.save_policy(pol, target)
-    print(f"path policy stored in {path}")
+        noise += rows.get("within_noise", [])
+    print("measured (stored only where the gain is beyond the control's noise):")
     for (fam, cls), v in sorted(pol.tile_flops.items()):
-        line = f"  {fam:6s} {cls:8s} tiles from {'never' if math.isinf(v) else f'{v:.3g} flops'}"
+        if fam not in args.families or cls not in args.classes:
+            continue  # not measured: the shipped value
+        if f"tile_flops {fam}/{cls}" in noise:
+            line = f"  {fam:6s} {cls:8s} tiles: within the noise, shipped value kept"
+        else:
+            line = f"  {fam:6s} {cls:8s} tiles from {'never' if math.isinf(v) else f'{v:.3g} flops'}"
         rule = pol.recursion.get((fam, cls))
-        if rule is not None:
+        if f"recursion {fam}/{cls}" in noise:
+            line += "; recursion: within the noise, shipped rule kept"
+        elif rule is not None:
             line += ("; recursion never" if math.isinf(rule[0]) else
                      f"; recursion from order {rule[0]:.0f} with {rule[1]:.0f}-{rule[2]:.0f} right-hand sides")
         print(line)
     for fam, lim in sorted(pol.one_thread.items()):
-        print(f"  {fam:6s} on the one-thread instance below {lim:.3g} flops")
+        print(f"  {fam:6s} on the one-thread instance below {lim:.3g} flops" if lim > 0 else
+              f"  {fam:6s} never on the one-thread instance (it lost at every order measured)")
     for name, lo in sorted(pol.split_from.items()):
         print(f"  {name:6s} " + ("never split on the pool" if math.isinf(lo) else
                                  f"split on the pool from {lo:.3g} flops (to the shipped upper end)"))
-    for name, (one, split) in sorted(pol.rank_gemm.items()):
-        print(f"  {name:6s} as gemm over all of C below {one:.3g} flops (one call), {split:.3g} (split)")
+    for name, (one, split_) in sorted(pol.rank_gemm.items()):
+        print(f"  {name:6s} as gemm over all of C below {one:.3g} flops (one call), {split_:.3g} (split)")
+    for item in noise:
+        if not item.startswith(("tile_flops", "recursion")):
+            print(f"  {item}: within the noise, shipped value kept")
+    if args.dry_run:
+        print(f"--dry-run: nothing stored ({target} unchanged)")
+        return 0
+    path = _paths.save_policy(pol, target)
+    print(f"path policy stored in {path} (`tileblas tune --reset` removes it)")
     if path == _paths.policy_path():
         _dispatch.apply_policy(reload=True)
     else:
@@ -292,8 +378,70 @@ def _tune_paths(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _tune_reset(args: argparse.Namespace) -> int:
+    """Remove what tune stored (the path policy and the model repository), saying which files."""
+    from pathlib import Path
+
+    from tileblas.blas import _dispatch
+    from tileblas.policy import _paths
+
+    db = Path(args.db) if args.db else _paths.default_path()
+    files = [_paths_target(args), db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
+             db.with_name(db.name + "-journal")]
+    removed = []
+    for f in files:
+        try:
+            f.unlink()
+            removed.append(f)
+        except FileNotFoundError:
+            pass
+    if removed:
+        for f in removed:
+            print(f"removed {f}")
+        print("the shipped defaults are in force for new processes (`tileblas info` shows them)")
+    else:
+        print(f"nothing stored: no {files[0]} and no {db}")
+    _dispatch.apply_policy(reload=True)
+    return 0
+
+
+#: The ladders of ``tileblas tune``: full, and ``--quick`` (the path crossovers only, on short ladders).
+TUNE_LADDERS = {
+    "path_sizes": ([512, 1024, 2048, 3072], [256, 512, 1024]),
+    "path_orders": ([512, 1024, 2048], [256, 512]),
+    "path_rhs": ([16, 32, 64, 128, 256], [32, 128]),
+    "path_reps": (3, 2),
+    "rank_gemm_orders": ([16, 32, 48, 64, 80, 96, 112, 128], [16, 32, 64, 128]),
+    "rank_gemm_split_orders": ([64, 80, 96, 112, 128, 144, 160, 176], [64, 128, 176]),
+    "rank_gemm_reps": (5, 3),
+    "one_thread_orders": ([16, 24, 32, 48, 64, 80, 96, 128], [16, 32, 64, 128]),
+    "one_thread_reps": (5, 3),
+    "split_orders": ([24, 32, 48, 64, 80, 96, 128, 160], [32, 64, 128]),
+    "split_reps": (5, 3),
+    "settle": (0.2, 0.1),
+}
+
+
+def _ladders(args: argparse.Namespace) -> None:
+    """Fill the ladder options the command line left out: the full ones, or the --quick ones."""
+    for name, (full, quick) in TUNE_LADDERS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
-    if args.paths_only:
+    if args.reset:
+        return _tune_reset(args)
+    _ladders(args)
+    if args.paths_only or args.quick:
         return _tune_paths(args)
     from tileblas.perf import Predictor, build_models_for, current_key, suggest
     from tileblas.perf._predictor import measure_algorithm
@@ -368,8 +516,11 @@ def register(subparsers: Any) -> None:
     b.add_argument("--flags", default=None, help="flag letters, e.g. LLN for dtrsm side,uplo,transa (diag ignored)")
     b.add_argument("--lo", type=_pos, nargs="+", default=[8], help="lower bound(s) of the size arguments")
     b.add_argument("--hi", type=_pos, nargs="+", default=[1024], help="upper bound(s) of the size arguments")
-    b.add_argument("--strategy", choices=("refine", "expand"), default="refine")
-    b.add_argument("--error-bound", type=number(0.0, strict=True), default=0.1)
+    b.add_argument("--strategy", choices=("refine", "expand"), default="refine",
+                   help="split the domain until each region fits (refine, default) or grow regions from one end "
+                        "(expand)")
+    b.add_argument("--error-bound", type=number(0.0, strict=True), default=0.1,
+                   help="largest relative error a region's polynomial may have (default 0.1)")
     b.add_argument("--min-size", type=_pos, default=32, help="minimum region size (refine)")
     b.add_argument("--direction", choices=("down", "up"), default="down", help="expansion direction (expand)")
     b.add_argument("--initial-size", type=_pos, default=128, help="initial region size (expand)")
@@ -379,13 +530,13 @@ def register(subparsers: Any) -> None:
     b.add_argument("--max-samples", type=_pos, default=None,
                    help="sample budget (refine): once spent, the remaining regions are accepted as they are")
     b.add_argument("--plot", default=None, help="write a PNG of the regions coloured by error")
-    b.add_argument("--no-progress", action="store_true")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_common(b)
     b.set_defaults(func=_cmd_build)
     s = msub.add_parser("show", help="list stored models")
-    s.add_argument("routine", nargs="?", default=None)
-    s.add_argument("--db", default=None)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("routine", nargs="?", default=None, help="only this routine's models (default all)")
+    s.add_argument("--db", default=None, help="model repository file (default: $TILEBLAS_MODEL_DB or the cache dir)")
+    s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=_cmd_show)
     model.set_defaults(func=_missing_action(model, "action"))
 
@@ -394,69 +545,104 @@ def register(subparsers: Any) -> None:
     for name in ("trinv", "sylvester"):
         r = rsub.add_parser(name, help=f"rank the {name} variants")
         r.add_argument("--n", type=_ints, default=[256, 512], help="matrix sizes, e.g. 256,512 or 64:1024:64")
-        r.add_argument("--block", type=_pos, default=96)
-        r.add_argument("--variants", type=_ints, default=None)
+        r.add_argument("--block", type=_pos, default=96, help="block size of the variants (default 96)")
+        r.add_argument("--variants", type=_ints, default=None, help="variants to rank, e.g. 1,3 (default all)")
         r.add_argument("--measure", action="store_true", help="also run the variants and compare rankings")
         r.add_argument("--build", action="store_true", help="build missing models first")
-        r.add_argument("--reps", type=_pos, default=3)
+        r.add_argument("--reps", type=_pos, default=3, help="timed repetitions per point (default 3)")
         r.add_argument("--bursts", type=_pos, default=2, help=BURSTS_HELP)
-        r.add_argument("--min-size", type=_pos, default=32)
-        r.add_argument("--tolerance", type=number(0.0), default=0.05)
-        r.add_argument("--plot", default=None, help="write Fig. IV.1-like PNG (efficiency vs n)")
-        r.add_argument("--no-progress", action="store_true")
+        r.add_argument("--min-size", type=_pos, default=32, help="smallest region of a model built (default 32)")
+        r.add_argument("--tolerance", type=number(0.0), default=0.05,
+                       help="measured times closer than this (relative) are not counted as ordered (default 0.05)")
+        r.add_argument("--plot", default=None, help="write a PNG of each variant's efficiency against n")
+        r.add_argument("--no-progress", action="store_true", help="no progress bar")
         _add_common(r)
         r.set_defaults(func=_cmd_rank, algorithm=name)
     rank.set_defaults(func=_missing_action(rank, "algorithm"))
 
-    t = subparsers.add_parser("tune", help="build the models an algorithm and the runtime need; pick block sizes")
-    t.add_argument("--algorithm", choices=("trinv", "sylvester"), default="trinv")
-    t.add_argument("--variant", type=_pos, default=None)
-    t.add_argument("--n", type=_pos, default=1000)
-    t.add_argument("--blocks", type=_ints, default=list(range(16, 257, 16)))
-    t.add_argument("--max-tile", type=count(8), default=512,
+    t = subparsers.add_parser(
+        "tune", help="measure this machine and store what the runtime and the drop-in then use",
+        description="Measure this machine: the Level-3 path crossovers (one native call, tiles, the trmm/trsm "
+                    "recursion, the C path's limits), stored in paths.json, and the performance models of an "
+                    "algorithm and of the runtime's tiles. Every point is timed with a control (the baseline "
+                    "twice); a setting whose gain lies within that noise is not stored. The results are "
+                    "printed before they are stored; --dry-run stores nothing, --reset removes what was stored.")
+    w = t.add_argument_group("what to do")
+    w.add_argument("--quick", action="store_true",
+                   help="the path crossovers only, on short ladders (about a tenth of the full run's time; the "
+                        "time estimate is printed before it starts)")
+    w.add_argument("--paths-only", action="store_true", help="measure only the path crossovers (no models)")
+    w.add_argument("--no-paths", action="store_true", help="build only the models")
+    w.add_argument("--dry-run", action="store_true", help="measure and show the results, store nothing")
+    w.add_argument("--reset", action="store_true",
+                   help="remove the stored path policy and model repository (naming each file) and return to "
+                        "the shipped defaults; measures nothing")
+    w.add_argument("--no-progress", action="store_true", help="no progress lines or bars")
+    m = t.add_argument_group("performance models", "the models of an algorithm's block sizes and of the "
+                             "runtime's DGEMM tiles and TRSM/TRMM recursion (not with --quick or --paths-only)")
+    m.add_argument("--algorithm", choices=("trinv", "sylvester"), default="trinv",
+                   help="the algorithm whose variants and block sizes are modeled (default trinv)")
+    m.add_argument("--variant", type=_pos, default=None, help="only this variant of the algorithm (default all)")
+    m.add_argument("--n", type=_pos, default=1000, help="matrix order the block size is chosen for (default 1000)")
+    m.add_argument("--blocks", type=_ints, default=list(range(16, 257, 16)),
+                   help="block sizes to choose from (default 16:256:16)")
+    m.add_argument("--max-tile", type=count(8), default=512,
                    help="largest DGEMM tile / TRSM size modeled for the runtime (at least 8, the models' lower end)")
-    t.add_argument("--reps", type=_pos, default=5)
-    t.add_argument("--bursts", type=_pos, default=2, help=BURSTS_HELP)
-    t.add_argument("--min-size", type=_pos, default=32)
-    t.add_argument("--validation", type=_nonneg, default=50)
-    t.add_argument("--max-samples", type=_pos, default=20000, help="sample budget per model")
-    t.add_argument("--measure", action="store_true", help="run the chosen configuration once")
-    t.add_argument("--no-progress", action="store_true")
+    m.add_argument("--reps", type=_pos, default=5, help="timed repetitions per sample point (default 5)")
+    m.add_argument("--bursts", type=_pos, default=2, help=BURSTS_HELP)
+    m.add_argument("--min-size", type=_pos, default=32, help="smallest region of a model's domain (default 32)")
+    m.add_argument("--validation", type=_nonneg, default=50,
+                   help="fresh points each model is checked on after fitting (default 50)")
+    m.add_argument("--max-samples", type=_pos, default=20000, help="sample budget per model (default 20000)")
+    m.add_argument("--measure", action="store_true", help="run the chosen configuration once and print its time")
     g = t.add_argument_group("Level-3 paths", "crossovers between one native call on all threads, tiles and "
-                             "the trmm/trsm recursion, stored in paths.json (see `tileblas info`)")
-    g.add_argument("--paths-only", action="store_true", help="measure only the path crossovers (no models)")
-    g.add_argument("--no-paths", action="store_true", help="build only the models")
+                             "the trmm/trsm recursion, and the C path's limits, stored in paths.json (see "
+                             "`tileblas info`); ladders default to the full ones, or the --quick ones")
     g.add_argument("--paths-file", default=None,
                    help="where to store them (default: $TILEBLAS_PATHS, or paths.json next to the repository)")
-    g.add_argument("--path-sizes", type=_ints, default=[512, 1024, 2048, 3072],
-                   help="square sizes for native vs tiled (default 512,1024,2048,3072)")
-    g.add_argument("--path-orders", type=_ints, default=[512, 1024, 2048],
-                   help="trmm/trsm triangle orders for native vs recursion")
-    g.add_argument("--path-rhs", type=_ints, default=[16, 32, 64, 128, 256],
-                   help="trmm/trsm right-hand-side counts for native vs recursion")
-    g.add_argument("--path-reps", type=_pos, default=3, help="interleaved rounds per point (best kept)")
-    g.add_argument("--families", type=names(_FAMILIES), default=list(_FAMILIES), help="routine families to measure")
+
+    def ladder(name: str) -> str:
+        full, quick = TUNE_LADDERS[name]
+        show = lambda v: ",".join(map(str, v)) if isinstance(v, list) else f"{v:g}"  # noqa: E731
+        return f"(default {show(full)}; --quick {show(quick)})"
+
+    g.add_argument("--path-sizes", type=_ints, default=None,
+                   help=f"square sizes timed as one native call against tiles {ladder('path_sizes')}")
+    g.add_argument("--path-orders", type=_ints, default=None,
+                   help=f"trmm/trsm triangle orders for native against recursion {ladder('path_orders')}")
+    g.add_argument("--path-rhs", type=_ints, default=None,
+                   help=f"trmm/trsm right-hand-side counts for native against recursion {ladder('path_rhs')}")
+    g.add_argument("--path-reps", type=_pos, default=None,
+                   help=f"interleaved rounds per point, best kept {ladder('path_reps')}")
+    g.add_argument("--families", type=names(_FAMILIES), default=list(_FAMILIES),
+                   help=f"routine families to measure (default all: {','.join(_FAMILIES)})")
     g.add_argument("--classes", type=names(_CLASSES), default=list(_CLASSES),
-                   help="precision classes to measure (real: float64, complex: complex128)")
-    g.add_argument("--settle", type=number(0.0), default=0.2, help="pause in seconds before each timed block")
+                   help="precision classes to measure (real: float64, complex: complex128; default both)")
+    g.add_argument("--settle", type=number(0.0), default=None,
+                   help=f"pause in seconds before each timed block {ladder('settle')}")
     g.add_argument("--margin", type=number(0.0), default=0.03,
-                   help="a path must win by more than this to be chosen")
-    g.add_argument("--rank-gemm-orders", type=_ints, default=[16, 32, 48, 64, 80, 96, 112, 128],
-                   help="square orders for the syrk/syr2k gemm route as one call")
-    g.add_argument("--rank-gemm-split-orders", type=_ints, default=[64, 80, 96, 112, 128, 144, 160, 176],
-                   help="square orders for the syrk/syr2k gemm route split on the pool")
-    g.add_argument("--rank-gemm-reps", type=_pos, default=5, help="interleaved rounds per gemm-route point")
+                   help="a path must win by more than this, beyond the control's noise, to be chosen (default 0.03)")
+    g.add_argument("--rank-gemm-orders", type=_ints, default=None,
+                   help=f"square orders for the syrk/syr2k gemm route as one call {ladder('rank_gemm_orders')}")
+    g.add_argument("--rank-gemm-split-orders", type=_ints, default=None,
+                   help=f"square orders for the syrk/syr2k gemm route split on the pool "
+                        f"{ladder('rank_gemm_split_orders')}")
+    g.add_argument("--rank-gemm-reps", type=_pos, default=None,
+                   help=f"interleaved rounds per gemm-route point {ladder('rank_gemm_reps')}")
     g.add_argument("--no-rank-gemm", action="store_true",
                    help="do not measure the syrk/syr2k gemm route (its shipped limits stay in force)")
-    g.add_argument("--one-thread-orders", type=_ints, default=[16, 24, 32, 48, 64, 80, 96, 128],
-                   help="square trmm orders for the one-thread instance against the pool")
-    g.add_argument("--one-thread-reps", type=_pos, default=5, help="interleaved rounds per one-thread point")
+    g.add_argument("--one-thread-orders", type=_ints, default=None,
+                   help=f"square trmm orders for the one-thread instance against the pool {ladder('one_thread_orders')}")
+    g.add_argument("--one-thread-reps", type=_pos, default=None,
+                   help=f"interleaved rounds per one-thread point {ladder('one_thread_reps')}")
     g.add_argument("--no-one-thread", action="store_true",
                    help="do not measure the one-thread limit (its shipped value stays in force)")
-    g.add_argument("--split-orders", type=_ints, default=[24, 32, 48, 64, 80, 96, 128, 160],
-                   help="square orders for the C path's calls in parts on the pool against one call")
-    g.add_argument("--split-reps", type=_pos, default=5, help="interleaved rounds per split point")
+    g.add_argument("--split-orders", type=_ints, default=None,
+                   help=f"square orders for the C path's calls in parts on the pool against one call "
+                        f"{ladder('split_orders')}")
+    g.add_argument("--split-reps", type=_pos, default=None, help=f"interleaved rounds per split point {ladder('split_reps')}")
     g.add_argument("--no-split", action="store_true",
                    help="do not measure where the split starts (its shipped ranges stay in force)")
-    _add_common(t)
+    c = t.add_argument_group("where and for what")
+    _add_common(c)
     t.set_defaults(func=_cmd_tune)

@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=lambda args: p.error("name the subcommand: {bench} (tileblas rblas -h)"))
     sub = p.add_subparsers(dest="rblas_command", metavar="SUBCOMMAND")
     b = sub.add_parser(
-        "bench", help="paper section 3.2 sweep (figures 2-4, 11) and the issue's bars; writes JSON and PNG",
+        "bench", help="the paper's section 3.2 sweep (figures 2-4, 11) and the overhead bars (compute-mode "
+                 "forward against the plain call, round trips, RMS, exact mode); writes JSON and PNG",
         description="Sweep: for each of the paper's routines (zaxpy, zscal, zdrot; zgemv, zgbmv, zgeru; "
                     "zgemm, zsymm, ztrmm) and size, n forward then n reverse calls over r trials, per mode. "
                     "Bars: compute-mode forward vs the plain call, Level-1 round trips, RMS at N=10^7, "
@@ -72,7 +73,7 @@ def register(subparsers: Any) -> None:
                    help="which bars to run (default all)")
     b.add_argument("--fallback-scipy", action="store_true",
                    help="run routines tileblas.blas lacks on scipy.linalg.blas (reported in the JSON)")
-    b.add_argument("--sweep-only", action="store_true")
-    b.add_argument("--bars-only", action="store_true")
+    b.add_argument("--sweep-only", action="store_true", help="run only the sweep (no bars)")
+    b.add_argument("--bars-only", action="store_true", help="run only the bars (no sweep)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd)

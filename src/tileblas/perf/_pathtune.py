@@ -40,6 +40,13 @@ Design note
     Calls shorter than ``block_s`` are timed as a block of back-to-back calls on fresh outputs (the same
     rule for both sides), as in ``benchmarks/bench_trmm_trsm.py``.
 
+    The control: at every point the baseline is timed a second time as a third contender ("control"),
+    and the two baseline times' ratio is that point's noise.  A ratio is taken only for its part beyond
+    the noise (:func:`above_noise`: 1.08 with a control of 1.05 counts as 1.03; within it, as 1.0), and a
+    setting whose points all lie within their noise is not measured at all: it is left out of the result
+    (its shipped value stays in force) and named in the rows' ``within_noise`` list.  Every row ends with
+    its control ratio.
+
 What it must not touch
     The runtime's decision code: it only produces a :class:`~tileblas.policy._paths.PathPolicy`.
 """
@@ -58,7 +65,7 @@ from tileblas._dtypes import DTYPE_OF
 from tileblas._timing import interleaved
 from tileblas.policy._paths import CLASSES, FAMILIES, RANK_GEMM_ROUTINES, SPLIT_TUNE, PathPolicy
 
-__all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread", "measure_split"]
+__all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread", "measure_split", "above_noise"]
 
 _DTYPE = {"real": np.float64, "complex": np.complex128}
 
@@ -105,8 +112,21 @@ def _flops(family: str, n: int, rhs: int, complex_: bool) -> float:
 
 def _best(fns: dict[str, Callable[[], Callable[[], None]]], reps: int, settle: float) -> dict[str, float]:
     """Best seconds of each contender over ``reps`` interleaved rounds, each on fresh inputs: a pause, one
-    untimed warm-up call, then a block of calls lasting about 50 ms (at most 20)."""
-    return interleaved(fns, reps, fresh=True, settle=settle, warmup=1, block_s=0.05, max_block=20).best
+    untimed warm-up call, then a block of calls lasting about 50 ms (at most 20).  The first contender is
+    timed once more as "control" (the noise of the point: :func:`above_noise`)."""
+    first = next(iter(fns))
+    return interleaved({**fns, "control": fns[first]}, reps, fresh=True, settle=settle, warmup=1, block_s=0.05,
+                       max_block=20).best
+
+
+def above_noise(ratio: float, control: float) -> float:
+    """``ratio`` with the noise of its point taken off: the part of ``|log ratio|`` beyond
+    ``|log control|`` (control: the baseline timed twice, one time over the other), toward 1; exactly 1.0
+    where the ratio lies within the noise."""
+    if not (ratio > 0 and control > 0) or not (math.isfinite(ratio) and math.isfinite(control)):
+        return 1.0
+    gain, noise = math.log(ratio), abs(math.log(control))
+    return math.exp(math.copysign(max(0.0, abs(gain) - noise), gain))
 
 
 def _timer(call: Callable[..., None], args: list, kw: dict, out: int) -> Callable[[], Callable[[], None]]:
@@ -142,7 +162,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
     tiles: dict = {}
     recursion: dict = {}
     measured: dict[str, Any] = {"native_vs_tiled": {}, "native_vs_recursive": {}, "reps": reps,
-                                "threads": threads, "margin": margin}
+                                "threads": threads, "margin": margin, "within_noise": []}
     say = progress or (lambda s: None)
     tiled_rt = Runtime(shared_flops=0, small_flops=0)
     try:
@@ -151,6 +171,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
             for fam in families:
                 native = getattr(_openblas, fam)
                 wins = []
+                heard: list[bool] = []
                 rows = []
                 for n in sorted(sizes):
                     args, kw, out = _operands(fam, n, n, dt, rng)
@@ -159,21 +180,30 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
                         "tiled": _timer(lambda *a, _f=fam, **k: tiled_rt.run(_f, *a, **k), args, kw, out),
                     }, reps, settle)
                     ratio = best["native"] / best["tiled"]
-                    rows.append([n, best["native"], best["tiled"], ratio])
-                    wins.append((n, ratio > 1.0 + margin))
+                    control = best["native"] / best["control"]
+                    adj = above_noise(ratio, control)
+                    rows.append([n, best["native"], best["tiled"], ratio, control])
+                    wins.append((n, adj > 1.0 + margin))
+                    heard.append(adj != 1.0)
                     say(f"{fam}/{cls} n={n}: native {best['native'] * 1e3:.3f} ms, tiled {best['tiled'] * 1e3:.3f} ms"
-                        f" (tiled {ratio:.2f}x)")
+                        f" (tiled {ratio:.2f}x, control {control:.2f}x)")
                 cross = math.inf
                 for n, won in reversed(wins):  # the smallest size from which tiles won at every larger size
                     if not won:
                         break
                     cross = _flops(fam, n, n, cls == "complex")
-                tiles[(fam, cls)] = cross
+                if any(heard):
+                    tiles[(fam, cls)] = cross
+                else:  # every point within its noise: nothing measured, the shipped value stays
+                    measured["within_noise"].append(f"tile_flops {fam}/{cls}")
                 measured["native_vs_tiled"][f"{fam}/{cls}"] = rows
                 if fam in ("trmm", "trsm") and threads >= 2:
-                    recursion[(fam, cls)] = _measure_recursion(fam, cls, dt, orders, rhs, reps, settle, margin,
-                                                               lib, getattr(_recursive, "recursive_" + fam),
-                                                               native, rng, measured, say)
+                    rule = _measure_recursion(fam, cls, dt, orders, rhs, reps, settle, margin, lib,
+                                              getattr(_recursive, "recursive_" + fam), native, rng, measured, say)
+                    if rule is None:
+                        measured["within_noise"].append(f"recursion {fam}/{cls}")
+                    else:
+                        recursion[(fam, cls)] = rule
                 elif fam in ("trmm", "trsm"):
                     recursion[(fam, cls)] = (math.inf, 0.0, 0.0)  # the recursion needs 2+ threads
     finally:
@@ -184,11 +214,12 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
 
 def _measure_recursion(fam: str, cls: str, dt: Any, orders: Sequence[int], rhs: Sequence[int], reps: int,
                        settle: float, margin: float, lib: Any, recursive: Callable, native: Callable,
-                       rng: np.random.Generator, measured: dict, say: Callable[[str], None]) -> tuple:
+                       rng: np.random.Generator, measured: dict, say: Callable[[str], None]) -> tuple | None:
     from tileblas.policy._recursion import recursion_stop
 
     first: dict[int, float] = {}
     rows = []
+    heard: list[bool] = []
     for r in sorted(rhs):
         wins = []
         stop = recursion_stop(fam, "L", r, np.dtype(dt))  # the stop the CPU kernels would use (side L)
@@ -199,10 +230,13 @@ def _measure_recursion(fam: str, cls: str, dt: Any, orders: Sequence[int], rhs: 
                 "recursive": _timer(lambda *a, **k: recursive(*a, lib=lib, stop=stop, **k), args, kw, out),
             }, reps, settle)
             ratio = best["native"] / best["recursive"]
-            rows.append([n, r, best["native"], best["recursive"], ratio])
-            wins.append((n, ratio > 1.0 + margin))
+            control = best["native"] / best["control"]
+            adj = above_noise(ratio, control)
+            rows.append([n, r, best["native"], best["recursive"], ratio, control])
+            wins.append((n, adj > 1.0 + margin))
+            heard.append(adj != 1.0)
             say(f"{fam}/{cls} order={n} rhs={r}: native {best['native'] * 1e3:.3f} ms, recursive "
-                f"{best['recursive'] * 1e3:.3f} ms (recursive {ratio:.2f}x)")
+                f"{best['recursive'] * 1e3:.3f} ms (recursive {ratio:.2f}x, control {control:.2f}x)")
         o = math.inf
         for n, won in reversed(wins):
             if not won:
@@ -210,6 +244,8 @@ def _measure_recursion(fam: str, cls: str, dt: Any, orders: Sequence[int], rhs: 
             o = float(n)
         first[r] = o
     measured["native_vs_recursive"][f"{fam}/{cls}"] = rows
+    if not any(heard):
+        return None  # every point within its noise: nothing measured
     runs: list[list[int]] = []
     for r in sorted(rhs):
         if math.isfinite(first[r]):
@@ -268,10 +304,11 @@ def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, 
     each way of ``ways`` (``{way: value}``) timed as ``setter(value)`` (untimed) and then ``call(*args)``.
     Every round times every point once (a busy spell of the machine spoils one round of each point, not
     every round of some), ``reps`` rounds; where ``threads`` is set, tileblas' instances are held to that
-    many threads meanwhile.  Blocks are sized from the first way."""
+    many threads meanwhile.  Blocks are sized from the first way, which is timed a second time as "control"
+    (the noise of the point: :func:`above_noise`)."""
     from threadpoolctl import threadpool_limits
 
-    best = {key: dict.fromkeys(ways, math.inf) for key, *_ in points}
+    best = {key: dict.fromkeys([*ways, "control"], math.inf) for key, *_ in points}
     for r in range(reps):
         say(f"round {r + 1} of {reps}: {len(points)} points")
         for key, setter, (call, args), threads in points:
@@ -282,9 +319,11 @@ def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, 
                     return lambda: call(*args)
                 return prep
 
+            first = next(iter(ways))
+            contenders = {**{k: way(v) for k, v in ways.items()}, "control": way(ways[first])}
             with threadpool_limits(threads) if threads is not None else contextlib.nullcontext():
-                got = interleaved({k: way(v) for k, v in ways.items()}, 1, fresh=True, settle=settle, warmup=1,
-                                  block_s=0.03, max_block=20000, block_from=next(iter(ways))).best
+                got = interleaved(contenders, 1, fresh=True, settle=settle, warmup=1, block_s=0.03, max_block=20000,
+                                  block_from=first).best
             for k, v in got.items():
                 best[key][k] = min(best[key][k], v)
     return best
@@ -292,17 +331,20 @@ def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, 
 
 def _gains(best: dict[Any, dict[str, float]], first: str, second: str, slow: tuple[str, str],
            fast: tuple[str, str], rows: dict[str, Any], say: Callable[[str], None], title: str) -> list:
-    """The points ``(order, slow time / fast time)`` of the keys ``(first, second, order)`` of
-    :func:`_best_over_rounds`' result, ``slow`` and ``fast`` each (way, name in the progress line); each
-    point is also a row ``[second, order, slow s, fast s, ratio]`` of ``rows[first]`` and a progress line."""
+    """The points ``(order, slow time / fast time beyond the noise)`` of the keys ``(first, second, order)``
+    of :func:`_best_over_rounds`' result, ``slow`` and ``fast`` each (way, name in the progress line); each
+    point is also a row ``[second, order, slow s, fast s, ratio, control]`` of ``rows[first]`` and a
+    progress line."""
     pts = []
     for (f, s, n), b in best.items():
         if f == first and s == second:
             ratio = b[slow[0]] / b[fast[0]]
-            pts.append((n, ratio))
-            rows.setdefault(first, []).append([second, n, b[slow[0]], b[fast[0]], ratio])
+            base = next(iter(b))  # the way timed twice
+            control = b[base] / b["control"]
+            pts.append((n, above_noise(ratio, control)))
+            rows.setdefault(first, []).append([second, n, b[slow[0]], b[fast[0]], ratio, control])
             say(f"{title} n={n}: {slow[1]} {b[slow[0]] * 1e6:.2f} us, {fast[1]} {b[fast[0]] * 1e6:.2f} us "
-                f"({fast[1]} {ratio:.2f}x)")
+                f"({fast[1]} {ratio:.2f}x, control {control:.2f}x)")
     return pts
 
 
@@ -350,10 +392,14 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
     limits: dict[str, tuple[float, float]] = {}
     rows: dict[str, Any] = {}
     for name in routines:
-        found = []
+        found, heard = [], False
         for mode in modes:
             pts = _gains(best, name, mode, ("rank_k", "rank-k"), ("gemm", "gemm"), rows, say, f"{name} {mode}")
+            heard = heard or any(r != 1.0 for _, r in pts)
             found.append(_gain_limit(pts, lambda m: _flops(name[1:], m, m, False), margin))
+        if not heard:  # every point within its noise: the shipped limits stay
+            rows.setdefault("within_noise", []).append(f"rank_gemm {name}")
+            continue
         if len(found) == 1:
             found.append(found[0])  # no split here: the route runs as one call
         limits[name] = (found[0], max(found[0], found[1]))
@@ -412,10 +458,14 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     limits: dict[str, float] = {}
     rows: dict[str, Any] = {}
     for fam in families:
-        found = []
+        found, heard = [], False
         for p in "dz":
             pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}")
+            heard = heard or any(r != 1.0 for _, r in pts)
             found.append(_gain_limit(pts, lambda m: _flops(fam, m, m, p == "z"), margin))
+        if not heard:  # every point within its noise: the shipped limit stays
+            rows.setdefault("within_noise", []).append(f"one_thread {fam}")
+            continue
         limits[fam] = min(found)
     return limits, rows
 
@@ -473,8 +523,11 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
         shapes = ("L", "R") if name[1:] in ("trmm", "trsm") else ("square",)
         per = [dict(_gains(best, name, sh, ("split", "split"), ("one", "one call"), rows, say, f"{name} {sh}"))
                for sh in shapes]
-        # the shapes together: per order the geometric mean of their ratios
+        # the shapes together: per order the geometric mean of their ratios (each beyond its noise)
         pts = [(n, math.prod(p[n] for p in per) ** (1.0 / len(per))) for n in ladder]
+        if all(r == 1.0 for p in per for r in p.values()):  # every point within its noise: shipped stays
+            rows.setdefault("within_noise", []).append(f"split_from {name}")
+            continue
         lim = _gain_limit(pts, flops, -margin)  # below it the one call: it keeps ties
         # never where the one call kept every order measured; else not below the smallest order
         limits[name] = math.inf if lim > flops(ladder[-1]) else max(lim, flops(ladder[0]))
