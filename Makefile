@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tileblas-installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench docs clean
 
 $(STAMP): pyproject.toml setup.py src/tileblas/kernels/_native.c src/tileblas/kernels/_pool.c src/tileblas/kernels/_pool.h \
 		src/tileblas/blas/_fastpath.c src/tileblas/blas/_fp.h $(wildcard src/tileblas/blas/_fp_*.c) \
@@ -22,8 +22,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/tileblas/*.so src/tileblas/*/*.so
+	rm -rf $(VENV) build docs/_build docs/reference/api src/*.egg-info src/tileblas/*.so src/tileblas/*/*.so
