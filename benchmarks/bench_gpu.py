@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_gpu.py [--parts incore,routines,hetero,ooc,trace] [--sizes 8192,16384,32768]
                                    [--routine-n 16384] [--ooc-n 65536] [--trials 3] [--out DIR]
     python benchmarks/bench_gpu.py --parts quick [--quick-n 8192]
+    python benchmarks/bench_gpu.py --parts dropin [--dropin-sizes 1024,2048,4096,8192,16384] [--budget S]
 
 ``quick`` (not among the default parts; ``benchmarks/gpu_suite.sh`` runs it, a minute on an H100): dgemm
 n = ``--quick-n`` on host operands through the tile runtime on GPU 0, in core (default tile memory) and out
@@ -26,6 +27,18 @@ Parts, in the order they run (most important first):
   that fits); sampled entries against a host reference.
 * ``trace``: the Perfetto trace (JSON) and timeline PNG of one out-of-core call.
 
+* ``dropin`` (not among the default parts; ``benchmarks/gpu_suite.sh`` runs it after ``quick``): the
+  drop-in choosing by itself.  ``tileblas.blas.dgemm``/``dsyrk``/``dtrsm``/``zgemm`` at n = ``--dropin-sizes``
+  on host operands: its CPU path (``TILEBLAS_DEVICES=cpu``), its GPU path (``gpu``), and the call as the
+  default setting sends it (which side it took), against SciPy on the host and against the same cuBLAS
+  routine once on device-resident operands (through :meth:`~tileblas.devices.gpu.GPUDevice.launch`); the
+  crossover the policy reports (``tileblas info``) beside the one measured, and per call whether the side
+  taken was the faster one.  Host sides are timed only where they are predicted to take at most
+  ``--dropin-cpu-cap`` seconds a run; sizes go in increasing order, all routines at one size before the
+  next, and stop cleanly when ``--budget`` (seconds since the start) runs out.  ``--standin``: the same
+  flow on the CuPy stand-in of tests/_cupy_standin.py named as an H100 (no GPU; the figures are not a
+  GPU's).
+
 Every timing is the best of ``--trials`` after one warm-up call; the GPU is synchronised before the
 clock stops.  Results go to ``<out>/bench_gpu.json`` (written after each part) and the trace files.
 """
@@ -42,8 +55,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-PARTS = ("incore", "routines", "hetero", "ooc", "trace", "quick")
-DEFAULT_PARTS = PARTS[:-1]
+PARTS = ("incore", "routines", "hetero", "ooc", "trace", "quick", "dropin")
+DEFAULT_PARTS = PARTS[:-2]
 
 
 def _cp() -> Any:
@@ -329,6 +342,184 @@ def part_hetero(args: argparse.Namespace, res: dict) -> None:
           f"-> {res['hetero']['ratio']:.3f}x, CPU share {cpu_share:.1%}")
 
 
+_DROPIN = (("dgemm", np.float64), ("dsyrk", np.float64), ("dtrsm", np.float64), ("zgemm", np.complex128))
+
+
+def _cheap(n: int, dt: Any, seed: int) -> np.ndarray:
+    """An n x n Fortran-ordered host matrix u_i + v_j (+ i w_j): filled at memory speed, in place (the
+    random fill of :func:`_host` takes seconds a GiB; timings do not depend on the values)."""
+    rng = np.random.default_rng(seed)
+    x = np.empty((n, n), dtype=dt, order="F")
+    v = rng.random(n) + (1j * rng.random(n) if np.dtype(dt).kind == "c" else 0.0)
+    np.add(rng.random(n)[:, None], v[None, :], out=x)
+    return x
+
+
+def _dropin_operands(routine: str, n: int, dt: Any) -> tuple[list, dict, Callable[[Any], float]]:
+    """The drop-in call's arguments and keywords, and a check of its result: the largest error of sampled
+    entries of C (gemm: against |A||B| of those entries; syrk: against n max|A|^2) or of sampled residual
+    columns T x - b (trsm: against n max|T| max|x|)."""
+    a = _cheap(n, dt, 11)
+    rng = np.random.default_rng(12)
+    cols = rng.integers(0, n, 8)
+    wide = np.complex128 if np.dtype(dt).kind == "c" else np.float64
+    if routine.endswith("gemm"):
+        b = _cheap(n, dt, 13)
+
+        def check(out: Any, _a: Any = a, _b: Any = b) -> float:
+            return _sample_error(_a, _b, out)
+
+        return [1.0, a, b], {}, check
+    if routine == "dsyrk":
+        def check(out: Any, _a: Any = a) -> float:
+            ref = _a @ _a[cols, :].T.astype(wide)  # columns cols of a a^T
+            low = np.arange(n)[:, None] >= cols[None, :]  # the lower triangle the call wrote
+            return float((np.abs(out[:, cols] - ref) * low).max() / (n * float(np.abs(_a).max()) ** 2))
+
+        return [1.0, a], {"lower": 1}, check
+    t = np.asfortranarray(np.tril(a) / n)
+    t[np.diag_indices(n)] += 2.0
+    b = _cheap(n, dt, 14)
+
+    def check(out: Any, _t: Any = t, _b: Any = b) -> float:
+        x = out[:, cols].astype(wide)
+        return float(np.abs(_t @ x - _b[:, cols]).max() / (n * float(np.abs(_t).max()) * float(np.abs(x).max())))
+
+    return [1.0, t, b], {"lower": 1}, check
+
+
+def _scipy(routine: str) -> Callable[..., Any]:
+    from scipy.linalg import blas as sb
+
+    return getattr(sb, routine)
+
+
+def part_dropin(args: argparse.Namespace, res: dict) -> None:
+    import tileblas.blas as tb
+    from tileblas.blas import _dispatch
+    from tileblas.devices.gpu import GPUDevice
+    from tileblas.runtime._planner import flop_count
+
+    cp = _cp()
+    left = (lambda: args.t0 + args.budget - time.perf_counter()) if args.budget else (lambda: float("inf"))
+    out: dict[str, Any] = {"sizes": args.dropin_sizes, "cpu_cap_s": args.dropin_cpu_cap, "rows": [], "skipped": []}
+    res["dropin"] = out
+
+    def flops(routine: str, n: int) -> float:
+        return flop_count(routine[1:], n, n, n) * (4.0 if routine[0] in "cz" else 1.0)
+
+    # 1. cuBLAS once on device-resident operands, before the drop-in's GPUs take their tile memory
+    resident: dict[tuple, float] = {}
+    stop = left() * 0.65  # this phase takes at most about a third of the time left, the drop-in the rest
+    dev = GPUDevice(0, memory=64 << 20, streams=1, timeline=False)
+    try:
+        for n in args.dropin_sizes:
+            for routine, dt in _DROPIN:
+                if left() < max(20.0, stop):
+                    out["skipped"].append(f"cuBLAS {routine} n={n}: budget")
+                    continue
+                host, kw, _ = _dropin_operands(routine, n, dt)
+                name = routine[1:]
+                with dev.on_stream(0):
+                    d = [cp.asfortranarray(cp.asarray(x)) if isinstance(x, np.ndarray) else x for x in host]
+                    if name == "gemm":
+                        d += [0.0, cp.empty((n, n), dtype=dt, order="F")]
+                    elif name == "syrk":
+                        d += [0.0, cp.empty((n, n), dtype=dt, order="F")]
+                    keep = d[2].copy(order="F") if name == "trsm" else None
+                kwd = {"uplo": "L", "trans": "N"} if name == "syrk" else \
+                    ({"side": "L", "uplo": "L", "transa": "N", "diag": "N"} if name == "trsm" else {})
+
+                def call(d: list = d, keep: Any = keep, name: str = name, kwd: dict = kwd) -> None:
+                    if keep is not None:
+                        with dev.on_stream(0):
+                            d[2][...] = keep  # trsm works in place: restore b (counted in every run)
+                    dev.launch(name, d, kwd, 0)
+                    dev.sync(0)
+
+                resident[(routine, n)] = _best(call, args.trials)
+                d = keep = None
+                _free_gpu()
+    finally:
+        dev.close()
+        _free_gpu()
+    # 2. the drop-in: its CPU path, its GPU path, the default choice; SciPy on the host
+    _dispatch.set_devices("auto")
+    rep = _dispatch.gpu_report()
+    out["policy"] = {"setting": rep["setting"], "note": rep["note"], "gpus": rep["gpus"], "min_flops": rep["min_flops"],
+                     "margin": rep["margin"], "crossover": {r: rep["crossover"].get(r) for r, _ in _DROPIN}}
+    print(f"  policy: {rep['note']}; crossover (square n) "
+          + ", ".join(f"{r} {rep['crossover'].get(r)}" for r, _ in _DROPIN), flush=True)
+    grt = _dispatch.gpu_runtime(search=False)
+    rate: dict[str, float] = {}  # the host's best measured flop/s per routine so far (to predict the next size)
+    try:
+        for n in args.dropin_sizes:
+            for routine, dt in _DROPIN:
+                if left() < 15:
+                    out["skipped"].append(f"drop-in {routine} n={n}: budget")
+                    continue
+                fl = flops(routine, n)
+                host, kw, check = _dropin_operands(routine, n, dt)
+                fn = getattr(tb, routine)
+                row: dict[str, Any] = {"routine": routine, "n": n, "flops": fl,
+                                       "cublas_resident_s": resident.get((routine, n))}
+                cpu_pred = fl / rate.get(routine, 5e10 * (os.cpu_count() or 1))
+                row["cpu_predicted_s"] = cpu_pred
+                if cpu_pred <= args.dropin_cpu_cap and left() > 15 + 6 * cpu_pred:
+                    sp = _scipy(routine)
+                    row["scipy_s"] = _best(lambda: sp(*host, **kw), args.trials)
+                    _dispatch.set_devices("cpu")
+                    row["cpu_s"] = _best(lambda: fn(*host, **kw), args.trials)
+                    rate[routine] = max(rate.get(routine, 0.0), fl / min(row["scipy_s"], row["cpu_s"]))
+                _dispatch.set_devices("gpu")
+                before = grt.stats()["calls"] if grt is not None else 0
+                row["gpu_s"] = _best(lambda: fn(*host, **kw), args.trials)
+                on_gpu = grt is not None and grt.stats()["calls"] > before
+                row["gpu_error"] = check(fn(*host, **kw)) if on_gpu else None
+                if not on_gpu:
+                    row["gpu_s"] = None  # below the floor: the GPU path is the CPU path
+                _dispatch.set_devices("auto")
+                before = grt.stats()["calls"] if grt is not None else 0
+                got = fn(*host, **kw)
+                row["chosen"] = "gpu" if grt is not None and grt.stats()["calls"] > before else "cpu"
+                row["error"] = check(got)
+                sides = {k: row.get(k) for k in ("cpu_s", "gpu_s") if row.get(k) is not None}
+                if len(sides) == 2:
+                    row["faster"] = "gpu" if sides["gpu_s"] < sides["cpu_s"] else "cpu"
+                elif row["gpu_s"] is not None and row["gpu_s"] < cpu_pred:
+                    row["faster"] = "gpu"  # the CPU path not timed: predicted slower than the GPU's time
+                else:
+                    row["faster"] = None
+                row["right"] = None if row["faster"] is None else row["chosen"] == row["faster"]
+                out["rows"].append(row)
+
+                def ms(x: Any) -> str:
+                    return "-" if x is None else f"{x * 1e3:.1f} ms"
+
+                print(f"  {routine} n={n}: SciPy {ms(row.get('scipy_s'))}, CPU path {ms(row.get('cpu_s'))}, "
+                      f"GPU path {ms(row['gpu_s'])}, cuBLAS resident {ms(row['cublas_resident_s'])}; chose "
+                      f"{row['chosen']} ({'right' if row['right'] else 'WRONG' if row['right'] is False else '?'}), "
+                      f"error {row['error']:.1e}", flush=True)
+                host = None
+    finally:
+        _dispatch.set_devices(None)
+        _dispatch.release_gpus()
+        _free_gpu()
+    measured = {}
+    for routine, _ in _DROPIN:
+        rows = [r for r in out["rows"] if r["routine"] == routine and r["faster"] is not None]
+        first = None
+        for r in sorted(rows, key=lambda r: -r["n"]):  # the smallest n from which the GPU is faster at every size
+            if r["faster"] != "gpu":
+                break
+            first = r["n"]
+        measured[routine] = first
+    out["measured_crossover"] = measured
+    out["wrong_choices"] = [f"{r['routine']} n={r['n']}" for r in out["rows"] if r["right"] is False]
+    print(f"  measured crossover (first size measured from which the GPU path is faster): {measured}; "
+          f"wrong choices: {out['wrong_choices'] or 'none'}", flush=True)
+
+
 def _host_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
@@ -380,6 +571,24 @@ def part_ooc(args: argparse.Namespace, res: dict, trace_dir: str | None = None) 
           f"at n={ref_n}); sampled error {err:.1e}")
 
 
+def _install_standin() -> Any:
+    """The CuPy stand-in of tests/_cupy_standin.py in sys.modules, one device named as an H100."""
+    import importlib.machinery
+
+    import pytest
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from _cupy_standin import install
+
+    mp = pytest.MonkeyPatch()
+    sim = install(mp, devices=1, total=1 << 30)
+    props = sim.cp.cuda.runtime.getDeviceProperties
+    mp.setattr(sim.cp.cuda.runtime, "getDeviceProperties", lambda i: {**props(i), "name": b"NVIDIA H100 (stand-in)"})
+    for name in ("cupy", "cupyx"):  # importlib.util.find_spec("cupy") answers as for an installed CuPy
+        sys.modules[name].__spec__ = importlib.machinery.ModuleSpec(name, None)
+    return sim
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench_gpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--parts", default=",".join(DEFAULT_PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
@@ -387,9 +596,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--routine-n", type=int, default=16384)
     p.add_argument("--ooc-n", type=int, default=65536)
     p.add_argument("--quick-n", type=int, default=8192)
+    p.add_argument("--dropin-sizes", default="1024,2048,4096,8192,16384")
+    p.add_argument("--dropin-cpu-cap", type=float, default=1.0, help="time a host side only where a run is "
+                   "predicted to take at most this many seconds")
+    p.add_argument("--budget", type=float, default=0.0, help="seconds from the start; dropin stops cleanly "
+                   "before (0: no limit)")
+    p.add_argument("--standin", action="store_true", help="the CuPy stand-in named as an H100 (no GPU)")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-results"))
     args = p.parse_args(argv)
+    args.t0 = time.perf_counter()
+    args.dropin_sizes = [int(s) for s in args.dropin_sizes.split(",") if s]
+    if args.standin:
+        _install_standin()
     parts = [s for s in args.parts.split(",") if s]
     bad = [s for s in parts if s not in PARTS]
     if bad:
@@ -410,7 +629,12 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(res, fh, indent=1, default=float)
         return 2
     cp = _cp()
-    res.update(device=g["devices"][0], cupy=cp.__version__, cublas=g.get("cublas"))
+    res.update(device=g["devices"][0], cupy=cp.__version__, cublas=g.get("cublas"), standin=bool(args.standin))
+    try:
+        rt = cp.cuda.runtime
+        res.update(cuda_runtime=rt.runtimeGetVersion(), cuda_driver=rt.driverGetVersion())
+    except Exception as exc:  # noqa: BLE001 - recorded, not needed
+        res["cuda_versions"] = f"not read: {exc}"
     for part in parts:
         print(f"== {part}", flush=True)
         t0 = time.perf_counter()
@@ -427,6 +651,8 @@ def main(argv: list[str] | None = None) -> int:
                 part_ooc(args, res, args.out)
             elif part == "quick":
                 part_quick(args, res)
+            elif part == "dropin":
+                part_dropin(args, res)
         except Exception:  # noqa: BLE001 - one part's failure is reported and the others still run
             res["errors"][part] = traceback.format_exc()
             print(res["errors"][part], file=sys.stderr)

@@ -19,9 +19,14 @@
 #   env       40   versions, the GPUs, nvidia-smi, the libcublas tileblas calls and   < 1 GiB
 #                  the one CuPy's bindings call, the cuBLAS _v2 symbols it lacks
 #   pytest   170   pytest -m gpu on the GPU test files only                          < 2 GiB
-#   bench    170   benchmarks/bench_gpu.py --parts quick: dgemm n = 8192 in core and  ~ 3 GiB
-#                  out of core (1 GiB tile memory) vs cupy.matmul, recursive trmm/trsm
-#                  vs cuBLAS
+#   bench    170   benchmarks/bench_gpu.py --parts quick,dropin:                     ~ 14 GiB
+#                  quick: dgemm n = 8192 in core and out of core (1 GiB tile memory) vs
+#                  cupy.matmul, recursive trmm/trsm vs cuBLAS;
+#                  dropin: tileblas.blas dgemm/dsyrk/dtrsm/zgemm n = 1024-16384 choosing
+#                  the GPU by itself, vs its CPU and GPU paths, SciPy on the host and
+#                  cuBLAS on device-resident operands; the crossover the policy gives and
+#                  whether each choice was the faster side (sizes in increasing order until
+#                  the step's time is nearly spent: a clean stop, the rest listed as skipped)
 #
 # Results in OUTDIR (7 files at most): summary.txt (the table above with the seconds used and exit
 # statuses), build.txt, env.txt, pytest.txt, bench.txt, bench_gpu.json, extra.tar.gz (the pytest JUnit
@@ -78,7 +83,7 @@ if [ -n "${TILEBLAS_BUILD_IN:-}" ]; then
     mkdir -p "$TILEBLAS_BUILD_IN" && cp -r "$root/src" "$TILEBLAS_BUILD_IN/" && src=$TILEBLAS_BUILD_IN/src
 fi
 site=$scratch/site
-export root src py out scratch site
+export root src py out scratch site total t_start
 
 # 1. build and 2. wheels: benchmarks/gpu_setup.sh (shared with gpu_part2.sh)
 . "$root/benchmarks/gpu_setup.sh"
@@ -135,10 +140,13 @@ gpu_tests() {
 export -f gpu_tests
 step pytest 170 "$out/pytest.txt" gpu_tests
 
-# 5. the quick benchmark (bench_gpu.py's part "quick")
+# 5. the quick benchmark and the drop-in's choice (bench_gpu.py's parts "quick" and "dropin"), within what is
+# left of the step (the step's limit: 170 s or what is left of the whole, less 10 s to write the results)
 bench() {
-    cd "$root" && "$py" benchmarks/bench_gpu.py --parts quick --quick-n "${GPU_SUITE_N:-8192}" --trials 2 \
-        --out "$out"
+    local left=$(( total - ($(date +%s) - t_start) - 10 ))
+    (( left > 160 )) && left=160
+    cd "$root" && "$py" benchmarks/bench_gpu.py --parts quick,dropin --quick-n "${GPU_SUITE_N:-8192}" --trials 2 \
+        --budget "$left" --out "$out"
 }
 export -f bench
 step bench 170 "$out/bench.txt" bench

@@ -450,3 +450,29 @@ def test_a_gpu_runtime_without_cupy_names_the_extra_to_install(monkeypatch):
     with pytest.raises(CupyMissingError, match=r"pip install 'tileblas\[gpu\]'") as exc:
         tileblas.Runtime("gpu:1")
     assert isinstance(exc.value, ImportError)
+
+
+def test_the_device_steps_dropin_part_runs_its_flow_on_the_stand_in(tmp_path):
+    """benchmarks/bench_gpu.py --parts dropin (the GPU suite's drop-in measurement) on the stand-in: every
+    routine and size measured or skipped by name, the side each call took, the policy's crossover, and
+    every result within its error bound.  The times are the stand-in's, not a GPU's."""
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env.pop("TILEBLAS_DEVICES", None)
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--parts", "dropin", "--standin",
+                        "--dropin-sizes", "600,1100", "--trials", "1", "--out", str(out)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    res = json.loads((out / "bench_gpu.json").read_text())
+    d = res["dropin"]
+    assert res["standin"] and not res["errors"] and d["skipped"] == []
+    assert {(row["routine"], row["n"]) for row in d["rows"]} == {(rt, n) for rt in ("dgemm", "dsyrk", "dtrsm", "zgemm")
+                                                               for n in (600, 1100)}
+    cross = d["policy"]["crossover"]
+    for row in d["rows"]:
+        assert row["error"] < 1e-13 and row["cublas_resident_s"] > 0 and row["cpu_s"] > 0 and row["scipy_s"] > 0
+        goes = cross[row["routine"]] is not None and row["n"] >= cross[row["routine"]]
+        assert row["chosen"] == ("gpu" if goes else "cpu"), row
+        assert row["gpu_s"] is not None or row["chosen"] == "cpu", row  # below its floor: never the GPU
+        assert row["right"] is None or row["right"] == (row["chosen"] == row["faster"])
+    assert set(d["measured_crossover"]) == {"dgemm", "dsyrk", "dtrsm", "zgemm"}
