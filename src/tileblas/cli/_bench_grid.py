@@ -76,7 +76,7 @@ from tileblas.cli._bench_modes import DET_GAPS, BusyNeighbours, det_gaps, distin
 
 __all__ = ["Point", "grid_points", "estimate_seconds", "calibrate_rate", "run_grid", "summarize", "plot_grid",
            "plot_modes", "write_json", "machine_load", "grid_main", "add_grid_arguments", "check_arguments",
-           "ROUTINES", "SIZES", "QUICK", "MODES"]
+           "ROUTINES", "SIZES", "QUICK", "MODES", "noisy", "NOISY_CONTROL"]
 
 ROUTINES = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
 COMPLEX_ONLY = ("hemm", "herk", "her2k")
@@ -515,11 +515,36 @@ def _scale(values: list[float]) -> tuple[Any, str, list[float]]:
     return LogNorm(vmin=1.0 / span, vmax=span), extend, ticks
 
 
+#: A point's control (SciPy / SciPy again) off 1 by more than this factor marks it noisy on the heat map.
+NOISY_CONTROL = 1.05
+
+
+def noisy(p: Point) -> bool:
+    """The point's control shows noise: SciPy timed twice differs by more than :data:`NOISY_CONTROL`, or by
+    more than the ratio differs from 1 (the ratio then lies within the noise)."""
+    c, r = p.control, p.ratio
+    if not (math.isfinite(c) and c > 0 and math.isfinite(r) and r > 0):
+        return True
+    return abs(math.log(c)) > math.log(NOISY_CONTROL) or abs(math.log(c)) >= abs(math.log(r))
+
+
+def _tick_labels(ticks: list[float], extend: str) -> list[str]:
+    """Colour bar tick labels; a clipped end says so (``<=0.77``, ``>=1.30``)."""
+    labels = [f"{t:.2f}" for t in ticks]
+    if extend in ("min", "both"):
+        labels[0] = "\u2264" + labels[0]
+    if extend in ("max", "both"):
+        labels[-1] = "\u2265" + labels[-1]
+    return labels
+
+
 def plot_grid(points: list[Point], path: str, title: str = "", mode: str | None = None) -> str:
     """Heat map PNG of one mode (``mode``; default: the first mode of ``points``): one panel per
     precision x shape x order, routine x size, colour = SciPy time / tileblas time (best of rounds) on
     the log scale of :func:`_scale` (stated on the colour bar, with an arrow where values go beyond it);
-    each cell prints its ratio, '*' marks a point with more than one distinct result."""
+    each cell prints its ratio, '*' marks a point with more than one distinct result, hatching a point
+    whose control shows noise (:func:`noisy`).  Sized to stay readable at 800-1000 pixels wide: at most
+    three panels a row, 7-9 point type."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -534,10 +559,16 @@ def plot_grid(points: list[Point], path: str, title: str = "", mode: str | None 
     panels = sorted({(p.routine[0], p.shape, p.order) for p in main}, key=lambda t: ("sdcz".index(t[0]), t[1], t[2]))
     var = [p for p in timed if p.flags]
     count = len(panels) + (1 if var else 0)
-    cols = min(4, max(1, count))
+    cols = min(3, max(1, count))
     rows = max(1, -(-count // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols + 1.2, 3.4 * rows + 0.6), squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols + 1.4, 3.3 * rows + 1.0), squeeze=False,
                              layout="constrained")
+    from matplotlib.patches import Polygon
+
+    def hatch(ax: Any, j: float, i: float) -> None:  # a noisy point: its cell's upper right corner hatched
+        ax.add_patch(Polygon([(j + 0.5, i - 0.5), (j + 0.05, i - 0.5), (j + 0.5, i - 0.1)], closed=True,
+                             facecolor="none", hatch="/////", edgecolor="0.15", linewidth=0.6))
+    n_noisy = sum(noisy(p) for p in timed)
     norm, extend, ticks = _scale([p.ratio for p in timed])
     strong = 0.6 * math.log(norm.vmax)
     im = None
@@ -554,37 +585,52 @@ def plot_grid(points: list[Point], path: str, title: str = "", mode: str | None 
             i, j = names.index(p.routine[1:]), sizes.index(p.n)
             grid[i, j] = p.ratio
             ax.text(j, i, f"{p.ratio:.2f}" + ("*" if p.nondeterministic else ""), ha="center", va="center",
-                    fontsize=6, color=ink(p.ratio))
+                    fontsize=7 if len(sizes) <= 8 else 6, color=ink(p.ratio))
+            if noisy(p):
+                hatch(ax, j, i)
         im = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
-        ax.set_xticks(range(len(sizes)), [str(s) for s in sizes], fontsize=6, rotation=45)
-        ax.set_yticks(range(len(names)), [pre + n for n in names], fontsize=7)
-        ax.set_xlabel("n (matrix order)", fontsize=7)
-        ax.set_ylabel("routine", fontsize=7)
-        ax.set_title(f"{pre} {shape} {order}-order, {mode}", fontsize=8)
+        ax.set_xticks(range(len(sizes)), [str(s) for s in sizes], fontsize=7, rotation=45)
+        ax.set_yticks(range(len(names)), [pre + n for n in names], fontsize=8)
+        ax.set_xlabel("n, matrix order (shape: " + {"square": "m = n = k", "k64": "k = 64", "m64": "m = 64",
+                                                     "rhs64": "64 right-hand sides"}.get(shape, shape) + ")",
+                      fontsize=8)
+        ax.set_ylabel("routine", fontsize=8)
+        ax.set_title(f"{pre} {shape}, {order}-ordered operands, {mode}", fontsize=9)
     if var:
         ax = axes.flat[len(panels)]
-        labels = [f"{p.routine} " + "".join(str(v) for v in p.flags.values()) + ("*" if p.nondeterministic else "")
-                  for p in var]
-        im = ax.imshow(np.array([[p.ratio for p in var]]), cmap="RdBu", norm=norm, aspect="auto")
-        for j, p in enumerate(var):
-            ax.text(j, 0, f"{p.ratio:.2f}", ha="center", va="center", rotation=90, fontsize=5, color=ink(p.ratio))
-        ax.set_xticks(range(len(labels)), labels, fontsize=4, rotation=90)
-        ax.set_yticks([])
-        ax.set_xlabel("routine and flags (side, lower, trans, diag)", fontsize=7)
-        ax.set_title(f"trmm/trsm flags, n={var[0].n}, {mode}", fontsize=8)
+        combos = list(dict.fromkeys("".join(str(v) for v in p.flags.values()) for p in var))
+        vnames = list(dict.fromkeys(p.routine for p in var))
+        grid = np.full((len(vnames), len(combos)), np.nan)
+        for p in var:
+            i, j = vnames.index(p.routine), combos.index("".join(str(v) for v in p.flags.values()))
+            grid[i, j] = p.ratio
+            ax.text(j, i, f"{p.ratio:.2f}" + ("*" if p.nondeterministic else ""), ha="center", va="center",
+                    rotation=90 if len(combos) > 8 else 0, fontsize=7, color=ink(p.ratio))
+            if noisy(p):
+                hatch(ax, j, i)
+        im = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
+        ax.set_xticks(range(len(combos)), combos, fontsize=7, rotation=90)
+        ax.set_yticks(range(len(vnames)), vnames, fontsize=8)
+        ax.set_xlabel("flags: side, lower, trans, diag (0/1, as scipy.linalg.blas)", fontsize=8)
+        ax.set_ylabel("routine", fontsize=8)
+        ax.set_title(f"trmm/trsm flags, n={var[0].n}, {mode}", fontsize=9)
     for ax in list(axes.flat)[count:]:
         ax.axis("off")
     if im is not None:
         cb = fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend)
         cb.minorticks_off()
-        cb.set_ticks(ticks, labels=[f"{t:.2f}" for t in ticks])
-        cb.ax.tick_params(labelsize=6)
-        cb.set_label(f"SciPy time / tileblas time, best of rounds\nlog scale {norm.vmin:.2f}-{norm.vmax:.2f}, "
-                     "white 1.00" + ("; beyond it (arrow) the end colour" if extend != "neither" else ""), fontsize=7)
+        cb.set_ticks(ticks, labels=_tick_labels(ticks, extend))
+        cb.ax.tick_params(labelsize=8)
+        ends = [e for e in _tick_labels(ticks, extend) if e[0] in "\u2264\u2265"]
+        clip = f"; clipped: {' and '.join(ends)} (arrow{'s' if len(ends) > 1 else ''})" if ends else ""
+        cb.set_label(f"speed-up = SciPy time / tileblas time (best of rounds)\nlog scale "
+                     f"{norm.vmin:.2f}-{norm.vmax:.2f}, white 1.00{clip}", fontsize=8)
     fig.suptitle(title or f"tileblas.blas vs scipy.linalg.blas, mode {mode}: {_MODE_NOTE[mode]}\n"
-                          "ratio > 1 (blue): tileblas faster; each cell prints its ratio; * more than one distinct "
-                          "result", fontsize=8)
-    fig.savefig(path, dpi=130)
+                          "speed-up > 1 (blue): tileblas faster; each cell prints its speed-up; * more than one "
+                          f"distinct result\nhatched corner: noisy, the control SciPy/SciPy off 1 by more than "
+                          f"{NOISY_CONTROL - 1:.0%} or by more than the speed-up ({n_noisy} of {len(timed)} points)",
+                 fontsize=9, wrap=True)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 

@@ -49,9 +49,10 @@ def _series_plot(x_name: str, series: Mapping[Any, Mapping[str, Sequence[float]]
             ax.plot(mx, s["measured"], "o", color=col, ms=4, label=f"{label} measured")
     ax.set_xlabel(x_name)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title + ("\nline: predicted median, band: predicted min-max, dots: measured"
+                          if any("min" in s for s in series.values()) else ""), fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(os.fspath(path), dpi=100)
     plt.close(fig)
@@ -59,13 +60,16 @@ def _series_plot(x_name: str, series: Mapping[Any, Mapping[str, Sequence[float]]
 
 
 def plot_vs_size(series: Mapping[Any, Mapping[str, Sequence[float]]], path: str | os.PathLike[str],
-                 title: str = "efficiency vs matrix size", ylabel: str = "efficiency") -> str:
-    """Efficiency against n, one entry per variant: ``{"x", "median", "min", "max", "measured"}`` lists."""
-    return _series_plot("n", series, path, title, ylabel)
+                 title: str = "efficiency vs matrix size",
+                 ylabel: str = "efficiency (flops per second / the machine's peak)") -> str:
+    """Efficiency against n, one entry per variant: ``{"x", "median", "min", "max", "measured"}`` lists
+    (the band: predicted min to max)."""
+    return _series_plot("n (matrix order)", series, path, title, ylabel)
 
 
 def plot_vs_block(series: Mapping[Any, Mapping[str, Sequence[float]]], path: str | os.PathLike[str],
-                  title: str = "efficiency vs block size", ylabel: str = "efficiency") -> str:
+                  title: str = "efficiency vs block size",
+                  ylabel: str = "efficiency (flops per second / the machine's peak)") -> str:
     """Efficiency against the block size, one entry per variant (same dict layout as :func:`plot_vs_size`)."""
     return _series_plot("block size", series, path, title, ylabel)
 

@@ -259,27 +259,44 @@ def plot_timeline(profiles: Sequence[CallProfile], device_names: Sequence[str], 
     if not profiles:
         raise ValueError("profiles must name at least one call; got none")
     epoch = min(p.t_start for p in profiles)
-    nd = len(device_names)
-    fig, ax = plt.subplots(figsize=(10, 0.6 * nd + 1.6))
+    busy = sorted({r.device for p in profiles for r in p.records})
+    rows = busy or list(range(len(device_names)))  # a row per device that ran a task
+    row_of = {d: i for i, d in enumerate(rows)}
+    idle = [device_names[d] for d in range(len(device_names)) if d not in row_of]
+    stolen = any(r.stolen for p in profiles for r in p.records)
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.7))
     cmap = plt.get_cmap("tab10")
     kinds: dict[str, int] = {}
     for p in profiles:
         for r in p.records:
             kind = r.label.split("[")[0]
             color = cmap(kinds.setdefault(kind, len(kinds)) % 10)
-            ax.broken_barh([((r.t0 - epoch) * 1e3, max((r.t1 - r.t0) * 1e3, 1e-3))], (r.device - 0.4, 0.8),
-                           facecolors=color, edgecolors="black" if r.stolen else "white", linewidth=0.4)
-    ax.set_yticks(range(nd))
-    ax.set_yticklabels(device_names)
+            ax.broken_barh([((r.t0 - epoch) * 1e3, max((r.t1 - r.t0) * 1e3, 1e-3))], (row_of[r.device] - 0.4, 0.8),
+                           facecolors=color, edgecolors="black" if r.stolen else "white",
+                           linewidth=1.2 if r.stolen else 0.4)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([device_names[d] if d < len(device_names) else str(d) for d in rows], fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel("time (ms)")
+    ax.set_xlabel("time since the first call began (ms)", fontsize=9)
+    ax.set_ylabel("device", fontsize=9)
+    ax.tick_params(axis="x", labelsize=8)
     handles = [plt.Rectangle((0, 0), 1, 1, color=cmap(v % 10)) for v in kinds.values()]
-    if handles:
-        ax.legend(handles, list(kinds), loc="upper right", fontsize=8)
+    labels = [f"{k} task" for k in kinds]
+    if stolen:
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", linewidth=1.2))
+        labels.append("stolen (black edge)")
+    if handles:  # beside the lanes, never over a bar
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     if title is None:
         p = profiles[-1]
-        title = (f"{p.routine} {'x'.join(map(str, p.shape))}, tile {p.tile_size}, {p.tasks} tasks, "
-                 f"{p.wall_s * 1e3:.1f} ms (black edge: stolen)")
+        tasks = sum(len(q.records) for q in profiles)
+        title = (f"{p.routine} {'x'.join(map(str, p.shape))}, path {p.path}"
+                 + (f", tile {p.tile_size}" if p.tile_size and tasks > 1 else "")
+                 + f", {tasks} task{'s' if tasks != 1 else ''}, {p.wall_s * 1e3:.1f} ms")
+        if p.path == "shared":
+            title += f"\none native call on the BLAS threads of all {len(device_names)} workers together"
+        elif idle:
+            title += f"\nno task on {', '.join(idle)}" + (" (one native call)" if tasks == 1 else "")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
