@@ -1,26 +1,12 @@
 """The drop-in's GPUs: which devices its calls may use, and the rule that sends a call to a GPU.
 
 What it owns
-    * The one grammar of ``TILEBLAS_DEVICES`` (:data:`GRAMMAR`, :func:`parse`; the drop-in reads the
-      variable once per process, ``tileblas.blas._dispatch.set_devices`` sets it in code).  A value names
-      the kinds of device ``tileblas.blas`` uses beside each other:
-
-      ``auto`` (or unset, or empty)
-          the host's CPU workers, and every GPU CuPy sees: each large call goes where it is predicted to
-          finish first (below);
-      ``cpu``
-          the CPU workers only: no GPU is looked for and CuPy is never imported;
-      ``cpu,gpu`` or ``cpu,gpu:N``
-          as ``auto`` with every GPU, or the first N; named GPUs that cannot be used are one warning;
-      ``gpu`` or ``gpu:N``
-          the GPUs take every call at or above the GPU floor without asking the model (the calls below
-          it stay on the CPU workers, as always).
-
-      Items are separated by commas, in any order, case and spaces ignored.  The CPU workers follow the
-      thread setting (threadpoolctl's limits, ``OPENBLAS_NUM_THREADS``...), so ``cpu`` takes no count;
-      ``Runtime(devices=...)`` has the spec grammar of :func:`tileblas.runtime.make_devices` for a
-      runtime of one's own.  A value outside this grammar is one ``RuntimeWarning`` naming it, and the CPU
-      workers only (a process never fails on a setting).
+    * The one grammar of ``TILEBLAS_DEVICES`` (:func:`parse`; the table of its values is in
+      docs/guide/gpu.md, "The drop-in uses the GPUs by itself"; :data:`GRAMMAR` in one line for messages):
+      ``auto`` (or unset) the CPU workers and every GPU, ``cpu`` the CPU workers only, ``cpu,gpu[:N]``
+      the CPU workers and every GPU (the first N), ``gpu[:N]`` the GPUs for every call from the floor.
+      The drop-in reads the variable once per process (``tileblas.blas._dispatch.set_devices`` sets it in
+      code); a value outside the grammar is one ``RuntimeWarning`` naming it, and the CPU workers only.
     * The rule (:func:`gpu_first`): a call at or above its floor
       (:meth:`tileblas.policy._dropin.DropInConfig.gpu_floors`) goes to the GPUs where their predicted
       seconds (copies over the measured host link, the device's kernel rate, the runtime's per-tile cost;
