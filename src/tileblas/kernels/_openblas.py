@@ -167,6 +167,29 @@ class BlasLibrary:
         fn = self._symbol("openblas_set_num_threads")
         fn.argtypes = [self._ctypes.c_int]
         fn(int(threads))
+        if self.threads == 1:
+            self._release_thread_buffers()
+
+    def _release_thread_buffers(self) -> None:
+        """Give back the buffers OpenBLAS keeps for its server threads' jobs, in the one-thread instance.
+
+        Every instance maps one buffer (32 MiB of address space on x86-64) per thread of its thread setting
+        when it starts or its setting changes, for the jobs of its parallel calls.  A one-thread instance runs
+        no parallel call: its calls take buffers of their own, so that one is address space for nothing,
+        which counts against RLIMIT_AS.  OpenBLAS's ``blas_thread_shutdown_`` (what it runs before a fork)
+        returns it to the instance's buffer table, where the next call takes it instead of mapping another.
+        That function is not exported: its address is read from the library's symbol table, and where the
+        table lacks it (a stripped build) the buffer stays.
+        """
+        offset = _static_offset(self.path, "blas_thread_shutdown_",
+                                (self.PREFIX + "openblas_get_config" + self._suffix, self._symbol_address))
+        if offset is None:
+            return
+        fn = self._ctypes.CFUNCTYPE(self._ctypes.c_int)(offset)
+        fn()
+
+    def _symbol_address(self, name: str) -> int:
+        return self._ctypes.cast(self._dll[name], self._ctypes.c_void_p).value
 
     def address(self, name: str) -> int:
         """Address of the native entry point ``name`` (without the library's prefix), cached."""
@@ -236,6 +259,56 @@ class BlasLibrary:
     def __repr__(self) -> str:
         kind = ", ilp64=True" if self.ilp64 else ""
         return f"BlasLibrary(threads={self.threads}{kind}, path={self.path!r})"
+
+
+def _static_offset(path: str, name: str, anchor: tuple[str, Any]) -> int | None:
+    """The address of the function ``name`` of the loaded ELF shared object ``path``, read from its static
+    symbol table (``.symtab``): ``anchor`` is (an exported function's name, a function giving its address),
+    whose table entry places the library in memory.  None where the file is no 64-bit little-endian ELF
+    object, has no such table, or either name is not a defined function in it."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:6] != b"\x7fELF\x02\x01":
+                return None
+            shoff, = struct.unpack_from("<Q", head, 0x28)
+            shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+            if shentsize != 64 or not 0 < shnum < 4096:
+                return None
+            f.seek(shoff)
+            sections = [struct.unpack_from("<IIQQQQIIQQ", f.read(64)) for _ in range(shnum)]
+            symtab = next((sec for sec in sections if sec[1] == 2), None)  # SHT_SYMTAB
+            if symtab is None or symtab[9] != 24 or not 0 <= symtab[6] < shnum:
+                return None
+            strtab = sections[symtab[6]]
+            if symtab[5] > (64 << 20) or strtab[5] > (64 << 20):
+                return None
+            f.seek(symtab[4])
+            syms = f.read(symtab[5])
+            f.seek(strtab[4])
+            strings = f.read(strtab[5])
+    except (OSError, struct.error):
+        return None
+    table = np.frombuffer(syms, dtype=np.dtype([("name", "<u4"), ("info", "u1"), ("other", "u1"),
+                                                ("shndx", "<u2"), ("value", "<u8"), ("size", "<u8")]),
+                          count=len(syms) // 24)
+
+    def value(symbol: str) -> int | None:
+        at = strings.find(b"\0" + symbol.encode() + b"\0")
+        if at < 0:
+            return None
+        hit = table[(table["name"] == at + 1) & ((table["info"] & 0xF) == 2) & (table["shndx"] != 0)]
+        return int(hit["value"][0]) if len(hit) == 1 else None
+
+    own, exported = value(name), value(anchor[0])
+    if own is None or exported is None:
+        return None
+    try:
+        return anchor[1](anchor[0]) - exported + own
+    except (AttributeError, TypeError):
+        return None
 
 
 _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in ("0", "false", "no", "off")}
@@ -315,10 +388,46 @@ _LIBS: dict[int, BlasLibrary] = {}
 _LIBS_LOCK = threading.Lock()
 
 
+#: address space OpenBLAS maps for each thread's buffer (BUFFER_SIZE of its x86-64 and ARM64 builds)
+OPENBLAS_BUFFER = 32 << 20
+#: address space a worker thread of tileblas' pool reserves (its stack, kernels/_pool.c)
+POOL_STACK = 1 << 20
+
+
+def _check_address_space(path: str, threads: int) -> None:
+    """MemoryError where an address-space limit (RLIMIT_AS) leaves too little room to load an instance.
+
+    Loading maps the library (about its file's size) and OpenBLAS's buffer for the jobs of its calling
+    thread; a ``threads``-thread instance also starts ``threads - 1`` idle OpenBLAS server threads (a
+    default stack each) and as many pool workers.  Where OpenBLAS cannot map that buffer it ends the
+    process (``exit(1)``, "Memory allocation still failed"), so the room is checked first and its lack
+    raised here, where a caller can catch it.  Without a limit (or where /proc is not there) nothing is read.
+    """
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return
+        stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
+        stack = 8 << 20 if stack == resource.RLIM_INFINITY else stack
+        with open("/proc/self/statm", "rb") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        size = os.path.getsize(path)
+    except (ImportError, OSError, ValueError, IndexError):
+        return
+    need = size + OPENBLAS_BUFFER + (threads - 1) * (stack + POOL_STACK)
+    if used + need > limit:
+        raise MemoryError(
+            f"tileblas cannot load its OpenBLAS instance of {threads} thread(s): it maps about {need >> 20} MiB "
+            f"and the address-space limit (RLIMIT_AS, {limit >> 20} MiB) leaves {max(limit - used, 0) >> 20} MiB")
+
+
 def _load(path: str, threads: int, ilp64: bool = False) -> BlasLibrary:
     """Load ``path`` as an instance of ``threads`` threads: the file itself for one thread, else a private
     copy (dlopen of a different file gives a separate instance with its own state; the copy is removed as
     soon as it is mapped, so nothing is left behind)."""
+    _check_address_space(path, threads)
     if threads == 1:
         return BlasLibrary(path, threads, ilp64)
     tmpdir = tempfile.mkdtemp(prefix="tileblas-openblas-")
