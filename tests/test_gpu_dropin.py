@@ -206,6 +206,18 @@ def test_the_model_keeps_a_call_on_the_cpu_where_the_host_is_faster_with_the_cpu
     assert h100.calls.get("dgemm", 0) == 1
 
 
+def test_a_choice_is_made_again_when_the_machines_figures_change(h100, tuned):
+    """The side of a call is kept per shape and precision for the figures it was made with: a Tuning put in
+    force afterwards (a host of 1e14 flop/s a core) is read by the next call."""
+    a, b = rnd((1100, 1100)), rnd((1100, 1100))
+    tb.dgemm(1.0, a, b)
+    tb.dgemm(1.0, a, b)
+    assert h100.calls.get("dgemm", 0) == 3  # the check and two calls
+    tuned(core_flops=1e14)
+    tb.dgemm(1.0, a, b)
+    assert h100.calls.get("dgemm", 0) == 3
+
+
 def test_gpu_alone_takes_every_call_from_the_floor(h100, tuned):
     """TILEBLAS_DEVICES=gpu: the model is not asked (a host of 1e14 flop/s a core), calls below the floor
     stay on the CPU all the same."""
@@ -232,7 +244,7 @@ def test_the_c_path_hands_calls_from_the_floor_to_python_only_while_gpus_may_tak
     if not hasattr(_fastpath, "configure"):
         pytest.skip("no C path here")
     tb.dgemm(1.0, rnd((32, 32)), rnd((32, 32)))  # the default runtime and the C path in force
-    floors = _dispatch._config(_dispatch._threads(_dispatch._FAST[0])).gpu_floors()
+    floors = _dispatch._config(_dispatch._threads(_dispatch._FAST[0]))[1]
     assert _fastpath.config()["limits"]["gemm"] == floors["gemm"]
     _dispatch.set_devices("cpu")
     assert _fastpath.config()["limits"]["gemm"] > 1e300

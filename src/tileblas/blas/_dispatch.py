@@ -200,7 +200,10 @@ class _Gpus:
         self.note = ""  # why no GPU takes calls, or what was found
         self.pid = os.getpid()
         self.c_floors = False  # the C path's limits are the GPU floors
-        self.configs: dict[int, _dropin.DropInConfig] = {}  # thread count -> config (floors, margin)
+        self.installed: bool | None = None  # CuPy is installed (looked at once; None: not yet)
+        self.configs: dict[int, tuple] = {}  # thread count -> (config, its GPU floors)
+        self.choices: dict[tuple, bool] = {}  # (routine, m, n, k, dtype, threads) -> to the GPUs
+        self.choices_for: tuple = ()  # what the choices were made with (GPU runtime, config, Tuning)
         self.stale: list = []  # a fork child's inherited GPU runtimes, kept from any teardown
 
 
@@ -218,15 +221,17 @@ def _setting() -> _offload.DeviceSetting:
 
 
 def _cupy_installed() -> bool:
-    """Whether CuPy can be imported at all (a look at the installed packages: CuPy is not imported)."""
+    """Whether CuPy can be imported at all (a look at the installed packages, once: CuPy is not imported)."""
     if "cupy" in sys.modules:
         return sys.modules["cupy"] is not None
-    try:
-        from importlib.util import find_spec
+    if _GPU.installed is None:
+        try:
+            from importlib.util import find_spec
 
-        return find_spec("cupy") is not None
-    except (ImportError, ValueError):
-        return False
+            _GPU.installed = find_spec("cupy") is not None
+        except (ImportError, ValueError):
+            _GPU.installed = False
+    return _GPU.installed
 
 
 def _gpu_possible() -> bool:
@@ -264,11 +269,14 @@ def _say_unusable(s: _offload.DeviceSetting) -> None:
             pass
 
 
-def _config(threads: int) -> _dropin.DropInConfig:
-    cfg = _GPU.configs.get(threads)
-    if cfg is None:
-        cfg = _GPU.configs[threads] = _dropin.config(threads)
-    return cfg
+def _config(threads: int) -> tuple[_dropin.DropInConfig, dict[str, float]]:
+    """The C path's configuration for ``threads`` threads and its GPU floors (kept until the policy is
+    applied again)."""
+    got = _GPU.configs.get(threads)
+    if got is None:
+        cfg = _dropin.config(threads)
+        got = _GPU.configs[threads] = (cfg, cfg.gpu_floors())
+    return got
 
 
 def _floor_key(name: str, bound: dict, dtype: Any) -> str:
@@ -359,27 +367,40 @@ def _sync_floors() -> None:
 
 def _gpu_target(rt: Any, name: str, args: tuple, kwargs: dict) -> Any:
     """The GPUs' runtime for this call of the default runtime, or None: the CPU path (module notes)."""
+    from tileblas.runtime import _runtime
+
+    if not getattr(rt, "_made_default", False) or _runtime._CURRENT.get() is not None:
+        return None
     if not _gpu_possible():
         _sync_floors()
         return None
     from tileblas.runtime import _planner as P
-    from tileblas.runtime import _runtime
 
     threads = _threads(rt)
-    if threads < 1 or not getattr(rt, "_made_default", False) or _runtime._CURRENT.get() is not None:
+    if threads < 1:
         return None
     bound = P.bind_arguments(name, args, kwargs)
     shape, out, flops = P.call_size(name, bound)
-    cfg = _config(threads)
-    if flops < cfg.gpu_floors()[_floor_key(name, bound, out.dtype)] or P.is_trivial(name, bound):
+    cfg, floors = _config(threads)
+    if flops < floors[_floor_key(name, bound, out.dtype)] or P.is_trivial(name, bound):
         return None
     grt = gpu_runtime()
     _sync_floors()
     if grt is None:
         return None
-    if _setting().forced or _gpu_first(name, shape, out.dtype, rt.devices[0], threads, grt, cfg):
+    if _setting().forced:
         return grt
-    return None
+    from tileblas._tuning import get_tuning
+
+    made_with = (grt, cfg, get_tuning())
+    if len(_GPU.choices_for) != 3 or any(a is not b for a, b in zip(_GPU.choices_for, made_with)) \
+            or len(_GPU.choices) > 4096:
+        _GPU.choices, _GPU.choices_for = {}, made_with
+    key = (name, *shape, out.dtype.char, threads)
+    goes = _GPU.choices.get(key)
+    if goes is None:  # a function of the call's shape and precision and of made_with: computed once
+        goes = _GPU.choices[key] = _gpu_first(name, shape, out.dtype, rt.devices[0], threads, grt, cfg)
+    return grt if goes else None
 
 
 def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any,
@@ -410,6 +431,7 @@ def set_devices(devices: str | None) -> _offload.DeviceSetting:
     new = _offload.from_environment() if devices is None else _offload.parse(devices, "set_devices")
     with _GPU.lock:
         prev, _GPU.setting = _GPU.setting, new
+        _GPU.installed = None
         if _GPU.searched and new.wants_gpus and new.gpus != _GPU.asked:
             _release_locked()
         _GPU.maybe = True
@@ -470,7 +492,7 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     threads = _threads(rt) or 1
     s = _setting()
     grt = gpu_runtime(search) if _gpu_possible() or _GPU.searched else None
-    cfg = _config(threads)
+    cfg, floors = _config(threads)
     out: dict[str, Any] = {"setting": s.describe(), "cpu_threads": threads, "gpus": [], "note": _GPU.note,
                            "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {}}
     if not s.wants_gpus:
@@ -486,7 +508,6 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     from tileblas._dtypes import DTYPE_OF
     from tileblas.runtime import _planner as P
 
-    floors = cfg.gpu_floors()
     for fam in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm"):
         for p in "sdcz":
             dt = np.dtype(DTYPE_OF[p])
