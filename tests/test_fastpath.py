@@ -1078,7 +1078,7 @@ def test_dropin_config_is_the_shipped_values_over_the_tuned_file_for_a_thread_se
                                                        for s in "LR"}
     rt = _runtime.get_runtime()
     threads = int(getattr(rt, "_policy_threads", 0) or 0)
-    got, want = fp.config(), _dropin.config(threads).c_fields()
+    got, want = fp.config(), _dropin.config(threads, gpu=_dispatch._gpu_possible()).c_fields()  # floors: GPUs
     splits = got["split"] if got["pool_slot"] >= 0 else {}
     for field in ("limits", "windows", "one_thread", "rank_gemm", "gil_flops", "gil_elements", "convert_max",
                   "part_fraction", "part_min", "max_parts", "herk_copy_k"):
