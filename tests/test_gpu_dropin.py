@@ -488,3 +488,53 @@ def test_the_device_steps_dropin_part_runs_its_flow_on_the_stand_in(tmp_path):
         assert row["gpu_s"] is not None or row["chosen"] == "cpu", row  # below its floor: never the GPU
         assert row["right"] is None or row["right"] == (row["chosen"] == row["faster"])
     assert set(d["measured_crossover"]) == {"dgemm", "dsyrk", "dtrsm", "zgemm"}
+
+
+# ------------------------------------------------------------------------------------------- on a real GPU
+@pytest.fixture()
+def real_gpu():
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - no driver
+        pytest.skip(f"no CUDA device: {exc}")
+    if count < 1:
+        pytest.skip("no CUDA device")
+    return cupy
+
+
+@pytest.mark.gpu
+def test_gpu_the_drop_in_sends_calls_from_the_crossover_to_the_gpu_and_is_right(real_gpu):
+    """On the machine's GPUs: small calls stay, each routine at n = 2048 goes to the GPUs when forced and
+    as the crossover tileblas info gives says in the default setting, every result within its bound."""
+    _dispatch.set_devices("auto")
+    rep = _dispatch.gpu_report()
+    assert rep["gpus"], rep["note"]
+    grt = _dispatch.gpu_runtime(search=False)
+    n = 2048
+    for routine, dt in (("dgemm", np.float64), ("zgemm", np.complex128), ("dsyrk", np.float64),
+                        ("dtrsm", np.float64)):
+        a = rnd((n, n), dt)
+        if routine == "dsyrk":
+            args, kw = (1.0, a), {"lower": 1}
+        elif routine == "dtrsm":
+            t = np.asfortranarray(np.tril(a) + n * np.eye(n))
+            args, kw = (1.0, t, rnd((n, n), dt)), {"lower": 1}
+        else:
+            args, kw = (1.0, a, rnd((n, n), dt)), {}
+        for setting in ("gpu", "auto"):
+            _dispatch.set_devices(setting)
+            before = grt.stats()["calls"]
+            c = getattr(tb, routine)(*args, **kw)
+            went = grt.stats()["calls"] > before
+            cross = rep["crossover"][routine]
+            assert went == (setting == "gpu" or (cross is not None and n >= cross)), (routine, setting, cross)
+            if routine == "dtrsm":
+                assert np.abs(t @ c - args[2]).max() <= _bound(n, np.abs(t) @ np.abs(c), dt)
+            elif routine == "dsyrk":
+                assert np.abs(np.tril(c) - np.tril(a @ a.T)).max() <= _bound(n, np.abs(a) @ np.abs(a).T, dt)
+            else:
+                assert np.abs(c - args[1] @ args[2]).max() <= _bound(n, np.abs(args[1]) @ np.abs(args[2]), dt)
+    before = grt.stats()["calls"]
+    tb.dgemm(1.0, rnd((256, 256)), rnd((256, 256)))
+    assert grt.stats()["calls"] == before
