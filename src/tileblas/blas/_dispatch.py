@@ -292,16 +292,16 @@ def _search() -> None:
     checked with a 64 x 64 dgemm, or the reason there is none."""
     import numpy as np
 
+    from tileblas.devices import gpu as _gpu  # (imports no CuPy)
+    from tileblas.runtime._runtime import Runtime
+
     s = _setting()
     _GPU.searched = True
     _GPU.asked = s.gpus
     rt = None
     try:
-        from tileblas.devices import gpu as _gpu
-        from tileblas.runtime._runtime import Runtime
-
-        _GPU.cuda = True
         n = _gpu.usable_count()
+        _GPU.cuda = True
         want = n if s.gpus is None else min(s.gpus, n)
         if s.gpus is not None and s.gpus > n:
             _GPU.note = f"{s.source} names {s.gpus} GPU(s), CUDA sees {n}"
@@ -321,13 +321,14 @@ def _search() -> None:
                                    "expected): its cuBLAS gives wrong results")
             d.model  # noqa: B018 - the figures the choice reads (measured here where there is no preset)
     except Exception as exc:  # noqa: BLE001 - no CuPy, no device, a broken driver or cuBLAS: the CPU path
+        _GPU.cuda = sys.modules.get("cupy") is not None  # CuPy imported: CUDA may have been reached
         if rt is not None:
             try:
                 rt.close()
             except Exception:  # noqa: BLE001 - what could not start may not close either
                 pass
         _GPU.runtime, _GPU.maybe = None, False
-        _GPU.note = str(exc) if exc.__class__.__name__ in ("GPUUnavailableError", "CupyMissingError") \
+        _GPU.note = str(exc) if isinstance(exc, _gpu.GPUUnavailableError) \
             else f"the GPU did not start ({type(exc).__name__}: {exc})"
         _say_unusable(s)
         return
