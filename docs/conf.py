@@ -33,7 +33,8 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_templates", "Thumbs.db", ".DS_Store"]
+templates_path = ["_templates"]  # autosummary/class.rst: a class page documents its public methods
 
 # Markdown pages: anchors for headings (``page.md#a-heading``), $math$.
 myst_heading_anchors = 3
@@ -42,8 +43,8 @@ myst_enable_extensions = ["dollarmath", "colon_fence"]
 # API reference
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_default_options = {"members": False}
 autodoc_typehints = "none"  # numpydoc's Parameters sections say the types
+autodoc_inherit_docstrings = False  # a method without a docstring of its own shows none (not the base class's)
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,9 +77,13 @@ def test_site_builds_without_warnings(tmp_path: Path):
     pytest.importorskip("sphinx")
     for ext in ("numpydoc", "myst_parser", "pydata_sphinx_theme"):
         pytest.importorskip(ext)
+    # a copy of the sources: the build writes the reference pages into its source folder, and another
+    # build (make docs) may be running on docs/ at the same time
+    src = tmp_path / "docs"
+    shutil.copytree(DOCS, src, ignore=shutil.ignore_patterns("_build", "api"))
     out = tmp_path / "html"
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-                           "-d", str(tmp_path / "doctrees"), str(DOCS), str(out)],
+                           "-d", str(tmp_path / "doctrees"), str(src), str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
     pages = {p.relative_to(out).as_posix() for p in out.rglob("*.html")}
