@@ -297,9 +297,69 @@ def test_rank_updates_checkpoint_nonfinite_values_and_refuse_overflows(name, whe
         with pytest.raises(ReversalError, match="overflowed"):
             getattr(rb, "r" + name)(*args, **kwargs)
         return
+    if name == "dsyr" and where == "a":  # the column executor: that column kept, the rest by the inverse
+        assert d.mode == "compute", d
+        getattr(rb, "r" + name)(*args, **kwargs)
+        assert _bits(bound[out][:, 0]) == _bits(before[:, 0])
+        assert np.allclose(bound[out], before, rtol=1e-14, atol=0, equal_nan=True)
+        return
     assert d.mode == "checkpoint" and "non-finite" in d.reason, d
     getattr(rb, "r" + name)(*args, **kwargs)
     assert _bits(bound[out]) == _bits(before)
+
+
+@pytest.mark.parametrize("prefix", ["s", "d"])
+@pytest.mark.parametrize("lower", [0, 1])
+@pytest.mark.parametrize("n", [1, 5, 99, 100, 700])
+def test_syr_in_columns_gives_the_plain_calls_bits_and_reverses(prefix, lower, n):
+    """Real syr runs in rblas's column executor (each column's axpy, as OpenBLAS makes the call, its part of
+    the triangle read just before): the plain call's bits, and its reverse as the plain call's."""
+    rng = np.random.default_rng(n)
+    dt = np.float64 if prefix == "d" else np.float32
+    x = rng.standard_normal(n).astype(dt)
+    x[::4] = 0  # columns OpenBLAS skips
+    a = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
+    ref = getattr(tb, prefix + "syr")(0.75, x, lower=lower, a=a.copy(order="F"))
+    calls = []
+    real = _guard.syr
+    try:
+        _safety._native.syr = lambda *args: calls.append(1) or real(*args)
+        getattr(rb, "f" + prefix + "syr")(0.75, x, lower=lower, a=a, overwrite_a=1, mode="compute")
+    finally:
+        _safety._native.syr = real
+    assert calls and rb.last_decision().mode == "compute"
+    assert _bits(a) == _bits(ref)
+    getattr(rb, "r" + prefix + "syr")(0.75, x, lower=lower, a=a, overwrite_a=1)
+    getattr(tb, prefix + "syr")(-0.75, x, lower=lower, a=ref, overwrite_a=1)
+    assert _bits(a) == _bits(ref)  # the inverse is the plain call with -alpha
+
+
+@pytest.mark.parametrize("lower", [0, 1])
+def test_syr_in_columns_keeps_the_columns_that_hold_inf_or_nan_and_restores_them_exactly(lower):
+    """An Inf, a NaN and a value the update overflows in A (alpha and x within the executor's bounds): only
+    the columns holding a non-finite value after the call are kept, and the reverse gives back their bits;
+    the other columns are reversed by the inverse."""
+    n = 64
+    rng = np.random.default_rng(3)
+    x = rng.random(n) + 1
+    a = np.asfortranarray(rng.random((n, n)))
+    edge = 0 if lower else n - 1  # its x only meets its own column of the triangle
+    x[edge] = 2.0 ** 480
+    a[edge, edge] = np.finfo(np.float64).max  # + 2**979: Inf
+    bad = {(5, 40): np.inf, (12, 33): np.nan}
+    for (i, j), v in bad.items():
+        a[(j, i) if lower else (i, j)] = v
+    cols = [edge] + [i if lower else j for (i, j) in bad]
+    before = a.copy(order="F")
+    rb.fdsyr(2.0 ** 19, x, lower=lower, a=a, overwrite_a=1, mode="compute")
+    assert rb.last_decision().mode == "compute"
+    assert np.isinf(a[edge, edge])
+    rb.rdsyr(2.0 ** 19, x, lower=lower, a=a, overwrite_a=1)
+    for j in cols:  # the kept columns: bit for bit
+        assert _bits(a[:, j]) == _bits(before[:, j]), j
+    rest = np.triu(np.ones((n, n), bool)) if not lower else np.tril(np.ones((n, n), bool))
+    rest[:, cols] = False
+    assert np.allclose(a[rest], before[rest], rtol=0, atol=64 * np.finfo(np.float64).eps * 2.0 ** 19 * 4)
 
 
 def test_a_bounded_rank_update_reads_its_matrix_once(monkeypatch):
@@ -312,7 +372,7 @@ def test_a_bounded_rank_update_reads_its_matrix_once(monkeypatch):
     a = np.asfortranarray(rng.random((300, 300)))
     rb.fdsyr(0.5, rng.random(300), a=a, overwrite_a=1, mode="compute")
     assert rb.last_decision().mode == "compute"
-    assert not [c for c in calls if c[0] == (300, 300)], calls  # its triangle only, read by triangle()
+    assert not [c for c in calls if c[0] == (300, 300)], calls  # its triangle only, in the call's pass
 
 
 def test_arguments_the_executor_does_not_take_go_to_tileblas_blas_and_its_errors():

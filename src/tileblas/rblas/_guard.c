@@ -18,6 +18,9 @@
  *                 one pass instead (fused_daxpy: y kept aside in L1 as it is overwritten, the result's
  *                 exponent checked).  The fingerprints of the arrays the call covers whole are gathered
  *                 from the chunks too.
+ *   syr(...)      real syr: one axpy per column of the triangle on the one-thread instance, as OpenBLAS
+ *                 computes the call (its bits), each column read just before its axpy (see "syr, in
+ *                 columns" below), in parts on the pool.
  *   nonfinite(a), triangle(a, lower)
  *                 whether an array (or the triangle a symmetric rank update reads and writes) holds an
  *                 Inf or a NaN (or a large value), without a temporary array, the GIL released and split
@@ -1028,6 +1031,145 @@ guard_guarded(PyObject *self, PyObject *args)
     return Py_BuildValue("(NO(NNN))", kept, lost ? Py_True : Py_False, pr[0], pr[1], pr[2]);
 }
 
+/* ------------------------------------------------------------------------------------- syr, in columns */
+
+/* A real symmetric rank-1 update a += alpha x x^T (syr, full storage) is, column by column, what OpenBLAS
+ * computes it as (driver/level2/syr_k.c, syr_thread.c, the small-n loop of interface/syr.c): for each j with
+ * x[j] != 0, one axpy of the scalar alpha * x[j] (rounded in the routine's precision) over the column's
+ * part of the triangle (upper: rows 0..j with x[0..j]; lower: rows j..n-1 with x[j..n-1]).  So these axpy
+ * calls on the one-thread instance give the plain call's bits, whichever thread runs which column.  Each
+ * column's part is read for Inf, NaN or a value of 2**1000 (single 2**100) or more just before its axpy, in
+ * cache: one pass over the triangle, as the plain call makes.  A column with such a value is copied first
+ * and its copy kept where the column holds a non-finite value after the axpy. */
+typedef void (*axpy_t)(const int *, const void *, const void *, const int *, void *, const int *);
+
+typedef struct {
+    char *a;
+    const char *x;
+    npy_intp n, lo, hi;          /* columns [lo, hi) */
+    double alpha;
+    axpy_t fn;
+    int lower, size, t, lost, nkept, cap;
+    Kept *kept;                  /* first: column, count: its rows, copy: its values before the call */
+} SyrPart;
+
+static void
+syr_part(int index, void *data, int arg)
+{
+    SyrPart *s = (SyrPart *)data;
+    const int one = 1, es = s->size;
+    (void)index, (void)arg;
+    for (npy_intp j = s->lo; j < s->hi; j++) {
+        double xd = s->size == 8 ? ((const double *)s->x)[j] : (double)((const float *)s->x)[j];
+        if (xd == 0.0) continue; /* OpenBLAS skips the column */
+        npy_intp r0 = s->lower ? j : 0, r1 = s->lower ? s->n : j + 1;
+        char *col = s->a + (j * s->n + r0) * es;
+        int len = (int)(r1 - r0);
+        char *copy = NULL;
+        if (scan_elements(col, len, es, s->size, 0, s->t)) {
+            copy = (char *)malloc((size_t)len * es);
+            if (copy == NULL) s->lost = 1;
+            else memcpy(copy, col, (size_t)len * es);
+        }
+        if (s->size == 8) {
+            double sc = s->alpha * ((const double *)s->x)[j];
+            s->fn(&len, &sc, s->x + r0 * es, &one, col, &one);
+        }
+        else {
+            float sc = (float)s->alpha * ((const float *)s->x)[j];
+            s->fn(&len, &sc, s->x + r0 * es, &one, col, &one);
+        }
+        if (copy == NULL) continue;
+        if (!scan_elements(col, len, es, s->size, 0, s->size == 8 ? NONFINITE64 : NONFINITE32)) {
+            free(copy); /* no Inf or NaN after: the inverse restores it */
+            continue;
+        }
+        if (s->nkept == s->cap) {
+            int cap = s->cap ? 2 * s->cap : 16;
+            Kept *k = (Kept *)realloc(s->kept, (size_t)cap * sizeof(Kept));
+            if (k == NULL) { free(copy); s->lost = 1; continue; }
+            s->kept = k, s->cap = cap;
+        }
+        s->kept[s->nkept++] = (Kept){(int)j, len, copy};
+    }
+}
+
+/* syr(fn, alpha, x, a, lower) -> (kept, lost) or None: the real symmetric rank-1 update a += alpha x x^T of
+ * the square Fortran-ordered a (float32 or float64, aligned, writeable) with the contiguous x of its dtype,
+ * through fn (the routine's axpy in the one-thread instance), column by column as described above, in parts
+ * on the pool where the plain call would be parallel.  kept: [(column, rows, values before the call)] of the
+ * columns that hold an Inf or a NaN after it; lost: a copy could not be made.  None, having done nothing,
+ * where the operands are not such arrays, alpha is not a finite float, or x and a share memory. */
+static PyObject *
+guard_syr(PyObject *self, PyObject *args)
+{
+    unsigned long long fn;
+    double alpha;
+    PyArrayObject *x, *a;
+    int lower, threads = 1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KdO!O!p:syr", &fn, &alpha, &PyArray_Type, &x, &PyArray_Type, &a, &lower))
+        return NULL;
+    int type = PyArray_TYPE(a), size = type == NPY_FLOAT64 ? 8 : type == NPY_FLOAT32 ? 4 : 0;
+    if (fn == 0 || size == 0 || !isfinite(alpha) || PyArray_TYPE(x) != type || PyArray_NDIM(a) != 2
+        || PyArray_NDIM(x) != 1 || PyArray_DIM(a, 0) != PyArray_DIM(a, 1) || PyArray_DIM(x, 0) != PyArray_DIM(a, 0)
+        || !PyArray_IS_F_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || !PyArray_ISWRITEABLE(a)
+        || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISALIGNED(x)
+        || (PyArray_DIM(x, 0) > 1 && PyArray_STRIDE(x, 0) != size) || PyArray_DIM(a, 0) > INT_MAX)
+        Py_RETURN_NONE;
+    npy_intp n = PyArray_DIM(a, 0);
+    const char *xb = PyArray_BYTES(x), *ab = PyArray_BYTES(a);
+    if (xb < ab + n * n * size && ab < xb + n * size) Py_RETURN_NONE; /* x and a share memory */
+    if ((npy_intp)(n * n * size / 2) >= PARALLEL_BYTES && drop_in_slot >= 0 && pool_api != NULL
+        && drop_in_threads != NULL)
+        threads = drop_in_threads();
+    /* parts of equal areas, PARTS_PER_THREAD per thread (claimed: a late worker leaves its share) */
+    int nparts = threads > 1 ? threads * PARTS_PER_THREAD : 1;
+    if (nparts > MAX_PARTS) nparts = MAX_PARTS;
+    if (nparts > n) nparts = n > 0 ? (int)n : 1;
+    SyrPart parts[MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    int t = size == 8 ? SAFE_BIG64 : SAFE_BIG32;
+    for (int p = 0; p < nparts; p++) { /* column j has j + 1 (upper) or n - j (lower) rows */
+        double f0 = (double)p / nparts, f1 = (double)(p + 1) / nparts;
+        npy_intp c0 = (npy_intp)(n * sqrt(lower ? 1.0 - f0 : f0)), c1 = (npy_intp)(n * sqrt(lower ? 1.0 - f1 : f1));
+        if (lower) c0 = n - c0, c1 = n - c1;
+        parts[p] = (SyrPart){PyArray_BYTES(a), xb, n, p == 0 ? 0 : c0, p == nparts - 1 ? n : c1, alpha,
+                             (axpy_t)(uintptr_t)fn, lower, size, t, 0, 0, 0, NULL};
+    }
+    for (int p = 1; p < nparts; p++) { /* contiguous, in order */
+        if (parts[p].lo < parts[p - 1].hi) parts[p].lo = parts[p - 1].hi;
+        if (parts[p].hi < parts[p].lo) parts[p].hi = parts[p].lo;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (pool_api != NULL) pool_api->enter();
+    if (nparts > 1 && drop_in_slot >= 0 && pool_api != NULL) RUN_PARTS(drop_in_slot, syr_part, nparts, sizeof(SyrPart), parts);
+    else
+        for (int p = 0; p < nparts; p++) syr_part(p, &parts[p], 0);
+    if (pool_api != NULL) pool_api->leave();
+    Py_END_ALLOW_THREADS
+    PyObject *kept = PyList_New(0);
+    int lost = 0, failed = kept == NULL;
+    for (int p = 0; p < nparts; p++) {
+        lost |= parts[p].lost;
+        for (int i = 0; i < parts[p].nkept; i++) {
+            Kept *k = &parts[p].kept[i];
+            if (!failed) {
+                PyObject *item = Py_BuildValue("iiy#", k->first, k->count, k->copy, (Py_ssize_t)k->count * size);
+                if (item == NULL || PyList_Append(kept, item) < 0) failed = 1;
+                Py_XDECREF(item);
+            }
+            free(k->copy);
+        }
+        free(parts[p].kept);
+    }
+    if (failed) {
+        Py_XDECREF(kept);
+        return NULL;
+    }
+    return Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
+}
+
 static PyObject *
 guard_sizes(PyObject *self, PyObject *args)
 {
@@ -1047,6 +1189,10 @@ static PyMethodDef methods[] = {
     {"triangle", guard_triangle, METH_VARARGS,
      "triangle(a, lower, level=0) -> bool or None: nonfinite() of the triangle of the square Fortran-ordered a "
      "that a symmetric or Hermitian rank update reads and writes; None where a is not such an array."},
+    {"syr", guard_syr, METH_VARARGS,
+     "syr(fn, alpha, x, a, lower) -> (kept, lost) or None: the real symmetric rank-1 update a += alpha x x^T column "
+     "by column as OpenBLAS makes it (one axpy each), each column read for Inf, NaN or large values just before "
+     "its axpy; kept: [(column, rows, values before)] of the columns holding an Inf or a NaN after it."},
     {"guarded", guard_guarded, METH_VARARGS,
      "guarded(kind, fn, typenum, n, x, offx, incx, y, offy, incy, s1, s2, a, m, real_scalars) -> (kept, lost) or "
      "None: a Level-1 call or ger in chunks, each chunk's outputs kept where they hold a non-finite value after it "

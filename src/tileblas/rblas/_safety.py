@@ -27,9 +27,14 @@ the cheapest guard that is still complete (``Spec.guard``):
 ``"rank"``    The rank updates into symmetric, Hermitian or packed storage (syr ... hpr2): A += alpha x y^H
     cannot make a non-finite value, nor lose one that A holds (Inf +- a finite value is that Inf, a NaN
     stays a NaN), when alpha, the vectors and A are all finite and below 2**20, 2**490 and 2**1000 (single:
-    2**45, 2**100): one native read of A's triangle before the call, nothing after.  Otherwise ``"scan"``.
-    (That read is half the call's memory traffic: chunks of these calls are not calls of the same routine,
-    so they do not run in the executor with the plain call's bits.)
+    2**45, 2**100).  Real syr (full storage, x contiguous, alpha and x within those bounds) runs in the
+    column executor ``_guard.syr``: one axpy per column of the triangle, as OpenBLAS makes the call (the
+    plain call's bits), each column read for Inf, NaN or large values just before its axpy, in cache; a
+    column with one is copied first and kept where it holds a non-finite value after (restored from the
+    copy, the rest by the inverse).  The other rank updates: one native read of A's triangle before the
+    call, nothing after (half the call's memory traffic again: their column form -- two axpys per column
+    for syr2/her2, the packed layout, the Hermitian diagonal -- is not in the executor yet).  Otherwise
+    ``"scan"``.
 ``"scan"``    Level 3 (operands O(n**2) against O(n**3) work): every array argument read natively before
     the call (a non-finite value: checkpoint) and the outputs after it (a non-finite value: an overflow;
     the call cannot be reversed and its reverse says so).
@@ -133,7 +138,8 @@ class Guard:
         Set before the call: the arguments that make it a checkpoint instead (non-finite inputs), else "".
     """
 
-    __slots__ = ("kind", "outs", "bound", "arrays", "checkpoint", "copies", "kept", "lost", "plan", "why", "prints")
+    __slots__ = ("kind", "outs", "bound", "arrays", "checkpoint", "copies", "kept", "lost", "plan", "why", "prints",
+                 "syr")
 
     def __init__(self, kind: str | None, outs: list[str], bound: dict[str, Any],
                  arrays: list[tuple[str, Any]]) -> None:
@@ -148,6 +154,7 @@ class Guard:
         self.plan: _Plan | None = None
         self.why = ""
         self.prints: dict[str, bytes] = {}  # fingerprints after the call the executor gathered
+        self.syr: tuple | None = None  # the arguments of _guard.syr, where it runs the call
 
     @property
     def deferred(self) -> tuple[str, ...]:
@@ -155,8 +162,36 @@ class Guard:
         call writes none that is not an output, so before and after are the same)."""
         return self.plan.printed if self.plan is not None else ()
 
+    def _read_rank(self, late: bool = False) -> None:
+        """A rank update's read before the call: nothing after it where alpha, the vectors and A are bounded;
+        else every array read (a non-finite value: checkpoint) and the outputs after the call.  ``late``: in
+        run(), after the mode was chosen (the outputs are copied for the checkpoint here)."""
+        if _bounded_update(self.bound, self.outs):
+            self.kind = None  # nothing to read after the call: it cannot make a non-finite value
+            return
+        self.kind = "scan"
+        bad = [n for n, v in self.arrays if nonfinite(v)]
+        if bad and late:
+            self.copies = {o: _copy(self.bound[o]) for o in self.outs}
+            self.why = (f"non-finite input ({', '.join(repr(n) for n in bad)}): the inverse could not restore "
+                        "the outputs; checkpointed")
+        elif bad:
+            self.checkpoint = ", ".join(repr(n) for n in bad)
+
     def run(self, call: Callable[[], Any]) -> Any:
         """Make the call: in the native executor where it takes it, else ``call()`` (tileblas.blas)."""
+        if self.syr is not None:
+            done = _native.syr(*self.syr)
+            a, lower = self.syr[3], self.syr[4]
+            self.syr = None
+            if done is not None:
+                kept, lost = done
+                self.lost = bool(lost)
+                self.kept = [("a", (slice(j, j + rows) if lower else slice(0, rows), j),
+                              np.frombuffer(data, dtype=a.dtype).copy()) for j, rows, data in kept]
+                return a
+            self._read_rank(late=True)  # not one it takes: A read before the call, as for the other rank updates
+            return call()
         plan = self.plan
         if plan is not None:
             done = _native.guarded(*plan.args)
@@ -191,13 +226,13 @@ class Guard:
             if any(nonfinite(self.bound[o]) for o in self.outs):
                 return "checkpoint", self.copies, _NONFINITE_AFTER
             return "ok", None, ""
-        if self.plan is not None:
+        if self.plan is not None or self.kind == "syr":
             if self.lost:
                 return "irreversible", None, ("the values an Inf or a NaN replaced could not be kept (out of "
                                               "memory), so its inverse cannot restore the outputs")
             if not self.kept:
                 return "ok", None, ""
-            if self.plan.covers(self.kept):
+            if self.plan is not None and self.plan.covers(self.kept):
                 return "checkpoint", self.plan.full(self.bound, self.kept), _NONFINITE_AFTER
             return "kept", self.kept, ""
         if self.kind is not None:  # scan
@@ -231,14 +266,39 @@ def prepare(spec: Any, prefix: str, dtype: np.dtype, bound: dict[str, Any], outs
         g.copies = {o: _copy(bound[o]) for o in outs}
         return g
     if g.kind == "rank":
-        if _bounded_update(bound, outs):
-            g.kind = None  # nothing to read after the call: it cannot make a non-finite value
+        g.syr = _syr_args(spec, prefix, bound, outs)
+        if g.syr is not None:  # alpha and x bounded; A read column by column in the call
+            g.kind = "syr"
             return g
-        g.kind = "scan"
+        g._read_rank()
+        return g
     bad = [n for n, v in arrays if nonfinite(v)]
     if bad:
         g.checkpoint = ", ".join(repr(n) for n in bad)
     return g
+
+
+def _syr_args(spec: Any, prefix: str, bound: dict[str, Any], outs: list[str]) -> tuple | None:
+    """The arguments of ``_guard.syr`` for a real syr (full storage, in place, x contiguous from its first
+    element, alpha and x bounded as :func:`_bounded_update` asks), else None: that executor reads A's
+    triangle column by column just before each column's axpy, in the call's one pass over it."""
+    if spec.routine != "syr" or prefix not in ("s", "d") or _native is None or not hasattr(_native, "syr"):
+        return None
+    d = spec.defaults
+    a, x, alpha = bound.get("a"), bound.get("x"), bound.get("alpha")
+    if not (isinstance(a, np.ndarray) and isinstance(x, np.ndarray) and x.ndim == 1 and a.ndim == 2):
+        return None
+    if not bound.get("overwrite_a", d.get("overwrite_a", 0)) or outs != ["a"]:
+        return None
+    if bound.get("incx", d.get("incx", 1)) != 1 or bound.get("offx", d.get("offx", 0)) != 0:
+        return None
+    if bound.get("n") not in (None, x.shape[0]) or a.shape != (x.shape[0], x.shape[0]):
+        return None
+    if not isinstance(alpha, (float, int, np.floating, np.integer)) or isinstance(alpha, bool):
+        return None
+    if abs(float(alpha)) >= 2.0 ** 20 or _native.nonfinite(x, 2) is not False:
+        return None
+    return (_entry(prefix + "axpy"), float(alpha), x, a, bool(bound.get("lower", d.get("lower", 0))))
 
 
 def _bounded_update(bound: dict[str, Any], outs: list[str]) -> bool:
