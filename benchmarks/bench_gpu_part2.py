@@ -8,7 +8,7 @@ Usage::
     python benchmarks/bench_gpu_part2.py STEP --standin                               # no GPU: the flow
 
 ``benchmarks/gpu_part2.sh`` runs the steps on the GPU test machine (one process per step, each under a
-time limit of its own).  Steps (docs/gpu-measurements.md has the plan, the predictions and the bars):
+time limit of its own).  Steps (docs/measurements/gpu.md has the plan, the predictions and the bars):
 
 * ``incore``: dgemm, sgemm, zgemm, n = 8192, 16384, 32768, host operands through the tile runtime on
   the GPU against one ``cupy.matmul`` on device operands (bar >= 0.95x).

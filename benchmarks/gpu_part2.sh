@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU measurements, part 2 (docs/gpu-measurements.md): the steps of benchmarks/bench_gpu_part2.py on the GPU
+# GPU measurements, part 2 (docs/measurements/gpu.md): the steps of benchmarks/bench_gpu_part2.py on the GPU
 # test machine (one H100, 16 cores, 128 GiB, CuPy 14 / CUDA 13, no network), each step one process under a
 # time limit of its own, the steps named in one command of at most 8 minutes.
 #
@@ -25,7 +25,7 @@
 # The device minutes of a session (15, the machine's start of 1-2 included), e.g.:
 #   bash benchmarks/gpu_part2.sh incore,ooc                  (build + 310 s of limits: timeout_s 420)
 #   bash benchmarks/gpu_part2.sh hybrid,kblas,async,trace    (build kept: 280 s of limits: timeout_s 320)
-# (the step budgets hold the predicted cost of every case: docs/gpu-measurements.md, "Sizing")
+# (the step budgets hold the predicted cost of every case: docs/measurements/gpu.md, "Sizing")
 #
 # Files in OUTDIR (6 at most): summary.txt (the steps' limits, seconds used, exit statuses, then every
 # measured figure beside its baseline, bar and prediction), log.txt (the build, nvidia-smi, each step's

@@ -17,8 +17,8 @@ What it owns
 
     Presets: :meth:`DeviceModel.h100` (one H100 SXM 80 GB behind a PCIe host link, the GPU test
     machine's) and :meth:`DeviceModel.cpu_core` (one host core of that machine).  Their figures are
-    *assumptions* from the data sheets and the issue, to be replaced by the first measurement
-    (docs/gpu-measurements.md, "The simulated H100").
+    *assumptions* from the data sheets, to be replaced by the first measurement (docs/measurements/gpu.md,
+    "The simulated H100").
 
 What it must not touch
     Devices themselves and the runtime: a model is data; :mod:`tileblas.runtime._shares` turns it into

@@ -154,7 +154,8 @@ class SimDevice(DiscreteDevice):
     model : DeviceModel, optional
         The device's figures (rates per precision and tile edge, link per direction, peers, memory,
         streams); they replace ``bandwidth``, ``latency``, ``peer_*`` and ``flop_rate``.  The runtime sizes
-        the tiles of a device that has a model from the model (docs/gpu-measurements.md, "Tiles per device kind").
+        the tiles of a device that has a model from the model
+        (docs/measurements/gpu.md, "Tiles per device kind").
     time_scale : float
         Multiplies every modeled duration (>= 1 slows the simulated device down at the same ratios).
     """

@@ -12,9 +12,9 @@ Policy
       workers, and on accelerators (devices with memory of their own and a device model: GPUs) the size
       their model predicts fastest (:func:`tileblas.runtime._shares.accelerator_tile`).  A runtime of
       accelerators and host workers splits a call that names no tile size between the two kinds, each in
-      tiles of its own size (:func:`tileblas.runtime._shares.split_call`; docs/gpu-measurements.md, "Tiles per
-      device kind"), and runs a call that fits one accelerator tile as one accelerator task where the
-      model says that is faster than one native call on a host worker.
+      tiles of its own size (:func:`tileblas.runtime._shares.split_call`; docs/measurements/gpu.md,
+      "Tiles per device kind"), and runs a call that fits one accelerator tile as one accelerator task
+      where the model says that is faster than one native call on a host worker.
     * The small-problem path (a single native call in the caller's thread on the first host-memory device)
       is taken when no tile size was named and the call has fewer than ``small_flops`` flops, or when the
       whole problem fits in one tile.

@@ -26,7 +26,7 @@ What it owns
     * :func:`small_on_accelerator`: whether a call small enough for one tile runs as one accelerator task
       rather than one native call on a host worker.
 
-    docs/gpu-measurements.md ("Tiles per device kind") has the rule with the simulated H100's figures.
+    docs/measurements/gpu.md, "Tiles per device kind", has the rule with the simulated H100's figures.
 
 What it must not touch
     Partitioning itself (the planner's ``plan_call``), scheduling (the scheduler reads ``placement``), and
@@ -57,9 +57,8 @@ MIN_GAIN = 0.01
 PLAN_STEP_S = 2e-6
 #: An accelerator tile is a candidate where three tiles per stream (what the streams hold at once) fit in
 #: this share of the device's memory; the rest caches tiles.  Out of core the larger tile wins on the
-#: simulated H100 wherever it fits so (dgemm n = 16384, operands 3x the tile memory: 4096 0.54 s against
-#: 2048 0.71 s; n = 32768, 3x: 8192 2.37 s against 4096 3.23 s; 12x: 4096 4.7 s against 2048 7.3 s;
-#: docs/gpu-measurements.md, "Defaults"), where half of the memory admitted only the smaller one.
+#: simulated H100 wherever it fits so, where half of the memory admitted only the smaller one (the
+#: figures: docs/measurements/gpu.md, "Tiles per device kind").
 FIT_SHARE = 0.75
 
 
