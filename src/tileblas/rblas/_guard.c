@@ -1049,7 +1049,7 @@ typedef struct {
     npy_intp n, lo, hi;          /* columns [lo, hi) */
     double alpha;
     axpy_t fn;
-    int lower, size, t, lost, nkept, cap;
+    int lower, packed, size, t, lost, nkept, cap;
     Kept *kept;                  /* first: column, count: its rows, copy: its values before the call */
 } SyrPart;
 
@@ -1063,7 +1063,8 @@ syr_part(int index, void *data, int arg)
         double xd = s->size == 8 ? ((const double *)s->x)[j] : (double)((const float *)s->x)[j];
         if (xd == 0.0) continue; /* OpenBLAS skips the column */
         npy_intp r0 = s->lower ? j : 0, r1 = s->lower ? s->n : j + 1;
-        char *col = s->a + (j * s->n + r0) * es;
+        npy_intp at = !s->packed ? j * s->n + r0 : s->lower ? j * s->n - j * (j - 1) / 2 : j * (j + 1) / 2;
+        char *col = s->a + at * es;
         int len = (int)(r1 - r0);
         char *copy = NULL;
         if (scan_elements(col, len, es, s->size, 0, s->t)) {
@@ -1095,7 +1096,8 @@ syr_part(int index, void *data, int arg)
 }
 
 /* syr(fn, alpha, x, a, lower) -> (kept, lost) or None: the real symmetric rank-1 update a += alpha x x^T of
- * the square Fortran-ordered a (float32 or float64, aligned, writeable) with the contiguous x of its dtype,
+ * the square Fortran-ordered a (float32 or float64, aligned, writeable), or of the packed triangle a of
+ * n (n + 1) / 2 elements (spr: its columns one after the other), with the contiguous x of its dtype,
  * through fn (the routine's axpy in the one-thread instance), column by column as described above, in parts
  * on the pool where the plain call would be parallel.  kept: [(column, rows, values before the call)] of the
  * columns that hold an Inf or a NaN after it; lost: a copy could not be made.  None, having done nothing,
@@ -1111,15 +1113,19 @@ guard_syr(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "KdO!O!p:syr", &fn, &alpha, &PyArray_Type, &x, &PyArray_Type, &a, &lower))
         return NULL;
     int type = PyArray_TYPE(a), size = type == NPY_FLOAT64 ? 8 : type == NPY_FLOAT32 ? 4 : 0;
-    if (fn == 0 || size == 0 || !isfinite(alpha) || PyArray_TYPE(x) != type || PyArray_NDIM(a) != 2
-        || PyArray_NDIM(x) != 1 || PyArray_DIM(a, 0) != PyArray_DIM(a, 1) || PyArray_DIM(x, 0) != PyArray_DIM(a, 0)
+    int packed = PyArray_NDIM(a) == 1;
+    npy_intp n = PyArray_NDIM(x) == 1 ? PyArray_DIM(x, 0) : -1;
+    if (fn == 0 || size == 0 || !isfinite(alpha) || PyArray_TYPE(x) != type || n < 0 || n > INT_MAX
+        || (packed ? PyArray_DIM(a, 0) != n * (n + 1) / 2
+                   : PyArray_NDIM(a) != 2 || PyArray_DIM(a, 0) != n || PyArray_DIM(a, 1) != n)
         || !PyArray_IS_F_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || !PyArray_ISWRITEABLE(a)
         || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISALIGNED(x)
-        || (PyArray_DIM(x, 0) > 1 && PyArray_STRIDE(x, 0) != size) || PyArray_DIM(a, 0) > INT_MAX)
+        || (n > 1 && PyArray_STRIDE(x, 0) != size))
         Py_RETURN_NONE;
-    npy_intp n = PyArray_DIM(a, 0);
     const char *xb = PyArray_BYTES(x), *ab = PyArray_BYTES(a);
-    if (xb < ab + n * n * size && ab < xb + n * size) Py_RETURN_NONE; /* x and a share memory */
+    npy_intp abytes = PyArray_NBYTES(a);
+    if (xb < ab + abytes && ab < xb + n * size) Py_RETURN_NONE; /* x and a share memory */
+    if (alpha == 0.0) return Py_BuildValue("([]O)", Py_False); /* OpenBLAS returns at once */
     if ((npy_intp)(n * n * size / 2) >= PARALLEL_BYTES && drop_in_slot >= 0 && pool_api != NULL
         && drop_in_threads != NULL)
         threads = drop_in_threads();
@@ -1135,7 +1141,7 @@ guard_syr(PyObject *self, PyObject *args)
         npy_intp c0 = (npy_intp)(n * sqrt(lower ? 1.0 - f0 : f0)), c1 = (npy_intp)(n * sqrt(lower ? 1.0 - f1 : f1));
         if (lower) c0 = n - c0, c1 = n - c1;
         parts[p] = (SyrPart){PyArray_BYTES(a), xb, n, p == 0 ? 0 : c0, p == nparts - 1 ? n : c1, alpha,
-                             (axpy_t)(uintptr_t)fn, lower, size, t, 0, 0, 0, NULL};
+                             (axpy_t)(uintptr_t)fn, lower, packed, size, t, 0, 0, 0, NULL};
     }
     for (int p = 1; p < nparts; p++) { /* contiguous, in order */
         if (parts[p].lo < parts[p - 1].hi) parts[p].lo = parts[p - 1].hi;

@@ -187,8 +187,7 @@ class Guard:
             if done is not None:
                 kept, lost = done
                 self.lost = bool(lost)
-                self.kept = [("a", (slice(j, j + rows) if lower else slice(0, rows), j),
-                              np.frombuffer(data, dtype=a.dtype).copy()) for j, rows, data in kept]
+                self.kept = [_column(a, lower, j, rows, data) for j, rows, data in kept]
                 return a
             self._read_rank(late=True)  # not one it takes: A read before the call, as for the other rank updates
             return call()
@@ -278,21 +277,34 @@ def prepare(spec: Any, prefix: str, dtype: np.dtype, bound: dict[str, Any], outs
     return g
 
 
+def _column(a: np.ndarray, lower: bool, j: int, rows: int, data: bytes) -> tuple[str, tuple, np.ndarray]:
+    """(output, index, values before the call) of column ``j`` (its ``rows`` in the triangle) of syr's a or
+    spr's packed ap, kept by ``_guard.syr``."""
+    vals = np.frombuffer(data, dtype=a.dtype).copy()
+    if a.ndim == 2:
+        return "a", (slice(j, j + rows) if lower else slice(0, rows), j), vals
+    n = rows + j if lower else rows  # lower: rows = n - j; upper: rows = j + 1
+    at = j * n - j * (j - 1) // 2 if lower else j * (j + 1) // 2
+    return "ap", (slice(at, at + rows),), vals
+
+
 def _syr_args(spec: Any, prefix: str, bound: dict[str, Any], outs: list[str]) -> tuple | None:
-    """The arguments of ``_guard.syr`` for a real syr (full storage, in place, x contiguous from its first
-    element, alpha and x bounded as :func:`_bounded_update` asks), else None: that executor reads A's
-    triangle column by column just before each column's axpy, in the call's one pass over it."""
-    if spec.routine != "syr" or prefix not in ("s", "d") or _native is None or not hasattr(_native, "syr"):
+    """The arguments of ``_guard.syr`` for a real syr or spr (in place, x contiguous from its first element,
+    alpha and x bounded as :func:`_bounded_update` asks), else None: that executor reads A's triangle column
+    by column just before each column's axpy, in the call's one pass over it."""
+    if spec.routine not in ("syr", "spr") or prefix not in ("s", "d") or _native is None:
         return None
     d = spec.defaults
-    a, x, alpha = bound.get("a"), bound.get("x"), bound.get("alpha")
-    if not (isinstance(a, np.ndarray) and isinstance(x, np.ndarray) and x.ndim == 1 and a.ndim == 2):
+    out = "a" if spec.routine == "syr" else "ap"
+    a, x, alpha = bound.get(out), bound.get("x"), bound.get("alpha")
+    if not (isinstance(a, np.ndarray) and isinstance(x, np.ndarray) and x.ndim == 1):
         return None
-    if not bound.get("overwrite_a", d.get("overwrite_a", 0)) or outs != ["a"]:
+    n = x.shape[0]
+    if outs != [out] or not bound.get("overwrite_" + out, d.get("overwrite_" + out, 0)):
         return None
     if bound.get("incx", d.get("incx", 1)) != 1 or bound.get("offx", d.get("offx", 0)) != 0:
         return None
-    if bound.get("n") not in (None, x.shape[0]) or a.shape != (x.shape[0], x.shape[0]):
+    if bound.get("n") not in (None, n) or a.shape != ((n, n) if out == "a" else (n * (n + 1) // 2,)):
         return None
     if not isinstance(alpha, (float, int, np.floating, np.integer)) or isinstance(alpha, bool):
         return None
