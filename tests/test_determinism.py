@@ -3,7 +3,8 @@ pool is in (workers hot, asleep, slow to start, the pool busy with another threa
 beside it, right after SciPy's calls), in a forked child and in a new process, for every family and
 precision, both layouts, and sizes that take each path (one call on the one-thread instance, split parts,
 OpenBLAS's own threads, the syrk gemm route); and the tile runtime's calls are bit-identical whichever
-worker runs a tile (docs/drop-in.md, "Same call, same bits")."""
+worker runs a tile (docs/guide/drop-in.md, "Same call, same bits"; how:
+docs/developer/drop-in-internals.md, "Same call, same bits: how")."""
 
 from __future__ import annotations
 

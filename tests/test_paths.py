@@ -295,7 +295,8 @@ def test_info_shows_the_crossovers_in_force(tmp_path, monkeypatch, capsys):
 
     lo, hi = _dropin.SHIPPED.rank_gemm["dsyrk"]
     assert f"dsyrk below {lo:.3g} ({hi:.3g} split)" in out  # the syrk gemm route's limits, and whence
-    assert "shipped defaults of tileblas.policy._dropin" in out and '"Why each limit"' in out
+    assert "shipped defaults of tileblas.policy._dropin" in out
+    assert "docs/measurements/drop-in.md" in out and '"Why each limit: the figures behind' in out
     pol = _policy(tile=123456789.0, recursion=(2048.0, 16.0, 64.0))
     f = tmp_path / "paths.json"
     _paths.save_policy(pol, f)

@@ -1,7 +1,8 @@
 /*
  * _fp.h -- what the files of tileblas.blas._fastpath (the drop-in's small-call path) share.
  *
- * The module in files, each one stage or one kind of work (docs/drop-in.md, "The small-call path"):
+ * The module in files, each one stage or one kind of work (docs/developer/drop-in-internals.md,
+ * "The small-call path"):
  *
  *   _fastpath.c      the module: its methods, its import
  *   _fp_front.c      binding a call's arguments to the routine's parameters, the front (the fallback to the
@@ -82,7 +83,7 @@ typedef struct {
 
 /* Everything the path reads, set in one call (configure, _fp_decide.c) and read by decide() and the
  * stages.  What each limit is: tileblas.policy._dropin.DropInConfig; why it has its value:
- * docs/drop-in.md, "Why each limit". */
+ * docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults". */
 typedef struct {
     int enabled;                       /* the default runtime takes the native path for small calls */
     PyObject *contextvar;              /* the current-runtime variable (a value in it: Python path), owned */

@@ -12,7 +12,7 @@
 /* dst (Fortran order, leading dimension ldd elements) = the rows x cols piece of src whose element (i, j)
  * lies i * rs + j * cs bytes from src; conjugated where conj (complex precisions).  In 32 x 32 blocks, so
  * that a transposing copy (a C-ordered source) reads and writes whole cache lines (NumPy's C-to-Fortran
- * copy does not: docs/drop-in.md, "Why this BLAS, called this way"). */
+ * copy does not: docs/developer/drop-in-internals.md, "Why this BLAS, called this way"). */
 #define COPY_BLOCK 32
 typedef struct { uint64_t lo, hi; } element16; /* a complex128 moved whole */
 /* The blocked loop; STEP elements of T per matrix element, MOVE(y, x, T) moves one (x: its source bytes). */
@@ -110,14 +110,15 @@ conj_scalar(scalar_t *v, int prec)
  * Every array this path makes (a result, a copy of an operand) starts on a 64-byte boundary.  NumPy's
  * default allocation is malloc's, 16-byte aligned, and OpenBLAS's small kernels run slower on operands that
  * start past a cache line's start; which a call got depended on the heap, so on the process
- * (docs/drop-in.md, "The small-call path", has the figures).  The arrays are NumPy's own in every other
- * way: they own their data and free it through the handler below, which NumPy keeps with each (a resize
- * goes through it too); NumPy's allocator for the caller's arrays is left as it is. */
+ * (docs/developer/drop-in-internals.md, "The small-call path", has the figures).  The arrays are NumPy's
+ * own in every other way: they own their data and free it through the handler below, which NumPy keeps
+ * with each (a resize goes through it too); NumPy's allocator for the caller's arrays is left as it is. */
 #define ARRAY_ALIGN 64
 #define NUMPY_TRACE_DOMAIN 389047 /* numpy.lib.tracemalloc_domain */
 /* Each block is one malloc (calloc) of size + HEADER bytes; the data starts on the first boundary at
  * least two words in, the words just below it keep the block's start and the data's size (a realloc
- * needs it): one malloc, where glibc's posix_memalign costs more (docs/drop-in.md). */
+ * needs it): one malloc, where glibc's posix_memalign costs more (docs/developer/drop-in-internals.md,
+ * "The small-call path"). */
 #define HEADER (ARRAY_ALIGN + 2 * sizeof(void *))
 
 static void *
@@ -192,7 +193,8 @@ fp_arrays_init(void)
  * its data on a 64-byte boundary (a new reference; NULL with an exception on failure).  The data is
  * allocated here and handed to the array with this handler, as NumPy does for its own (owned data, the
  * handler kept with it for a resize or the free); making NumPy allocate through it instead, by setting
- * it in force around the call, costs two context-variable writes an array more (docs/drop-in.md). */
+ * it in force around the call, costs two context-variable writes an array more
+ * (docs/developer/drop-in-internals.md, "The small-call path"). */
 PyArrayObject *
 new_array(int nd, npy_intp *dims, int typenum, int fortran, int zero)
 {

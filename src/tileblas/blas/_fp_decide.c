@@ -3,8 +3,8 @@
  *
  * decide(call, config) -> path is the one place the path of a Level-3 call is chosen: a function of the
  * call (routine, precision, shapes, flags, operand layouts) and of the configuration (limits, entry points,
- * the pool slot, the thread setting in force), never of the moment (docs/drop-in.md, "Same call, same
- * bits").  In order:
+ * the pool slot, the thread setting in force), never of the moment
+ * (docs/developer/drop-in-internals.md, "Same call, same bits: how").  In order:
  *
  *   PATH_PYTHON      flops at or above the tile crossover, or a trmm/trsm shape the recursion may take
  *   PATH_RANK_GEMM   real syrk/syr2k into a new c with op(a) = a in Fortran order, below the route's
@@ -18,7 +18,7 @@
  * The layout stage asks one rule of it too (fp_copy_beats_conjugate: herk/her2k on C-ordered operands).
  * The part count of a split is one small function (part_count).  The limits are fields of the
  * configuration; what each is: tileblas.policy._dropin.DropInConfig; why each has its value:
- * docs/drop-in.md, "Why each limit".
+ * docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults".
  *
  * Python API (methods of the module)
  *   configure(config)   set everything the path reads, from a dict with exactly the keys of config();

@@ -246,11 +246,13 @@ run_rank_split(const Path *p, const RankJob *whole)
  * in the path's column parts at once on the pool, else as one call.  OpenBLAS's gemm has small-matrix
  * kernels (a product of up to about 100^3 is computed without packing); its syrk/syr2k drivers pack and
  * walk the triangle block by block, so that at small orders they take longer than gemm takes for twice
- * the flops (docs/drop-in.md, "Why each limit"). */
+ * the flops (the figures, under rank_gemm:
+ * docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults"). */
 /* The work of the gemm route on columns j0..j1 of C (all of them, or one part of a split): the gemm of
  * those columns (two for syr2k: alpha a b^T + alpha b a^T), then their part of the other triangle zeroed.
  * Each part does both for its own columns on its own thread: C written by one thread and zeroed by
- * another cost more than the gemm (docs/drop-in.md, "Why each limit", rank_gemm). */
+ * another cost more than the gemm (the figures, under rank_gemm:
+ * docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults"). */
 typedef struct {
     void *fn;
     int prec, two, lower;

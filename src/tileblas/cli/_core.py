@@ -243,7 +243,8 @@ def _print_paths(p: dict[str, Any]) -> None:
               f"{r['gil_elements']} elements (Level 1/2); herk/her2k copy C-ordered operands from n >= "
               f"{r['herk_copy_k'][0]:g} k (single), {r['herk_copy_k'][1]:g} k (double)")
     print("             (the limits not marked tuned: shipped defaults of tileblas.policy._dropin, measured "
-          'against SciPy on 2 cores; docs/drop-in.md, "Why each limit")')
+          "against SciPy on 2 cores:")
+    print("""              docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults")""")
     win = ", ".join(f"{k} >= {w[0]}, {w[1]}-{w[2]}" for k, w in p.get("fastpath_recursion", {}).items() if w)
     print(f"             left to the Python path (recursion shapes: order, right-hand sides): {win or 'none'}")
     changed = p.get("tuning_changed") or {}

@@ -10,7 +10,8 @@
  *   runs that part itself; it waits only for parts a worker is running.  Where the slot is busy with
  *   another thread's call, or has no workers, the calling thread runs every part, one after the other.
  *   What a part computes never depends on which thread runs it, so the result of a call is the same bits
- *   whatever the machine is doing (docs/drop-in.md, "Same call, same bits").
+ *   whatever the machine is doing (docs/guide/drop-in.md, "Same call, same bits"; how:
+ *   docs/developer/drop-in-internals.md, "Same call, same bits: how").
  *
  *   Jobs (OpenBLAS's own parallel calls).  OpenBLAS (0.3.27 and later) hands the jobs of a parallel call
  *   to a callback where one is set (openblas_set_threads_callback_function); tileblas sets one for each

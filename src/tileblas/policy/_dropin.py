@@ -16,7 +16,9 @@ What it owns
 
     Each field says in one line what it is; why each default has its value (the measurements, on a 2-core
     Intel Xeon with OpenBLAS's SkylakeX kernels, tileblas' OpenBLAS 0.3.34 against SciPy 1.17's 0.3.30)
-    is in docs/drop-in.md, "Why each limit".  Flops count complex calls 4x.
+    is in
+    docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults".
+    Flops count complex calls 4x.
 
 What it must not touch
     The C path itself and the drop-in (``blas`` is a layer above), measuring (``perf``), and how the
@@ -48,7 +50,8 @@ def _frozen(d: Mapping) -> Mapping:
 
 
 def _shipped_split() -> Mapping[str, tuple[float, float]]:
-    """Per routine, the flops [lo, hi) run split on the pool (docs/drop-in.md, "Why each limit")."""
+    """Per routine, the flops [lo, hi) run split on the pool (the figures:
+    docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults")."""
     out = {r: (2.5e5, 3e8) for r in routines("gemm", "symm", "hemm")}  # parts of C
     out.update({r: (7e5, 3e8) for r in ("cgemm", "zgemm")})  # complex gemm from a higher lower end
     rank = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}  # strips of the triangle
@@ -61,7 +64,8 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
 @dataclass(frozen=True)
 class DropInConfig:
     """Everything the C small-call path decides with (the shipped defaults, :data:`SHIPPED`; the values in
-    force for a thread setting, :func:`config`).  docs/drop-in.md, "Why each limit", has the figures.
+    force for a thread setting, :func:`config`).  The figures behind each default:
+    docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults".
 
     Attributes
     ----------
