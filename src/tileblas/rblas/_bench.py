@@ -67,8 +67,14 @@ BAR_SIZES = {1: 10**7, 2: 4096, 3: 2048}
 #: Level-1 routines of the round-trip and RMS bars
 RT_ROUTINES = ("daxpy", "zaxpy", "zscal", "zdrot")
 EXACT_AXPY = ("saxpy", "daxpy", "caxpy", "zaxpy")
-#: the bars: compute forward vs plain, Level-1 round trips (with the RMS), exact mode
-BAR_PARTS = ("forward", "roundtrip", "exact")
+#: the routines of the forward bar, with their level (its size: BAR_SIZES)
+FORWARD_ROUTINES = ((1, "daxpy"), (2, "dgemv"), (3, "dgemm"))
+#: the routines of the rank-update bar (compute forward vs plain, as the forward bar, at Level 2's size)
+RANK_ROUTINES = ((2, "dsyr"), (2, "ssyr"), (2, "dspr"), (2, "dsyr2"), (2, "dspr2"), (2, "zher"), (2, "zhpr"),
+                 (2, "zher2"), (2, "zhpr2"), (2, "dger"), (2, "zgeru"), (2, "zgerc"))
+#: the bars: compute forward vs plain (forward: Levels 1-3; rank: the rank updates), Level-1 round trips
+#: (with the RMS), exact mode
+BAR_PARTS = ("forward", "rank", "roundtrip", "exact")
 #: the compute-mode forward call against the plain call, at most (issue 37: "<= 1.10x for Level 1/2/3")
 FORWARD_BAR = 1.10
 
@@ -237,6 +243,13 @@ class _TimedNative:
         finally:
             self._sw.last = time.perf_counter() - t0
 
+    def syr(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._native.syr(*args)
+        finally:
+            self._sw.last = time.perf_counter() - t0
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._native, name)
 
@@ -316,9 +329,12 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
     out: dict[str, Any] = {"sizes": sizes, "trials": trials, "max_trials": max(trials, max_trials),
                            "min_seconds": min_seconds, "max_seconds": max_seconds, "parts": list(parts)}
     budget = {"min_seconds": min_seconds, "max_seconds": max_seconds}
-    # 1. compute-mode forward vs plain call
-    fwd_ratio = {}
-    for level, name in (((1, "daxpy"), (2, "dgemv"), (3, "dgemm")) if "forward" in parts else ()):
+    # 1. compute-mode forward vs plain call (the rank updates: the same, apart)
+    fwd_ratio: dict[str, Any] = {}
+    rank_ratio: dict[str, Any] = {}
+    todo = [(lv, nm, fwd_ratio) for lv, nm in FORWARD_ROUTINES if "forward" in parts]
+    todo += [(lv, nm, rank_ratio) for lv, nm in RANK_ROUTINES if "rank" in parts]
+    for level, name, table in todo:
         step(f"bar: {name} compute forward vs plain")
         if getattr(ns, name) is None:
             log(f"  skip {name}: not in tileblas.blas yet")
@@ -344,7 +360,7 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
                "paired_median_ratio": _paired_median_ratio(cf, pl),
                "bookkeeping": book, "bookkeeping_share": book["bookkeeping_s"] / best["plain"],
                "samples_s": samples}
-        fwd_ratio[name] = row
+        table[name] = row
         log(f"  {name} n={sizes[level]}: plain {best['plain']*1e3:.2f} ms, compute forward "
             f"{best['compute_forward']*1e3:.2f} ms -> {ratio:.3f}x (bar <= {FORWARD_BAR:.2f}: "
             f"{'met' if ratio <= FORWARD_BAR else 'NOT met'}; best of {len(pl)} "
@@ -352,6 +368,8 @@ def bars(ns: Any, trials: int, log: Callable[[str], None], sizes: dict[int, int]
             f"{book['bookkeeping_s']*1e6:.1f} us = {100 * row['bookkeeping_share']:.2f}% of the call")
     if "forward" in parts:
         out["compute_forward_vs_plain"] = fwd_ratio
+    if "rank" in parts:
+        out["rank_forward_vs_plain"] = rank_ratio
     # 2. Level-1 round trip compute vs checkpoint, 3. RMS at N=1e7 with the paper's data
     rt = {}
     for name in (RT_ROUTINES if "roundtrip" in parts else ()):
@@ -480,7 +498,8 @@ def _units(sizes: dict[int, list[int]], trials: int, do_sweep: bool, do_bars: bo
     if do_sweep:
         n += sum(len(names) * len(sizes.get(level, [])) * trials for level, names in PAPER_ROUTINES.items())
     if do_bars:
-        n += (3 if "forward" in parts else 0) + (len(RT_ROUTINES) if "roundtrip" in parts else 0)
+        n += (len(FORWARD_ROUTINES) if "forward" in parts else 0) + (len(RT_ROUTINES) if "roundtrip" in parts else 0)
+        n += len(RANK_ROUTINES) if "rank" in parts else 0
         n += len(rb.PAIRS) + len(EXACT_AXPY) if "exact" in parts else 0
     return n
 
