@@ -85,8 +85,8 @@ _SHIPPED = Tuning()
 
 #: Shipped defaults of the recursion's stopping sizes, kept under their old names; the values in force are
 #: :func:`tileblas.get_tuning`'s (``recursion_stop``, ``recursion_stop_wide``, ``wide_rhs``,
-#: ``recursion_stop_trtri``, ``recursion_stop_lauum``, ``panel_rhs_max``; docs/recursive.md has the
-#: measurements behind them).
+#: ``recursion_stop_trtri``, ``recursion_stop_lauum``, ``panel_rhs_max``; the measurements behind them:
+#: docs/measurements/recursive.md, "The tunables and the figures behind their defaults").
 DEFAULT_STOP = _SHIPPED.recursion_stop
 DEFAULT_STOP_WIDE = _SHIPPED.recursion_stop_wide
 WIDE_RHS = _SHIPPED.wide_rhs

@@ -36,8 +36,8 @@ The policy
 
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
     rule of :mod:`tileblas.policy._recursion`.  On the development machine ``tileblas tune --paths-only``
-    found one native call ahead of tiles for dgemm and dtrmm at n = 1024-3072 (docs/runtime.md has the
-    figures, dsymm's included);
+    found one native call ahead of tiles for dgemm and dtrmm at n = 1024-3072 (the figures, dsymm's
+    included: docs/measurements/runtime.md, "One native call or tiles, on CPU workers");
     SciPy, the bar to hold, makes one native call on all cores.  The tiles run single-threaded OpenBLAS
     (one core's rate times the core count is at best the all-core rate) and add per-task and edge-tile
     costs.  Runtimes with devices that have their own memory, an explicit tile size or ``shared_flops``,

@@ -31,8 +31,8 @@ __all__ = ["recursion_faster", "recursion_window", "recursion_stop", "RECURSIVE_
 
 #: Shipped defaults of the rule for when the trmm/trsm kernels run the recursion instead of OpenBLAS's
 #: own routine, kept under their old names; the values in force are :func:`tileblas.get_tuning`'s
-#: (``recursive_min_order``, ``recursive_min_threads``, ``recursive_rhs``; docs/recursive.md has the
-#: measurements behind them).
+#: (``recursive_min_order``, ``recursive_min_threads``, ``recursive_rhs``; the measurements behind them:
+#: docs/measurements/recursive.md, "The tunables and the figures behind their defaults").
 RECURSIVE_MIN_ORDER = Tuning().recursive_min_order
 RECURSIVE_MIN_THREADS = Tuning().recursive_min_threads
 RECURSIVE_RHS = Tuning().recursive_rhs

@@ -76,7 +76,8 @@ ROUTINES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 
 _SHIPPED = Tuning()
 #: Shipped defaults, kept under their old names for code that reads them; the values in force are
-#: :func:`tileblas.get_tuning`'s (docs/runtime.md has the measurements behind each).  Calls below
+#: :func:`tileblas.get_tuning`'s (the measurements behind each:
+#: docs/measurements/runtime.md, "The tunables and the figures behind their defaults").  Calls below
 #: ``small_flops`` run as one native call; on host workers, calls below ``shared_flops`` run as one native
 #: call on all the workers' BLAS threads together.
 SMALL_FLOPS = _SHIPPED.small_flops
@@ -490,8 +491,8 @@ def _chain_balance(total: float, largest: float, devices: int) -> float:
     Order is imposed by the chains, so the tasks cannot be sorted largest first as in :func:`_balance`;
     greedy list scheduling ends within ``(1 - 1/devices) * largest`` of the average load
     ``total / devices`` (Graham's bound), which is what this charges.  In TRSM the largest tasks (most
-    GEMM steps) are the last of each chain, so coarse tiles leave devices idle at the end (docs/runtime.md
-    has the measurement)."""
+    GEMM steps) are the last of each chain, so coarse tiles leave devices idle at the end (the measurement:
+    docs/measurements/runtime.md, "Tiles against one OpenBLAS call")."""
     if devices <= 1 or total <= 0.0:
         return 1.0
     avg = total / devices

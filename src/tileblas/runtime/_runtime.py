@@ -355,7 +355,8 @@ class Runtime:
         Demand-driven tasks with locality priority and stealing ("demand", the BLASX runtime), or a static
         round robin of the tasks over the devices in plan order, without locality or stealing
         ("round-robin").  ``Runtime(devices, schedule="round-robin", memory_policy="on-demand")`` is
-        cuBLAS-XT's way, the baseline of the out-of-core measurement (docs/runtime.md).
+        cuBLAS-XT's way, the baseline of the out-of-core measurement (docs/measurements/gpu.md,
+        "Running it").
 
     Notes
     -----
@@ -781,8 +782,9 @@ class Runtime:
         """The path policy's native path: one call on all the host workers' BLAS threads together (the CPU
         trmm/trsm kernel runs the recursion where it measured faster; path "small" below ``small_flops``,
         else "shared" or "recursive"); a call log with its one record and a count, no per-device totals.
-        Small calls too: OpenBLAS itself runs them on one thread where that pays (docs/runtime.md has
-        the measurement against a single-threaded small path)."""
+        Small calls too: OpenBLAS itself runs them on one thread where that pays (the measurement against a
+        single-threaded small path: docs/measurements/runtime.md,
+        "One native call or tiles, on CPU workers")."""
         P.check_native_dims(name, *shape)
         dev = self._devices[0]
         params, flags = P.ROUTINES[name]

@@ -26,8 +26,7 @@ Policy
     * **Tile order on devices with their own memory.**  There, tasks of equal depth go by the shell of
       their output tile (``max(i, j)``, then the task number): the square of output tiles grows from the
       corner, so the first tasks share their input rows and columns and the link brings in a row of A and
-      a column of B for each new shell instead of a row of A per task (a column-major order on an H100's
-      PCIe link leaves the GPU idle twice as long at the start of a call: docs/runtime.md).
+      a column of B for each new shell instead of a row of A per task.
     * **Static round robin** (``schedule="round-robin"``, cuBLAS-XT's way; the baseline of the
       out-of-core measurement): task i of a call is bound to device ``i mod devices`` (of the devices its
       placement allows), in the plan's order; no locality choice, no stealing.
