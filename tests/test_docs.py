@@ -4,7 +4,9 @@ The site is built with Sphinx (``make docs``; the ``docs`` extra installs it); t
 is not installed.  Each guide's examples run as doctests in a process of their own, on the shipped
 settings (``TILEBLAS_PATHS`` and ``TILEBLAS_MODEL_DB`` point into an empty folder, so a ``tileblas tune``
 run on this machine does not change what an example prints).  The GPU guide runs only where a GPU and
-CuPy are present, the cluster guide only where ``distributed`` is installed.
+CuPy are present, the cluster guide only where ``distributed`` is installed.  Every reference to a page
+of the docs from the code, the tests, the benchmarks, the tools and the README names a page that exists,
+and a heading of it where it names one (``docs/<page>.md, "<heading>"``, or a ``#anchor``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +33,100 @@ flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 r = doctest.testfile(sys.argv[1], module_relative=False, optionflags=flags, report=True)
 print(json.dumps({"attempted": r.attempted, "failed": r.failed}))
 """
+
+
+# where the docs are referred to from outside docs/
+_REFERRERS = ("src/tileblas", "tests", "benchmarks", "tools", "README.md", "Makefile")
+_SUFFIXES = {".py", ".c", ".h", ".sh", ".md", ""}
+_REF = re.compile(r"docs/([\w./-]+?\.md)(#[\w-]+)?")
+_HEADING_AFTER = re.compile(r'\s*[,(]\s*"([^"\n]*)(")?')
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def _slug(title: str) -> str:
+    """A heading's anchor as MyST (myst_heading_anchors) and GitHub make it."""
+    return re.sub(r"[^\w\- ]", "", title.replace("`", "").lower().replace(" ", "-"))
+
+
+def _headings(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)  # not the code blocks' comments
+    return {m.group(1) for m in _HEADING.finditer(text)}
+
+
+def _referrers():
+    for name in _REFERRERS:
+        top = ROOT / name
+        if not top.exists():
+            continue
+        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
+        for f in files:
+            # this file's own fixtures name missing pages on purpose
+            if f.suffix in _SUFFIXES and "egg-info" not in f.as_posix() and "__pycache__" not in f.parts \
+                    and f != Path(__file__).resolve():
+                yield f
+
+
+def _doc_references() -> list[tuple[str, str, str | None, str | None]]:
+    """(where, page, anchor, heading) of every ``docs/<page>.md`` named outside docs/."""
+    out = []
+    for f in _referrers():
+        lines = f.read_text(errors="replace").replace("\\'", "'").splitlines()
+        for no, line in enumerate(lines, 1):
+            for m in _REF.finditer(line):
+                where = f"{f.relative_to(ROOT)}:{no}"
+                h = _HEADING_AFTER.match(line, m.end())
+                if h is None and line[m.end():].strip() == "," and no < len(lines):
+                    # the heading on the next line, after the comment's leader
+                    h = _HEADING_AFTER.match("," + lines[no].lstrip(" \t#*:/"))
+                if h and not h.group(2):
+                    out.append((where, m.group(1), None, "<a heading split over lines: keep it on one line>"))
+                else:
+                    out.append((where, m.group(1), m.group(2), h.group(1) if h else None))
+    return out
+
+
+def _bad_references(refs) -> list[str]:
+    """What is wrong with each reference: a page that does not exist, a heading or anchor it does not have."""
+    bad = []
+    for where, page, anchor, heading in refs:
+        path = DOCS / page
+        if not path.is_file():
+            bad.append(f"{where}: docs/{page} does not exist")
+            continue
+        heads = _headings(path)
+        if heading is not None and heading not in heads:
+            bad.append(f"{where}: docs/{page} has no heading {heading!r}")
+        if anchor is not None and anchor[1:] not in {_slug(t) for t in heads}:
+            bad.append(f"{where}: docs/{page} has no heading with the anchor {anchor}")
+    return bad
+
+
+def test_every_reference_to_the_docs_names_a_page_and_heading_that_exist():
+    refs = _doc_references()
+    assert len(refs) >= 30, f"only {len(refs)} references found: is the scan looking in the right places?"
+    bad = _bad_references(refs)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_reference_check_sees_a_wrong_page_a_wrong_heading_and_a_split_one(tmp_path: Path, monkeypatch):
+    src = tmp_path / "src" / "tileblas"
+    src.mkdir(parents=True)
+    (src / "m.c").write_text(' * docs/guide/drop-in.md, "Same call, same bits"\n'
+                             ' * docs/guide/drop-in.md, "No such heading"\n'
+                             ' * docs/drop-in.md\n'
+                             ' * docs/guide/drop-in.md, "Same call,\n *  same bits"\n'
+                             ' * docs/guide/drop-in.md,\n * "Same call, same bits"\n'
+                             ' * [x](docs/guide/drop-in.md#same-call-same-bits) [y](docs/guide/drop-in.md#nope)\n')
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    refs = _doc_references()
+    assert [r[1:] for r in refs] == [
+        ("guide/drop-in.md", None, "Same call, same bits"), ("guide/drop-in.md", None, "No such heading"),
+        ("drop-in.md", None, None), ("guide/drop-in.md", None, "<a heading split over lines: keep it on one line>"),
+        ("guide/drop-in.md", None, "Same call, same bits"),
+        ("guide/drop-in.md", "#same-call-same-bits", None), ("guide/drop-in.md", "#nope", None)]
+    bad = _bad_references(refs)
+    assert [b.split(":")[1] for b in bad] == ["2", "3", "4", "8"], bad
+    assert "docs/drop-in.md does not exist" in bad[1] and "#nope" in bad[3]
 
 
 def _gpu_present() -> bool:

@@ -11,8 +11,9 @@ What it owns
 
 What it must not touch
     Anything of tileblas: it is the lowest module of the package.  The figures behind each default are in
-    the docs with the benchmark that measures them, not here: docs/measurements/runtime.md and
-    docs/measurements/recursive.md, each under "The tunables and the figures behind their defaults".
+    the docs with the benchmark that measures them, not here:
+    docs/measurements/runtime.md, "The tunables and the figures behind their defaults", and
+    docs/measurements/recursive.md, "The tunables and the figures behind their defaults".
 """
 
 from __future__ import annotations
