@@ -1,6 +1,7 @@
 """The house rules of docs/architecture.md, checked on the source: the package's top-level parts import
-one way only (counting imports inside functions and ``importlib.import_module`` of a constant name), and
-the package root stays small.
+one way only (counting imports inside functions and ``importlib.import_module`` of a constant name), every
+module is named in its part's row of the plan's "What each part owns" table, and the package root stays
+small.
 
 The layer order is read from the ``layers`` block of docs/architecture.md, so the plan and the code cannot
 drift apart: a new part, or an import that goes up, fails here until the plan says so.
@@ -106,6 +107,36 @@ def test_the_plan_names_every_part_once():
     parts = {_part(m) for m in _module_names()} - {"tileblas"}
     assert parts == set(named), (f"parts in the code but not in the plan: {sorted(parts - set(named))}; "
                                  f"in the plan but not in the code: {sorted(set(named) - parts)}")
+
+
+def _owner_rows() -> dict[str, str]:
+    """The rows of the plan's "What each part owns" table: first cell's names (``kernels/``, ``linalg.py``)
+    -> the row's text."""
+    text = PLAN.read_text()
+    m = re.search(r"^## What each part owns\n(.*?)^## ", text, re.S | re.M)
+    assert m, f"{PLAN} has no 'What each part owns' section"
+    rows = {}
+    for line in m.group(1).splitlines():
+        cells = line.split("|")
+        if len(cells) > 3 and "`" in cells[1]:
+            for name in re.findall(r"`([^`]+)`", cells[1]):
+                rows[name] = line
+    return rows
+
+
+def test_the_plan_names_every_module_in_its_parts_row():
+    rows = _owner_rows()
+    missing = []
+    for path in sorted(PKG.rglob("*")):
+        if path.suffix not in (".py", ".c", ".h") or path.name == "__init__.py" or "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(PKG)
+        key = f"{rel.parts[0]}/" if len(rel.parts) > 1 else rel.name
+        if key not in rows:
+            missing.append(f"{rel}: the table has no row for {key}")
+        elif f"`{path.name}`" not in rows[key] and len(rel.parts) > 1:
+            missing.append(f"{rel}: not named in the row of {key}")
+    assert not missing, "modules the plan's table does not name (docs/architecture.md):\n" + "\n".join(missing)
 
 
 def test_no_part_imports_a_part_above_it_or_beside_it():
