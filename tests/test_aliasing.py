@@ -254,3 +254,39 @@ def test_dtrmv_with_x_a_column_of_a_as_in_the_issue():
             out = blas.dtrmv(aa, x, overwrite_x=1)
             assert np.shares_memory(out, aa)  # written in place
             np.testing.assert_allclose(out, want, rtol=1e-14, atol=1e-14)
+
+
+# ------------------------------------------------------------------------------------- tileblas.linalg
+
+@pytest.mark.parametrize("fn", ["trmm", "trsm", "recursive_trmm", "recursive_trsm"])
+@pytest.mark.parametrize("view", ["a", "a.T", "a[:, :40]"])
+def test_linalg_triangular_calls_whose_b_shares_memory_with_a_give_the_separate_answer(fn, view):
+    """b (written in place) the triangle itself, its transpose or some of its columns: the answer the
+    separate operands give (the transpose gave a relative error of 1.1, silently)."""
+    import tileblas.linalg as tl
+
+    rng = np.random.default_rng(2)
+    n = 200
+    a = np.asfortranarray(np.triu(rng.random((n, n))) + n * np.eye(n))
+    b = {"a": a, "a.T": a.T, "a[:, :40]": a[:, :40]}[view]
+    ta, tb_ = np.triu(a), b.copy()
+    want = ta @ tb_ if fn.endswith("trmm") else np.linalg.solve(ta, tb_)
+    getattr(tl, fn)(1.0, a, b)
+    assert np.abs(b - want).max() <= 8 * n * np.finfo(float).eps * np.abs(ta).max() * np.abs(tb_).max() * (
+        1 if fn.endswith("trmm") else np.linalg.cond(ta))
+
+
+def test_potrs_with_b_the_factor_gives_the_separate_answer():
+    """cho_solve((c, lower), c, overwrite_b=True): the solve read the factor it was overwriting (relative
+    error 1e5, silently)."""
+    import scipy.linalg as sl
+
+    import tileblas.linalg as tl
+
+    rng = np.random.default_rng(3)
+    n = 150
+    m = rng.random((n, n))
+    c = np.asfortranarray(np.linalg.cholesky(n * np.eye(n) + m @ m.T).T)
+    want = sl.cho_solve((c.copy(order="F"), False), c.copy(order="F"))
+    x = tl.potrs((c, False), c, overwrite_b=True)
+    np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-12)

@@ -90,7 +90,7 @@ def recursive_trmm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", up
     """
     if stop is None:
         stop = _recursion_stop("trmm", side, _free(b, side), b.dtype)
-    _rec.recursive_trmm(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
+    _rec.recursive_trmm(alpha, _apart(a, b), b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
 
 
 def recursive_trsm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", uplo: str = "U",
@@ -104,7 +104,7 @@ def recursive_trsm(alpha: Any, a: np.ndarray, b: np.ndarray, side: str = "L", up
     """
     if stop is None:
         stop = _recursion_stop("trsm", side, _free(b, side), b.dtype)
-    _rec.recursive_trsm(alpha, a, b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
+    _rec.recursive_trsm(alpha, _apart(a, b), b, side, uplo, transa, diag, lib=lib, stop=stop, threads=threads)
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -272,7 +272,13 @@ def _tri_args(alpha, a, b, side, uplo, transa, diag, check_finite):
     if check_finite:
         _check_finite(a, "a")
         _check_finite(b, "b")
-    return a, b, side, uplo, transa, diag
+    return _apart(a, b), b, side, uplo, transa, diag
+
+
+def _apart(a: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``a``, or a copy of it where it may share memory with the output ``out`` (b is a, a view of a, its
+    transpose, ...): the call then gives the answer separate operands give, as tileblas.blas does."""
+    return np.array(a, order="K", copy=True) if np.may_share_memory(a, out) else a
 
 
 def trmm(alpha: Any, a: Any, b: np.ndarray, side: str | int = "L", uplo: str | int = "U",
@@ -435,6 +441,7 @@ def potrs(c_and_lower: Any, b: Any, overwrite_b: bool = False, check_finite: boo
     else:
         x = _private_fortran(b, dtype, overwrite_b)
     x2 = x.reshape(n, -1, order="F") if x.ndim == 1 else x
+    cc = _apart(cc, x)  # b (solved in place) is the factor or a view of it
     if recursive is not None and not isinstance(recursive, (bool, np.bool_)):
         raise TypeError(f"recursive must be True, False or None; got {recursive!r}")
     if x2.size:
