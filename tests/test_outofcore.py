@@ -375,3 +375,26 @@ def test_pread_is_kept_when_the_file_is_provably_the_mapped_one(tmp_path, monkey
     os.truncate(tmp_path / "m", 64 * 8 * 10)
     with pytest.raises(OSError, match="shorter than the array"):
         read_tile(np.empty((64, 32), order="F"), m[:, 32:])
+
+
+def test_an_output_whose_file_was_truncated_is_refused_not_extended(tmp_path):
+    """The output's file cut short after the map was made (or while the call runs): the call raises OSError
+    naming the file and never writes past its end (pwrite and posix_fallocate would extend it with zeros:
+    a call whose output file was truncated half-way reported success with 2.9e6 of 5.8e6 elements zero)."""
+    n = 300
+    a, b, c = _operands(tmp_path, n)
+    os.truncate(tmp_path / "c", n * n * 8 // 3)
+    with tileblas.Runtime(2, host_memory=64 << 20) as rt:
+        with pytest.raises(OSError, match="truncated"):
+            rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=128)
+    assert os.path.getsize(tmp_path / "c") == n * n * 8 // 3
+
+
+def test_tile_writes_past_the_end_of_a_truncated_file_are_refused(tmp_path):
+    m = _memmap(tmp_path / "m", (300, 300), fill=1.0)
+    os.truncate(tmp_path / "m", 300 * 8 * 100)  # 100 columns left
+    write_tile(m[:, :100], np.full((300, 100), 2.0, order="F"))  # within the file
+    with pytest.raises(OSError, match="truncated"):
+        write_tile(m[:, 200:], np.full((300, 100), 2.0, order="F"))
+    assert os.path.getsize(tmp_path / "m") == 300 * 8 * 100
+    assert np.all(np.fromfile(tmp_path / "m", dtype=np.float64) == 2.0)

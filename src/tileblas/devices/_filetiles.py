@@ -173,6 +173,10 @@ def _copy(tile: np.ndarray, a: np.ndarray, where: tuple[int, str, int, str], wri
         return False
     order, count, nbytes, stride = runs
     fd, path, pos, _ = where
+    end = pos + (count - 1) * stride + nbytes
+    if write and os.fstat(fd).st_size < end:  # a write past the end would extend the file, silently
+        raise OSError(f"{path}: the file ends before byte {end} of the output (it was truncated after the map "
+                      "was made, or while the call ran): the call does not write past its end")
     if order == "F" and (count == 1 or stride == nbytes):  # one contiguous run
         _io(fd, memoryview(tile.reshape(-1, order="F")).cast("B"), pos, write, path)
     elif order == "F":
@@ -222,6 +226,9 @@ def reserve(a: np.ndarray, name: str) -> None:
     fd, path, pos, _ = where
     span = (a.shape[0] - 1) * abs(a.strides[0]) + (a.shape[1] - 1) * abs(a.strides[1]) + a.itemsize \
         if a.ndim == 2 else a.nbytes
+    if os.fstat(fd).st_size < pos + span:  # posix_fallocate would extend it with zeros, silently
+        raise OSError(f"{name} lives in {path}, which ends before byte {pos + span} of it (the file was "
+                      f"truncated after the map was made); {name} is untouched")
     try:
         os.posix_fallocate(fd, pos, span)
     except OSError as exc:
