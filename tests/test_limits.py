@@ -92,9 +92,11 @@ except RuntimeError:
     pass
 try:
     import tileblas.blas as L
-except ImportError as e:  # a file the unprivileged user may not read
-    print("SKIP tileblas cannot be imported by an unprivileged user:", e)
-    sys.exit(0)
+except (ImportError, OSError) as e:  # a file the unprivileged user may not read
+    if isinstance(e, ImportError) or isinstance(e, PermissionError) or "Permission denied" in str(e):
+        print("SKIP tileblas cannot be imported by an unprivileged user:", e)
+        sys.exit(0)
+    raise
 import tileblas.rblas as rb
 from tileblas import asyncapi as aa
 from tileblas.kernels import _openblas
