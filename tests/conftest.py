@@ -32,6 +32,24 @@ def _no_user_model_repository(tmp_path_factory):
     _paths.reload()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _drop_in_on_the_cpu():
+    """``TILEBLAS_DEVICES=cpu`` for the session (unless the environment sets it): on a machine with a GPU,
+    and after a test that leaves a CuPy stand-in in ``sys.modules``, the drop-in's large calls stay on the
+    CPU the other tests measure.  The drop-in's GPU choice is tested in tests/test_gpu_dropin.py, which
+    sets the devices itself."""
+    from tileblas.blas import _dispatch
+
+    saved = os.environ.get("TILEBLAS_DEVICES")
+    os.environ.setdefault("TILEBLAS_DEVICES", "cpu")
+    _dispatch.set_devices(None)
+    yield
+    if saved is None:
+        os.environ.pop("TILEBLAS_DEVICES", None)
+    _dispatch.set_devices(None)
+    _dispatch.release_gpus()
+
+
 @pytest.fixture(autouse=True)
 def _shipped_path_policy():
     """A test that installs a tuned path policy (``tileblas tune``, ``_paths.reload`` on a file of its own)

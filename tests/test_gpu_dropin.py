@@ -47,8 +47,8 @@ def _bound(k, a_abs_b_abs, dt):
 
 @pytest.fixture(autouse=True)
 def _fresh_devices():
-    """Every test starts from TILEBLAS_DEVICES as the environment has it, with no GPU looked for, and
-    leaves it so (the drop-in's GPUs closed while the stand-in is still installed)."""
+    """Every test starts from TILEBLAS_DEVICES as the environment has it (the session's: cpu, see
+    conftest.py), with no GPU looked for, and leaves it so."""
     _dispatch.set_devices(None)
     _dispatch.release_gpus()
     yield
@@ -265,6 +265,7 @@ def _large_call_on_cpu():
 
 def test_without_cupy_the_cpu_path_and_info_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
+    _dispatch.set_devices("auto")
     assert _large_call_on_cpu() == []  # 'auto': no warning
     assert "pip install 'tileblas[gpu]'" in _dispatch.gpu_report()["note"]
     with pytest.warns(RuntimeWarning, match=r"names GPUs, but CuPy is not installed: pip install 'tileblas\[gpu\]'"):
@@ -448,6 +449,7 @@ def test_info_shows_the_devices_in_force_and_the_crossover(h100):
 
 def test_info_says_why_there_is_no_gpu(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
+    _dispatch.set_devices("auto")
     text = _info_text()
     assert text.startswith("drop-in      CPU workers only") and "tileblas[gpu]" in text
     _dispatch.set_devices("cpu")
