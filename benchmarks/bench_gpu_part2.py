@@ -961,8 +961,9 @@ def environment(cp: Any) -> dict:
     return env
 
 
-def _install_standin() -> Any:
-    """The CuPy stand-in of tests/_cupy_standin.py in sys.modules (one device, 1 GiB)."""
+def _install_standin(mp: Any = None) -> Any:
+    """The CuPy stand-in of tests/_cupy_standin.py in sys.modules (one device, 1 GiB), through the
+    ``pytest.MonkeyPatch`` ``mp`` (a test's, which undoes it; a new one in a process of its own)."""
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
     import pytest
 
@@ -970,9 +971,10 @@ def _install_standin() -> Any:
 
     import importlib.machinery
 
-    sim = install(pytest.MonkeyPatch(), devices=1, total=1 << 30)
+    mp = pytest.MonkeyPatch() if mp is None else mp
+    sim = install(mp, devices=1, total=1 << 30)
     for name in ("cupy", "cupyx"):  # importlib.util.find_spec("cupy") answers as for an installed CuPy
-        sys.modules[name].__spec__ = importlib.machinery.ModuleSpec(name, None)
+        mp.setattr(sys.modules[name], "__spec__", importlib.machinery.ModuleSpec(name, None))
     return sim
 
 

@@ -88,9 +88,11 @@ def test_every_step_runs_its_dry_flow(tmp_path):
     assert "ooc/dgemm/n=96/x1.5" in summary and "STAND-IN" in summary  # the table beside the predictions
 
 
-def test_a_step_whose_budget_is_spent_stops_cleanly(tmp_path, capsys):
+def test_a_step_whose_budget_is_spent_stops_cleanly(tmp_path, capsys, monkeypatch):
     _no_gpu()
     b = _bench()
+    install = b._install_standin
+    monkeypatch.setattr(b, "_install_standin", lambda: install(monkeypatch))  # undone after the test
     plan = b.step_plan("kblas", 1, tiny=True)
     first = plan[0][2] + plan[1][2]  # the first trmm/trsm pair
     rc = b.main(["kblas", "--standin", "--out", str(tmp_path), "--budget", str(first + 0.1 * plan[2][2])])
