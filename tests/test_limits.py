@@ -68,7 +68,7 @@ print(" ".join(sorted(m for m, mod in list(sys.modules.items())
 """
 
 _NO_THREADS = """
-import importlib, os, resource, sys, threading
+import importlib, os, resource, sys, threading, warnings
 for name in sys.argv[1].split():
     try:
         importlib.import_module(name)
@@ -83,7 +83,8 @@ if os.geteuid() == 0:
     except OSError as e:
         print("SKIP cannot become an unprivileged user:", e)
         sys.exit(0)
-resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+resource.setrlimit(resource.RLIMIT_NPROC, (1, hard))  # the soft limit: raised again below
 try:
     threading.Thread(target=lambda: None).start()
     print("SKIP RLIMIT_NPROC is not in force for this user")
@@ -111,11 +112,22 @@ with Runtime("cpu:2") as rt:
     c = np.zeros_like(a)
     rt.gemm(1.0, a, a, 0.0, c)
     print("runtime", float(np.abs(c - ref).max()) <= tol)
-try:
+def async_threads():
+    return sum(t.name.startswith("tileblas-async") for t in threading.enumerate())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
     f = aa.gemm(1.0, aa.handle(a), aa.handle(a), 0.0, aa.empty((n, n)))
+    print("async done at once", f.done())
     print("async", float(np.abs(f.result(timeout=60).get() - ref).max()) <= tol)
-except RuntimeError as e:  # the executor's backend threads
-    print("async RuntimeError:", e)
+    g = aa.gemm(1.0, aa.handle(a), aa.handle(a), 0.0, aa.empty((n, n)))
+    print("async again", g.done(), float(np.abs(g.result(timeout=60).get() - ref).max()) <= tol)
+print("async warnings", len([w for w in caught if "RLIMIT_NPROC" in str(w.message)]), async_threads())
+for w in caught:
+    print("warning:", w.category.__name__, w.message)
+resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))  # threads can be started again
+f = aa.gemm(1.0, aa.handle(a), aa.handle(a), 0.0, aa.empty((n, n)))
+print("async threads", float(np.abs(f.result(timeout=60).get() - ref).max()) <= tol, async_threads() > 0)
+resource.setrlimit(resource.RLIMIT_NPROC, (1, hard))
 x, y = rng.random(2_000_000), rng.random(2_000_000)
 y0 = y.copy()
 rb.fdaxpy(x, y, a=2.0, mode="compute")
@@ -128,9 +140,10 @@ print("child ok")
 
 def test_no_threads_to_spare_as_an_unprivileged_user_runs_every_call_on_the_calling_thread():
     """RLIMIT_NPROC of 1 for the script's user: tileblas' instances and pool get no thread; the drop-in
-    dgemm, the Runtime and rblas compute mode still give the right answer, the asynchronous API says it
-    cannot start a thread; no SIGABRT, no KeyboardInterrupt from OpenBLAS, and a note that says why the
-    instance runs on one thread."""
+    dgemm, the Runtime and rblas compute mode still give the right answer; the asynchronous API runs its
+    calls on the calling thread (complete futures) with one warning naming RLIMIT_NPROC, and starts its
+    worker threads once the limit is raised; no SIGABRT, no KeyboardInterrupt from OpenBLAS, and a note
+    that says why the instance runs on one thread."""
     rc, used, err = _run(_STDLIB_USED)
     assert rc == 0, err
     with tempfile.TemporaryDirectory() as home:  # a home the unprivileged user may write
@@ -142,8 +155,10 @@ def test_no_threads_to_spare_as_an_unprivileged_user_runs_every_call_on_the_call
     assert rc == 0, f"rc={rc} ({signal.Signals(-rc).name if rc < 0 else 'exit'})\nstdout:\n{out}\nstderr:\n{err}"
     for what in ("dgemm", "runtime", "rblas"):
         assert f"{what} True" in out, f"{what}: stdout:\n{out}\nstderr:\n{err}"
-    # the asynchronous API's executor runs its backends on threads of its own: a clear error, or the answer
-    assert "async True" in out or "async RuntimeError: can't start new thread" in out, out
+    # the asynchronous API's executor: the calls on the calling thread, one warning, then its threads
+    for line in ("async done at once True", "async True", "async again True True", "async warnings 1 0",
+                 "async threads True True"):
+        assert line in out, f"{line!r} not in stdout:\n{out}\nstderr:\n{err}"
     assert "RLIMIT_NPROC" in out  # the note of the instance that runs on one thread
     assert "child ok" in out
 
@@ -242,3 +257,70 @@ def test_an_instance_that_does_not_fit_the_address_space_is_a_memoryerror_and_th
     assert rc == 0, f"rc={rc}\nstdout:\n{out}\nstderr:\n{err}"
     assert "MemoryError:" in out and "RLIMIT_AS" in out, out
     assert "then True" in out, out
+
+
+# ------------------------------------------------------------- the async API without worker threads
+
+
+def test_the_async_executor_runs_calls_on_the_calling_thread_while_no_thread_can_start(monkeypatch):
+    """Thread.start raising RuntimeError (what RLIMIT_NPROC gives): the executor starts, each call runs on
+    the calling thread and its future is complete when submit returns, one RuntimeWarning names the limit;
+    once threads start again, the next call starts the worker threads and runs on them."""
+    import threading
+    import warnings
+
+    import numpy as np
+
+    from tileblas import asyncapi as aa
+    from tileblas.asyncapi import Executor
+
+    real_start = threading.Thread.start
+    blocked = [True]
+
+    def start(self):
+        if blocked[0] and self.name.startswith("tileblas-async"):
+            raise RuntimeError("can't start new thread")
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    rng = np.random.default_rng(3)
+    a, b = np.asfortranarray(rng.random((60, 40))), np.asfortranarray(rng.random((40, 50)))
+    tol = 4 * 40 * np.finfo(float).eps * 40
+
+    def ours():
+        return [t for t in threading.enumerate() if t.name.startswith("tileblas-async") and t.is_alive()]
+
+    before = set(ours())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ex = Executor(calibrate=False, inline_below=0.0)
+        try:
+            futs = []
+            for _ in range(3):
+                c = ex.empty((60, 50))
+                f = aa.gemm(1.0, ex.handle(a), ex.handle(b), 0.0, c)
+                assert f.done()  # ran in this thread, before submit returned
+                futs.append(f)
+                assert set(ours()) == before
+            # a chain: the second call depends on the first's output
+            h = ex.handle(a)
+            aa.scal(2.0, h)
+            g = aa.scal(0.5, h)
+            assert g.done()
+            for f in futs:
+                assert np.abs(f.result().get() - a @ b).max() <= tol
+            assert np.array_equal(g.result().get(), a)
+            notes = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+            assert len(notes) == 1, [str(w.message) for w in caught]
+            assert "RLIMIT_NPROC" in str(notes[0].message) and "can't start new thread" in str(notes[0].message)
+
+            blocked[0] = False  # threads can be started again
+            c = ex.empty((60, 50))
+            f = aa.gemm(1.0, ex.handle(a), ex.handle(b), 0.0, c)
+            assert np.abs(f.result(timeout=30).get() - a @ b).max() <= tol
+            started = set(ours()) - before
+            assert started and all(t.daemon for t in started)
+            assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
+        finally:
+            ex.close()
+    assert not any(t.is_alive() for t in started)

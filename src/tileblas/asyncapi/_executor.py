@@ -20,6 +20,11 @@ What it owns
       parent) with :class:`ForkedError` -- at once, so no waiter in the child hangs -- and the next call
       submitted in the child starts new worker threads.  Handles those calls wrote read as after a failed
       call (DependencyError) until something overwrites them; every other handle works as before.
+    * No threads to spare: where a worker thread cannot be started (``RuntimeError: can't start new
+      thread``, e.g. RLIMIT_NPROC reached), the executor runs every call on the thread that makes it ready
+      (as ``synchronous=True``: the future it returns is complete), with one :class:`RuntimeWarning` naming
+      the limit; each later submission tries to start the missing threads again, and once they start the
+      calls go to them as before.
 
 What it must not touch: kernels' internals, device internals (it uses the Device interface only).
 """
@@ -31,6 +36,7 @@ import os
 import queue
 import threading
 import time
+import warnings
 import weakref
 from typing import Any, Callable, Iterable
 
@@ -88,10 +94,17 @@ class Backend:
         return ex
 
     def start(self) -> None:
-        for i in range(self.nthreads):
+        """Start the worker threads this backend lacks.  RuntimeError where not one of them runs (no thread
+        can be started); a backend that has at least one runs its calls on those it has."""
+        while len(self.threads) < self.nthreads:
             t = threading.Thread(target=_worker_loop, args=(self._executor, self), daemon=True,
-                                 name=f"tileblas-async-{self.name}-{i}")
-            t.start()
+                                 name=f"tileblas-async-{self.name}-{len(self.threads)}")
+            try:
+                t.start()
+            except RuntimeError:
+                if self.threads:
+                    return
+                raise
             self.threads.append(t)
 
     def stop(self) -> None:
@@ -130,6 +143,20 @@ def _stop_workers(backends: "list[tuple[queue.SimpleQueue, int]]") -> None:
 
 #: the executors of this process (for the fork handler)
 _EXECUTORS: "weakref.WeakSet[Executor]" = weakref.WeakSet()
+
+
+def _no_thread_message(error: BaseException) -> str:
+    """The warning of an executor that cannot start its worker threads, naming the limit in force."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+        limit = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+    except (ImportError, AttributeError, OSError, ValueError):  # pragma: no cover - not Linux/BSD
+        limit = "unknown"
+    return (f"tileblas.asyncapi: no worker thread can be started ({error}; RLIMIT_NPROC, the user's process "
+            f"and thread limit, is {limit}): calls run on the calling thread (each future is complete when "
+            "the call returns) until a thread can be started")
 
 
 def _after_fork_in_child() -> None:
@@ -206,13 +233,14 @@ class Executor:
         self._nlive = 0  # operations not yet final
         self._idle = threading.Condition(self._lock)  # notified when _nlive drops to 0 after close()
         self._live: dict[Op, None] = {}  # operations not yet final, in submission order (for fork)
-        self._forked = False  # a fork child whose workers are not started yet
+        self._workers_missing = False  # worker threads to start before the next call (a fork child, none yet)
+        self._threadless = False  # no worker thread could be started: every call runs inline
         self.synchronous = bool(synchronous)
         if not self.synchronous:
-            for b in self.backends:
-                b.start()
             self._finalizer = weakref.finalize(
                 self, _stop_workers, [(b.queue, b.nthreads) for b in self.backends])
+            self._workers_missing = True
+            self._restart_workers()
         _EXECUTORS.add(self)
 
     # ------------------------------------------------------------------ processes
@@ -226,6 +254,12 @@ class Executor:
             b.threads = []
             b.queued_est = b.running_est = 0.0
             b.nqueued = b.running = 0
+        if not self.synchronous:
+            fin = getattr(self, "_finalizer", None)
+            if fin is not None:
+                fin.detach()
+            self._finalizer = weakref.finalize(
+                self, _stop_workers, [(b.queue, b.nthreads) for b in self.backends])
         live, self._live = list(self._live), {}
         for op in live:  # first: none of them is made ready by another's release
             op.state = FAILED
@@ -240,21 +274,26 @@ class Executor:
                 self._release_locked(op, [], [])
                 fut._fail_after_fork(err)
             self._nlive = 0
-        self._forked = not self.synchronous and not self._stopped
+        self._workers_missing = not self.synchronous and not self._stopped
 
     def _restart_workers(self) -> None:
-        """The first call submitted in a fork child starts the worker threads there."""
+        """Start the worker threads the backends lack: at start-up, in a fork child at its first call, and
+        at every call while none can be started (then the calls run inline; module docstring)."""
+        message = None
         with self._lock:
-            if not self._forked:
+            if not self._workers_missing or self._stopped:
                 return
-            self._forked = False
-            fin = getattr(self, "_finalizer", None)
-            if fin is not None:
-                fin.detach()
-            for b in self.backends:
-                b.start()
-            self._finalizer = weakref.finalize(
-                self, _stop_workers, [(b.queue, b.nthreads) for b in self.backends])
+            try:
+                for b in self.backends:
+                    b.start()
+            except RuntimeError as e:
+                if not self._threadless:
+                    self._threadless = True
+                    message = _no_thread_message(e)
+            else:
+                self._workers_missing = self._threadless = False
+        if message is not None:
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ handles
     def handle(self, data: Any, *, copy: bool = True, upload: bool = True) -> MatrixHandle:
@@ -323,7 +362,7 @@ class Executor:
 
         The common case (a call with every operand on this executor, nothing to wait for) is the hot path
         of every asynchronous call, written out here; anything else goes through :meth:`_submit`."""
-        if self._forked:
+        if self._workers_missing:
             self._restart_workers()
         for h in reads:
             if h.executor is not self:
@@ -355,7 +394,7 @@ class Executor:
                         except ValueError:  # pragma: no cover - the user's array cannot be locked
                             pass
             chosen = None
-            if not doom and op.npending == 0 and not self.synchronous:
+            if not doom and op.npending == 0 and not self.synchronous and not self._threadless:
                 chosen = b, est = self.policy.choose(op, self.backends, _perf())
                 if not b.host_memory or op.flops >= self.inline_below * b.speed:  # not a candidate to run inline
                     op.state = READY
@@ -380,7 +419,7 @@ class Executor:
     def _submit(self, name: str, run: Callable[[Any], Any], reads: tuple, writes: tuple, flops: float,
                 host_only: bool = False, inline: bool = False, before_link: Callable[[], None] | None = None,
                 blas: bool = False) -> AsyncFuture:
-        if self._forked:
+        if self._workers_missing:
             self._restart_workers()
         fut = AsyncFuture()
         fut._op = op = Op(self, name, run, reads, writes, flops, fut, host_only, inline, blas)
@@ -428,9 +467,9 @@ class Executor:
         if self.synchronous:
             runnable.append(op)
             return
-        if op.blas and b.host_memory and op.flops < self.inline_below * b.speed and \
-                all(HOST in h._valid for h in op.reads):
-            op.inline = True  # tiny: run it here (see inline_below)
+        if self._threadless or (op.blas and b.host_memory and op.flops < self.inline_below * b.speed and
+                                all(HOST in h._valid for h in op.reads)):
+            op.inline = True  # tiny, or no worker thread: run it here (see inline_below, _restart_workers)
             runnable.append(op)
             return
         op.estimate = est
