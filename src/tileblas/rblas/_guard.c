@@ -1176,6 +1176,263 @@ guard_syr(PyObject *self, PyObject *args)
     return Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
 }
 
+/* ------------------------------------------------------------- the other rank updates, in columns */
+
+/* syr2, spr2 (real) and her, hpr, her2, hpr2 (complex) are, like syr, one axpy per term per column of the
+ * triangle in OpenBLAS (driver/level2/syr2_k.c, spr2_k.c, zher_k.c, zhpr_k.c, zher2_k.c, zhpr2_k.c, their
+ * *_thread.c twins, the small-n loops of interface/syr2.c and spr2.c): column j gets, in this order,
+ *   syr2  a_j += (alpha x[j]) y  then  a_j += (alpha y[j]) x
+ *   her   a_j += (alpha re x[j], -alpha im x[j]) x                     (alpha real)
+ *   her2  a_j += (ar xr - ai xi, -ai xr - ar xi) y  then  a_j += (ar yr + ai yi, ai yr - ar yi) x
+ *         (xr, xi: x[j]; yr, yi: y[j]; alpha = ar + i ai)
+ * over the column's rows of the triangle, then (Hermitian) the imaginary part of the diagonal set to 0.
+ * The paths differ in one thing: the threaded one skips a term whose x[j] (y[j]) is 0, the one-thread one
+ * and the small-n loop make it with a zero scalar, which turns a -0.0 of A into +0.0 where the products are
+ * +0.0.  `skip` says which the plain call takes (the caller's choice: n, the thread setting).  A term with
+ * a nonzero scalar is the routine's axpy on the one-thread instance (its kernel, so its bits); a zero
+ * scalar's term is made here (the axpy interface returns at once on a zero scalar): its products are
+ * signed zeros, so a + s x is the same whatever the kernel's order or fusing of the operations. */
+typedef struct {
+    char *a;
+    const char *x, *y;           /* y: NULL for her/hpr */
+    npy_intp n, lo, hi;          /* columns [lo, hi) */
+    double ar, ai;
+    axpy_t fn;
+    int lower, packed, size, cplx, skip, t, lost, nkept, cap;
+    Kept *kept;
+} RankPart;
+
+/* The scalars OpenBLAS computes for column j's terms, in the routine's precision (its operations: a
+ * product, or the difference or sum of two products, each rounded; never fused). */
+#if defined(__GNUC__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static int
+rank_scalars(const RankPart *s, npy_intp j, double sc[2][2])
+{
+    if (!s->cplx) {
+        if (s->size == 8) {
+            sc[0][0] = s->ar * ((const double *)s->x)[j];
+            sc[1][0] = s->ar * ((const double *)s->y)[j];
+        }
+        else {
+            float ar = (float)s->ar;
+            sc[0][0] = (float)(ar * ((const float *)s->x)[j]);
+            sc[1][0] = (float)(ar * ((const float *)s->y)[j]);
+        }
+        sc[0][1] = sc[1][1] = 0.0;
+        return s->y != NULL ? 2 : 1;
+    }
+    if (s->size == 8) {
+        const double *x = (const double *)s->x + 2 * j, ar = s->ar, ai = s->ai;
+        if (s->y == NULL) {
+            sc[0][0] = ar * x[0], sc[0][1] = -ar * x[1];
+            return 1;
+        }
+        const double *y = (const double *)s->y + 2 * j;
+        volatile double p, q; /* each product rounded on its own, as OpenBLAS's C computes them */
+        p = ar * x[0], q = ai * x[1], sc[0][0] = p - q;
+        p = -ai * x[0], q = ar * x[1], sc[0][1] = p - q;
+        p = ar * y[0], q = ai * y[1], sc[1][0] = p + q;
+        p = ai * y[0], q = ar * y[1], sc[1][1] = p - q;
+        return 2;
+    }
+    const float *x = (const float *)s->x + 2 * j, ar = (float)s->ar, ai = (float)s->ai;
+    if (s->y == NULL) {
+        sc[0][0] = (float)(ar * x[0]), sc[0][1] = (float)(-ar * x[1]);
+        return 1;
+    }
+    const float *y = (const float *)s->y + 2 * j;
+    volatile float p, q;
+    p = ar * x[0], q = ai * x[1], sc[0][0] = (float)(p - q);
+    p = -ai * x[0], q = ar * x[1], sc[0][1] = (float)(p - q);
+    p = ar * y[0], q = ai * y[1], sc[1][0] = (float)(p + q);
+    p = ai * y[0], q = ar * y[1], sc[1][1] = (float)(p - q);
+    return 2;
+}
+
+/* a += s v over len elements with a zero scalar s (see above). */
+static void
+rank_zero_term(char *a, const char *v, int len, const double s[2], int size, int cplx)
+{
+    if (size == 8) {
+        double *c = (double *)a, sr = s[0], si = s[1];
+        const double *u = (const double *)v;
+        if (!cplx) for (int i = 0; i < len; i++) c[i] = c[i] + sr * u[i];
+        else
+            for (int i = 0; i < len; i++) {
+                double re = c[2 * i] + sr * u[2 * i] - si * u[2 * i + 1];
+                double im = c[2 * i + 1] + sr * u[2 * i + 1] + si * u[2 * i];
+                c[2 * i] = re, c[2 * i + 1] = im;
+            }
+    }
+    else {
+        float *c = (float *)a, sr = (float)s[0], si = (float)s[1];
+        const float *u = (const float *)v;
+        if (!cplx) for (int i = 0; i < len; i++) c[i] = c[i] + sr * u[i];
+        else
+            for (int i = 0; i < len; i++) {
+                float re = c[2 * i] + sr * u[2 * i] - si * u[2 * i + 1];
+                float im = c[2 * i + 1] + sr * u[2 * i + 1] + si * u[2 * i];
+                c[2 * i] = re, c[2 * i + 1] = im;
+            }
+    }
+}
+
+static void
+rank_part(int index, void *data, int arg)
+{
+    RankPart *s = (RankPart *)data;
+    const int one = 1, es = s->size * (s->cplx ? 2 : 1);
+    (void)index, (void)arg;
+    for (npy_intp j = s->lo; j < s->hi; j++) {
+        double sc[2][2];
+        int nterms = rank_scalars(s, j, sc);
+        npy_intp r0 = s->lower ? j : 0, r1 = s->lower ? s->n : j + 1;
+        npy_intp at = !s->packed ? j * s->n + r0 : s->lower ? j * s->n - j * (j - 1) / 2 : j * (j + 1) / 2;
+        char *col = s->a + at * es;
+        int len = (int)(r1 - r0);
+        char *copy = NULL;
+        if (scan_elements(col, len, es, s->size, s->cplx, s->t)) {
+            copy = (char *)malloc((size_t)len * es);
+            if (copy == NULL) s->lost = 1;
+            else memcpy(copy, col, (size_t)len * es);
+        }
+        for (int k = 0; k < nterms; k++) {
+            /* term k: the scalar from x[j] times y (her: x), then the one from y[j] times x */
+            const char *v = (nterms == 1 || k == 1 ? s->x : s->y) + r0 * es;
+            if (sc[k][0] == 0.0 && sc[k][1] == 0.0) {
+                /* a zero scalar: skipped only where the threaded path skips it (x[j], y[j] is 0; a
+                 * scalar that underflows or cancels to 0 goes to the kernel there too) */
+                const char *src = (nterms == 1 || k == 0 ? s->x : s->y) + j * es;
+                int zero = s->size == 8 ? ((const double *)src)[0] == 0.0 && (!s->cplx || ((const double *)src)[1] == 0.0)
+                                        : ((const float *)src)[0] == 0.0f && (!s->cplx || ((const float *)src)[1] == 0.0f);
+                if (!(zero && s->skip)) rank_zero_term(col, v, len, sc[k], s->size, s->cplx);
+                continue;
+            }
+            if (s->size == 8) {
+                double c[2] = {sc[k][0], sc[k][1]};
+                s->fn(&len, c, v, &one, col, &one);
+            }
+            else {
+                float c[2] = {(float)sc[k][0], (float)sc[k][1]};
+                s->fn(&len, c, v, &one, col, &one);
+            }
+        }
+        if (s->cplx) { /* Hermitian: the diagonal's imaginary part */
+            char *d = col + (s->lower ? 0 : (npy_intp)(len - 1) * es) + s->size;
+            if (s->size == 8) *(double *)d = 0.0;
+            else *(float *)d = 0.0f;
+        }
+        if (copy == NULL) continue;
+        if (!scan_elements(col, len, es, s->size, s->cplx, s->size == 8 ? NONFINITE64 : NONFINITE32)) {
+            free(copy);
+            continue;
+        }
+        if (s->nkept == s->cap) {
+            int cap = s->cap ? 2 * s->cap : 16;
+            Kept *k = (Kept *)realloc(s->kept, (size_t)cap * sizeof(Kept));
+            if (k == NULL) { free(copy); s->lost = 1; continue; }
+            s->kept = k, s->cap = cap;
+        }
+        s->kept[s->nkept++] = (Kept){(int)j, len, copy};
+    }
+}
+
+/* rank(fn, alpha, x, y, a, lower, small) -> (kept, lost) or None: syr2/spr2 (float32, float64; y an array)
+ * or her/hpr (complex64, complex128; y None, alpha real) or her2/hpr2 (y an array) of the square
+ * Fortran-ordered a or the packed triangle a, with contiguous x and y of a's dtype, through fn (the
+ * routine's axpy in the one-thread instance), column by column as described above, in parts on the pool
+ * where the plain call would be parallel.  small: the plain call takes its one-thread form (no term skipped)
+ * below this n, and wherever the drop-in's instance runs on one thread.  kept, lost: as syr().  None,
+ * having done nothing, where the operands are not such arrays, alpha is not finite, or a shares memory
+ * with x or y. */
+static PyObject *
+guard_rank(PyObject *self, PyObject *args)
+{
+    unsigned long long fn;
+    Py_complex alpha;
+    PyArrayObject *x, *a;
+    PyObject *yo;
+    int lower, threads = 1, plain_threads = 1;
+    Py_ssize_t small;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KDO!OO!pn:rank", &fn, &alpha, &PyArray_Type, &x, &yo, &PyArray_Type, &a, &lower,
+                          &small))
+        return NULL;
+    PyArrayObject *y = yo == Py_None ? NULL : (PyArrayObject *)yo;
+    if (y != NULL && !PyArray_Check(yo)) Py_RETURN_NONE;
+    int type = PyArray_TYPE(a);
+    int size = type == NPY_FLOAT64 || type == NPY_COMPLEX128 ? 8 : type == NPY_FLOAT32 || type == NPY_COMPLEX64 ? 4 : 0;
+    int cplx = type == NPY_COMPLEX64 || type == NPY_COMPLEX128, es = size * (cplx ? 2 : 1);
+    int packed = PyArray_NDIM(a) == 1;
+    npy_intp n = PyArray_NDIM(x) == 1 ? PyArray_DIM(x, 0) : -1;
+    if (fn == 0 || size == 0 || !isfinite(alpha.real) || !isfinite(alpha.imag) || (!cplx && y == NULL)
+        || ((!cplx || y == NULL) && alpha.imag != 0.0) || PyArray_TYPE(x) != type || n < 0 || n > INT_MAX
+        || (packed ? PyArray_DIM(a, 0) != n * (n + 1) / 2
+                   : PyArray_NDIM(a) != 2 || PyArray_DIM(a, 0) != n || PyArray_DIM(a, 1) != n)
+        || !PyArray_IS_F_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || !PyArray_ISWRITEABLE(a)
+        || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISNOTSWAPPED(x) || !PyArray_ISALIGNED(x)
+        || (n > 1 && PyArray_STRIDE(x, 0) != es) || drop_in_threads == NULL)
+        Py_RETURN_NONE;
+    if (y != NULL && (PyArray_TYPE(y) != type || PyArray_NDIM(y) != 1 || PyArray_DIM(y, 0) != n
+                      || !PyArray_ISNOTSWAPPED(y) || !PyArray_ISALIGNED(y) || (n > 1 && PyArray_STRIDE(y, 0) != es)))
+        Py_RETURN_NONE;
+    const char *xb = PyArray_BYTES(x), *yb = y != NULL ? PyArray_BYTES(y) : NULL, *ab = PyArray_BYTES(a);
+    npy_intp abytes = PyArray_NBYTES(a);
+    if (xb < ab + abytes && ab < xb + n * es) Py_RETURN_NONE; /* x and a share memory */
+    if (yb != NULL && yb < ab + abytes && ab < yb + n * es) Py_RETURN_NONE;
+    if (alpha.real == 0.0 && alpha.imag == 0.0) return Py_BuildValue("([]O)", Py_False); /* OpenBLAS returns */
+    plain_threads = drop_in_threads();
+    if ((npy_intp)(n * n * es / 2) >= PARALLEL_BYTES && drop_in_slot >= 0 && pool_api != NULL)
+        threads = plain_threads;
+    int nparts = threads > 1 ? threads * PARTS_PER_THREAD : 1;
+    if (nparts > MAX_PARTS) nparts = MAX_PARTS;
+    if (nparts > n) nparts = n > 0 ? (int)n : 1;
+    RankPart parts[MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    int t = size == 8 ? SAFE_BIG64 : SAFE_BIG32, skip = plain_threads > 1 && n >= small;
+    for (int p = 0; p < nparts; p++) { /* column j has j + 1 (upper) or n - j (lower) rows */
+        double f0 = (double)p / nparts, f1 = (double)(p + 1) / nparts;
+        npy_intp c0 = (npy_intp)(n * sqrt(lower ? 1.0 - f0 : f0)), c1 = (npy_intp)(n * sqrt(lower ? 1.0 - f1 : f1));
+        if (lower) c0 = n - c0, c1 = n - c1;
+        parts[p] = (RankPart){PyArray_BYTES(a), xb, yb, n, p == 0 ? 0 : c0, p == nparts - 1 ? n : c1,
+                              alpha.real, alpha.imag, (axpy_t)(uintptr_t)fn, lower, packed, size, cplx, skip, t,
+                              0, 0, 0, NULL};
+    }
+    for (int p = 1; p < nparts; p++) {
+        if (parts[p].lo < parts[p - 1].hi) parts[p].lo = parts[p - 1].hi;
+        if (parts[p].hi < parts[p].lo) parts[p].hi = parts[p].lo;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (pool_api != NULL) pool_api->enter();
+    if (nparts > 1 && drop_in_slot >= 0 && pool_api != NULL) RUN_PARTS(drop_in_slot, rank_part, nparts, sizeof(RankPart), parts);
+    else
+        for (int p = 0; p < nparts; p++) rank_part(p, &parts[p], 0);
+    if (pool_api != NULL) pool_api->leave();
+    Py_END_ALLOW_THREADS
+    PyObject *kept = PyList_New(0);
+    int lost = 0, failed = kept == NULL;
+    for (int p = 0; p < nparts; p++) {
+        lost |= parts[p].lost;
+        for (int i = 0; i < parts[p].nkept; i++) {
+            Kept *k = &parts[p].kept[i];
+            if (!failed) {
+                PyObject *item = Py_BuildValue("iiy#", k->first, k->count, k->copy, (Py_ssize_t)k->count * es);
+                if (item == NULL || PyList_Append(kept, item) < 0) failed = 1;
+                Py_XDECREF(item);
+            }
+            free(k->copy);
+        }
+        free(parts[p].kept);
+    }
+    if (failed) {
+        Py_XDECREF(kept);
+        return NULL;
+    }
+    return Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
+}
+
 static PyObject *
 guard_sizes(PyObject *self, PyObject *args)
 {
@@ -1199,6 +1456,11 @@ static PyMethodDef methods[] = {
      "syr(fn, alpha, x, a, lower) -> (kept, lost) or None: the real symmetric rank-1 update a += alpha x x^T column "
      "by column as OpenBLAS makes it (one axpy each), each column read for Inf, NaN or large values just before "
      "its axpy; kept: [(column, rows, values before)] of the columns holding an Inf or a NaN after it."},
+    {"rank", guard_rank, METH_VARARGS,
+     "rank(fn, alpha, x, y, a, lower, small) -> (kept, lost) or None: syr2/spr2 (real), her/hpr (y None) or "
+     "her2/hpr2 (complex) column by column as OpenBLAS makes them (one axpy per term, terms of a zero x[j] or "
+     "y[j] skipped where the plain call is threaded and n >= small), each column read for Inf, NaN or large "
+     "values just before its axpy calls; kept: [(column, rows, values before)] as syr()."},
     {"guarded", guard_guarded, METH_VARARGS,
      "guarded(kind, fn, typenum, n, x, offx, incx, y, offy, incy, s1, s2, a, m, real_scalars) -> (kept, lost) or "
      "None: a Level-1 call or ger in chunks, each chunk's outputs kept where they hold a non-finite value after it "

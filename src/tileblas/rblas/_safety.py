@@ -154,7 +154,7 @@ class Guard:
         self.plan: _Plan | None = None
         self.why = ""
         self.prints: dict[str, bytes] = {}  # fingerprints after the call the executor gathered
-        self.syr: tuple | None = None  # the arguments of _guard.syr, where it runs the call
+        self.syr: tuple | None = None  # (_guard.syr or _guard.rank, its arguments, the output, lower) where it runs the call
 
     @property
     def deferred(self) -> tuple[str, ...]:
@@ -181,8 +181,8 @@ class Guard:
     def run(self, call: Callable[[], Any]) -> Any:
         """Make the call: in the native executor where it takes it, else ``call()`` (tileblas.blas)."""
         if self.syr is not None:
-            done = _native.syr(*self.syr)
-            a, lower = self.syr[3], self.syr[4]
+            native, args, a, lower = self.syr
+            done = native(*args)
             self.syr = None
             if done is not None:
                 kept, lost = done
@@ -288,29 +288,53 @@ def _column(a: np.ndarray, lower: bool, j: int, rows: int, data: bytes) -> tuple
     return "ap", (slice(at, at + rows),), vals
 
 
+#: routine -> (its precisions, the output, whether it has y, the n from which the plain call on several threads
+#: skips the terms of a zero x[j] or y[j]; below it, as on one thread, it makes them with a zero scalar):
+#: the rank updates the column executor runs (``_guard.syr``: syr, spr; ``_guard.rank``: the others).  The
+#: n are those of tileblas' OpenBLAS (syr2: interface/syr2.c's loop below 100, spr2: below 50; the Hermitian
+#: ones: below 100, found by comparing bits), checked by tests/test_rblas_safety.py
+#: (test_rank_updates_in_columns_give_the_plain_calls_bits_and_reverse).
+_COLUMNS = {"syr": ("sd", "a", False, 0), "spr": ("sd", "ap", False, 0),
+            "syr2": ("sd", "a", True, 100), "spr2": ("sd", "ap", True, 50),
+            "her": ("cz", "a", False, 100), "hpr": ("cz", "ap", False, 100),
+            "her2": ("cz", "a", True, 100), "hpr2": ("cz", "ap", True, 100)}
+
+
 def _syr_args(spec: Any, prefix: str, bound: dict[str, Any], outs: list[str]) -> tuple | None:
-    """The arguments of ``_guard.syr`` for a real syr or spr (in place, x contiguous from its first element,
-    alpha and x bounded as :func:`_bounded_update` asks), else None: that executor reads A's triangle column
-    by column just before each column's axpy, in the call's one pass over it."""
-    if spec.routine not in ("syr", "spr") or prefix not in ("s", "d") or _native is None:
+    """(``_guard.syr`` or ``_guard.rank``, its arguments, the output, lower) for a rank update the column
+    executor runs (:data:`_COLUMNS`; in place, x and y contiguous from their first element, alpha and the
+    vectors bounded as :func:`_bounded_update` asks), else None: that executor reads A's triangle column by
+    column just before each column's axpy calls, in the call's one pass over it."""
+    entry = _COLUMNS.get(spec.routine)
+    if entry is None or prefix not in entry[0] or _native is None:
         return None
+    _, out, has_y, small = entry
     d = spec.defaults
-    out = "a" if spec.routine == "syr" else "ap"
-    a, x, alpha = bound.get(out), bound.get("x"), bound.get("alpha")
+    a, x, y, alpha = bound.get(out), bound.get("x"), bound.get("y"), bound.get("alpha")
     if not (isinstance(a, np.ndarray) and isinstance(x, np.ndarray) and x.ndim == 1):
+        return None
+    if has_y and not (isinstance(y, np.ndarray) and y.ndim == 1 and y.shape == x.shape):
         return None
     n = x.shape[0]
     if outs != [out] or not bound.get("overwrite_" + out, d.get("overwrite_" + out, 0)):
         return None
-    if bound.get("incx", d.get("incx", 1)) != 1 or bound.get("offx", d.get("offx", 0)) != 0:
-        return None
+    for v in ("x", "y") if has_y else ("x",):
+        if bound.get("inc" + v, d.get("inc" + v, 1)) != 1 or bound.get("off" + v, d.get("off" + v, 0)) != 0:
+            return None
     if bound.get("n") not in (None, n) or a.shape != ((n, n) if out == "a" else (n * (n + 1) // 2,)):
         return None
-    if not isinstance(alpha, (float, int, np.floating, np.integer)) or isinstance(alpha, bool):
+    kinds = (float, int, np.floating, np.integer) + ((complex, np.complexfloating) if has_y and prefix in "cz" else ())
+    if not isinstance(alpha, kinds) or isinstance(alpha, bool):
         return None
-    if abs(float(alpha)) >= 2.0 ** 20 or _native.nonfinite(x, 2) is not False:
+    if abs(complex(alpha)) >= 2.0 ** 20 or _native.nonfinite(x, 2) is not False:
         return None
-    return (_entry(prefix + "axpy"), float(alpha), x, a, bool(bound.get("lower", d.get("lower", 0))))
+    if has_y and _native.nonfinite(y, 2) is not False:
+        return None
+    lower = bool(bound.get("lower", d.get("lower", 0)))
+    fn = _entry(prefix + "axpy")
+    if spec.routine in ("syr", "spr"):
+        return _native.syr, (fn, float(alpha), x, a, lower), a, lower
+    return _native.rank, (fn, complex(alpha), x, y if has_y else None, a, lower, small), a, lower
 
 
 def _bounded_update(bound: dict[str, Any], outs: list[str]) -> bool:
