@@ -21,6 +21,9 @@
  *   syr(...)      real syr: one axpy per column of the triangle on the one-thread instance, as OpenBLAS
  *                 computes the call (its bits), each column read just before its axpy (see "syr, in
  *                 columns" below), in parts on the pool.
+ *   rank(...)     syr2, spr2, her, hpr, her2, hpr2 the same way: one axpy per term per column, the
+ *                 Hermitian diagonal's imaginary part zeroed, a zero x[j]'s (y[j]'s) term skipped where
+ *                 the plain call's path skips it ("the other rank updates, in columns" below).
  *   nonfinite(a), triangle(a, lower)
  *                 whether an array (or the triangle a symmetric rank update reads and writes) holds an
  *                 Inf or a NaN (or a large value), without a temporary array, the GIL released and split

@@ -27,13 +27,14 @@ the cheapest guard that is still complete (``Spec.guard``):
 ``"rank"``    The rank updates into symmetric, Hermitian or packed storage (syr ... hpr2): A += alpha x y^H
     cannot make a non-finite value, nor lose one that A holds (Inf +- a finite value is that Inf, a NaN
     stays a NaN), when alpha, the vectors and A are all finite and below 2**20, 2**490 and 2**1000 (single:
-    2**45, 2**100).  Real syr (full storage, x contiguous, alpha and x within those bounds) runs in the
-    column executor ``_guard.syr``: one axpy per column of the triangle, as OpenBLAS makes the call (the
-    plain call's bits), each column read for Inf, NaN or large values just before its axpy, in cache; a
-    column with one is copied first and kept where it holds a non-finite value after (restored from the
-    copy, the rest by the inverse).  The other rank updates: one native read of A's triangle before the
-    call, nothing after (half the call's memory traffic again: their column form -- two axpys per column
-    for syr2/her2, the packed layout, the Hermitian diagonal -- is not in the executor yet).  Otherwise
+    2**45, 2**100).  Each of them (x and y contiguous, alpha and the vectors within those bounds) runs in
+    the column executor (``_guard.syr`` for syr and spr, ``_guard.rank`` for the others): one axpy per
+    term per column of the triangle, as OpenBLAS makes the call (the plain call's bits; the terms of a
+    zero x[j] or y[j] skipped only where the plain call skips them, :data:`_COLUMNS`), each column read for
+    Inf, NaN or large values just before its axpy calls, in cache; a column with one is copied first and
+    kept where it holds a non-finite value after (restored from the copy, the rest by the inverse).
+    Rank updates the executor does not take: one native read of A's triangle before the call, nothing
+    after.  Otherwise
     ``"scan"``.
 ``"scan"``    Level 3 (operands O(n**2) against O(n**3) work): every array argument read natively before
     the call (a non-finite value: checkpoint) and the outputs after it (a non-finite value: an overflow;
