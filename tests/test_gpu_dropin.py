@@ -405,7 +405,7 @@ def _fresh(tmp_path, devices):
     env.pop("TILEBLAS_DEVICES", None)
     if devices is not None:
         env["TILEBLAS_DEVICES"] = devices
-    r = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -93,6 +93,18 @@ def test_a_step_whose_budget_is_spent_stops_cleanly(tmp_path, capsys, monkeypatc
     b = _bench()
     install = b._install_standin
     monkeypatch.setattr(b, "_install_standin", lambda: install(monkeypatch))  # undone after the test
+    # the step's clock reads the predicted seconds of the cases it ran (the stand-in's own seconds depend
+    # on the machine's load): what is left, and so which cases are skipped, is fixed by the plan
+    spent = [0.0]
+    fits = b.Ctx.fits
+
+    def fits_and_spend(self, case, cost):
+        ok = fits(self, case, cost)
+        spent[0] += cost if ok else 0.0
+        return ok
+
+    monkeypatch.setattr(b.Ctx, "fits", fits_and_spend)
+    monkeypatch.setattr(b.Ctx, "left", lambda self: self.budget - spent[0])
     plan = b.step_plan("kblas", 1, tiny=True)
     first = plan[0][2] + plan[1][2]  # the first trmm/trsm pair
     rc = b.main(["kblas", "--standin", "--out", str(tmp_path), "--budget", str(first + 0.1 * plan[2][2])])

@@ -191,12 +191,20 @@ print([line.split()[1] for line in open("/proc/self/status") if line.startswith(
 """
 
 
+def _as_env() -> dict[str, str]:
+    """The environment of the RLIMIT_AS scripts: without thread settings another test may have left (a
+    one-thread SciPy needs less address space than SciPy on the machine's threads: the comparison must be
+    at the same, default, settings)."""
+    drop = ("OPENBLAS_", "OMP_", "GOTO_", "BLIS_", "MKL_", "TILEBLAS_POOL", "TILEBLAS_THREADS")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
 def _under_as_limit(lib: str, mib: int) -> tuple[int, str, str]:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
 
     try:
-        return _run(_DGEMM_1200, lib, preexec=limit, limit=10.0)
+        return _run(_DGEMM_1200, lib, preexec=limit, limit=30.0, env=_as_env())
     except pytest.fail.Exception:  # a hang under the limit (SciPy's OpenBLAS does at some limits)
         return -1, "", "hung"
 
@@ -210,7 +218,7 @@ def _scipys_limit(step: int = 8, tries: int = 6) -> int:
     """An RLIMIT_AS (MiB) a little over SciPy's own need: the peak address space of its unlimited run (its
     VmPeak), raised by ``step`` until SciPy's dgemm succeeds under it (a bisection from below would meet
     limits where SciPy's OpenBLAS hangs)."""
-    rc, out, err = _run(_DGEMM_1200 + _PEAK, "scipy", limit=30.0)
+    rc, out, err = _run(_DGEMM_1200 + _PEAK, "scipy", limit=60.0, env=_as_env())
     assert rc == 0 and out.startswith("ok "), f"SciPy's unlimited run: rc={rc}\n{out}\n{err}"
     mib = (int(out.split()[-1]) >> 10) + 4
     for _ in range(tries):

@@ -693,9 +693,12 @@ def test_measure_split_measures_and_restores_the_c_path():
     if not _splits(fp):
         assert limits == {} and "note" in rows  # one thread here: nothing to split
         return
-    assert set(limits) == {"dgemm", "ztrsm"}
-    assert limits["dgemm"] == math.inf or 2 * 24 ** 3 <= limits["dgemm"] <= 2 * 48 ** 3
-    assert limits["ztrsm"] == math.inf or 4 * 24 ** 3 <= limits["ztrsm"] <= 4 * 48 ** 3
+    # each routine measured has a limit, unless every point of it lay within the noise (then the shipped
+    # range stays, and the rows say so): on a loaded machine either can happen
+    noisy = {w.split()[-1] for w in rows.get("within_noise", [])}
+    assert set(limits) | noisy == {"dgemm", "ztrsm"} and not set(limits) & noisy
+    assert limits.get("dgemm", math.inf) == math.inf or 2 * 24 ** 3 <= limits["dgemm"] <= 2 * 48 ** 3
+    assert limits.get("ztrsm", math.inf) == math.inf or 4 * 24 ** 3 <= limits["ztrsm"] <= 4 * 48 ** 3
     assert [r[:2] for r in rows["dgemm"]] == [["square", 24], ["square", 48]]
     assert [r[:2] for r in rows["ztrsm"]] == [["L", 24], ["L", 48], ["R", 24], ["R", 48]]  # both sides
     assert all(r[2] > 0 and r[3] > 0 and r[4] == pytest.approx(r[2] / r[3]) for r in rows["ztrsm"])

@@ -318,6 +318,11 @@ _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in 
 atexit.register(_pool.quiesce, 30.0)
 
 
+#: Held while the environment carries the settings of :func:`_idle_server_threads` (reentrant: loading
+#: one instance may load another).
+_ENV_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _idle_server_threads():
     """While an instance loads, where tileblas' pool will run its parallel jobs: OpenBLAS starts none of its
@@ -332,16 +337,17 @@ def _idle_server_threads():
         yield
         return
     settings = {"OPENBLAS_THREAD_TIMEOUT": "4", "OPENBLAS_NUM_THREADS": "1"}
-    saved = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with _ENV_LOCK:  # two threads loading instances at once would save each other's values and leave them set
+        saved = {k: os.environ.get(k) for k in settings}
+        os.environ.update(settings)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def _attach_pool(lib: BlasLibrary) -> int | None:
