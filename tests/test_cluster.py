@@ -464,11 +464,19 @@ def test_async_cost_policy_mixes_host_and_dask_workers_by_estimate(rt):
     assert all(0 < d.call_latency_s < 1.0 for d in devs)  # a Dask round trip, measured
     n = 1000
     a = np.asfortranarray(np.random.default_rng(10).standard_normal((n, n)))
-    with aa.Executor(host_devices(1) + devs, policy="cost") as ex:
+    # calibration takes the round trip out: a worker's single-threaded DGEMM rate is of the order of the
+    # host backend's (not the round-trip-bound rate of a tiny product).  On a loaded machine one
+    # calibration can meet a round trip longer than the latency measured before it: of three, one must.
+    for attempt in range(3):
+        ex = aa.Executor(host_devices(1) + devs, policy="cost")
         host_b, dask_b = ex.backends[0], ex.backends[1:]
-        # calibration takes the round trip out: a worker's single-threaded DGEMM rate is of the order of
-        # the host backend's (not the round-trip-bound rate of a tiny product)
-        assert all(b.speed > 0.2 * host_b.speed for b in dask_b), [(b.name, b.speed) for b in ex.backends]
+        speeds = [(b.name, b.speed) for b in ex.backends]
+        if all(b.speed > 0.2 * host_b.speed for b in dask_b):
+            break
+        ex.close()
+    else:
+        raise AssertionError(f"three calibrations, each round-trip bound: last {speeds}")
+    with ex:
         ha = ex.handle(a)
         outs = [ex.empty((n, n)) for _ in range(8)]
         futs = [aa.gemm(1.0, ha, ha, 0.0, o) for o in outs]
