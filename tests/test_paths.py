@@ -10,6 +10,7 @@ import math
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -702,6 +703,48 @@ def test_measure_split_measures_and_restores_the_c_path():
     assert [r[:2] for r in rows["dgemm"]] == [["square", 24], ["square", 48]]
     assert [r[:2] for r in rows["ztrsm"]] == [["L", 24], ["L", 48], ["R", 24], ["R", 48]]  # both sides
     assert all(r[2] > 0 and r[3] > 0 and r[4] == pytest.approx(r[2] / r[3]) for r in rows["ztrsm"])
+
+
+def test_measure_split_keeps_what_fixed_timings_say(monkeypatch):
+    """The timing loop replaced by fixed seconds (the machine's noise out of it): each way is still set on
+    the C path and called, and the limits follow the seconds: parts twice as fast at every order give the
+    smallest order's flops, parts twice as slow give ``inf``, a gain inside the control's spread gives no
+    limit (the shipped range stays)."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas.perf import _pathtune
+
+    _runtime.set_runtime(None)
+    blas.dgemm(1.0, [[1.0]], [[1.0]])
+    before = fp.config()
+    if not _splits(fp):
+        pytest.skip("one thread here: the C path does not split")
+    split_s = {"dgemm": 0.5, "ztrsm": 2.0, "zgemm": 1 / 1.04}  # the "one call" way takes 1 s
+    seen = []
+
+    def interleaved(calls, rounds, **kw):
+        got = {}
+        for way, prep in calls.items():
+            run = prep()  # the way set on the C path: its routine's split range is the only one changed
+            now = fp.config()["split"]  # (a range set empty is left out)
+            changed = {r for r in {*now, *before["split"]} if now.get(r) != before["split"].get(r)}
+            assert len(changed) == 1
+            (routine,) = changed
+            assert now.get(routine, (0.0, 0.0)) == ((0.0, 1e300) if way == "split" else (0.0, 0.0))
+            run()
+            seen.append((routine, way))
+            got[way] = split_s[routine] if way == "split" else 1.0
+        got["control"] = 1.0 if routine != "zgemm" else 1.05
+        return SimpleNamespace(best=got)
+
+    monkeypatch.setattr(_pathtune, "interleaved", interleaved)
+    limits, rows = _pathtune.measure_split(("dgemm", "ztrsm", "zgemm"), orders=(24, 48), reps=1, settle=0.0)
+    assert fp.config() == before
+    assert limits == {"dgemm": 2 * 24 ** 3, "ztrsm": math.inf}
+    assert rows["within_noise"] == ["split_from zgemm"]
+    points = {"dgemm": 2, "ztrsm": 4, "zgemm": 2}  # orders, times sides
+    assert sorted(seen) == sorted((r, w) for r, k in points.items() for w in ("one", "split", "control")
+                                  for _ in range(k))
+    assert [r[1:5] for r in rows["dgemm"]] == [[24, 0.5, 1.0, 0.5], [48, 0.5, 1.0, 0.5]]  # parts, one call, ratio
 
 
 @pytest.mark.parametrize("kwargs, match", [({"routines": ("dsyr2k",)}, "routines"), ({"routines": ("sgemm",)}, "routines"),
