@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HostRegistry", "REGISTRY", "owner_span"]
+__all__ = ["HostRegistry", "REGISTRY", "owner_span", "byte_bounds"]
 
 #: cudaHostRegisterPortable: the registration holds for every CUDA context (every GPU) of the process.
 HOST_REGISTER_PORTABLE = 1
@@ -45,7 +45,9 @@ def owner_span(a: np.ndarray) -> tuple[np.ndarray, int, int] | None:
     return root, lo, lo + root.nbytes
 
 
-def _span(a: np.ndarray) -> tuple[int, int]:
+def byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    """(first byte, one past the last byte) of the memory ``a`` spans: the same for every view of a buffer
+    that covers all of it (transposes included); (lo, lo) for an empty array."""
     lo = hi = a.__array_interface__["data"][0]
     for n, s in zip(a.shape, a.strides):
         if n == 0:
@@ -118,7 +120,7 @@ class HostRegistry:
         """True when all of ``a``'s memory lies in one registered buffer."""
         if not self._ranges:
             return False
-        lo, hi = _span(a)
+        lo, hi = byte_bounds(a)
         with self._lock:
             for rlo, rhi, _ in self._ranges.values():
                 if rlo <= lo and hi <= rhi:

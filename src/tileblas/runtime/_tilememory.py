@@ -38,6 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tileblas.devices._base import DeviceError
+from tileblas.devices._hostmem import byte_bounds as _byte_bounds
 from tileblas.runtime._cache import ALRU, Block, Directory
 from tileblas.runtime._memory import DeviceHeap
 from tileblas.runtime._planner import Tile
@@ -51,20 +52,6 @@ POLICIES = ("cache", "on-demand")
 
 #: Kernels whose first step overwrites the output when beta == 0 (so the output need not be copied in).
 _BETA_AT = {"gemm": 3, "symm": 3, "hemm": 3}
-
-
-def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
-    """(first byte, one past the last byte) of the memory ``a`` spans: the same for every view of a buffer
-    that covers all of it (transposes included)."""
-    lo = hi = a.__array_interface__["data"][0]
-    for n, s in zip(a.shape, a.strides):
-        if n == 0:
-            return lo, lo
-        if s < 0:
-            lo += (n - 1) * s
-        else:
-            hi += (n - 1) * s
-    return lo, hi + a.itemsize
 
 
 class TaskMemory:
