@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import types
 
 import pytest
 
@@ -76,24 +77,30 @@ def test_block_from_one_contender_is_shared_and_sized_before_the_first_round():
     assert calls["b"] == 2 * n or n + 1 <= calls["b"] < 1.5 * n, (calls, n)
 
 
-def test_block_from_a_slow_sizing_call_is_sized_again_after_the_first_round():
-    """A stall of the one sizing call (here: the first call sleeps 20 ms, later ones 1 ms) would leave
+def test_block_from_a_slow_sizing_call_is_sized_again_after_the_first_round(monkeypatch):
+    """A stall of the one sizing call (here: the first call takes 1/64 s, later ones 1/1024 s) would leave
     blocks of one or two calls for every round; the first round's block shows it, and the block is sized
-    again for all contenders from there."""
+    again for all contenders from there.  The calls advance a clock of their own (the loop's only clock),
+    so that the sizes follow from the seconds and not from how long a sleep takes on a loaded machine."""
+    now = [0.0]
+    monkeypatch.setattr(_timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0],
+                                                               sleep=time.sleep))
     calls = {"a": 0, "b": 0}
 
     def a():
         calls["a"] += 1
-        time.sleep(0.02 if calls["a"] == 1 else 0.001)
+        now[0] += 2.0 ** -6 if calls["a"] == 1 else 2.0 ** -10  # binary fractions: exact sums
 
     def b():
         calls["b"] += 1
+        now[0] += 2.0 ** -20
 
-    t = interleaved({"a": a, "b": b}, 3, block_s=0.02, max_block=1000, block_from="a")
+    t = interleaved({"a": a, "b": b}, 3, block_s=2.0 ** -6, max_block=1000, block_from="a")
     n = t.block["a"]
-    assert t.block == {"a": n, "b": n} and n >= 5  # about 0.02 / 0.001, fewer on a slow machine
+    assert t.block == {"a": 16, "b": 16}  # 1/64 s over 1/1024 s per call, for both contenders
     first = 1  # the sizing call asked for a block of one call
     assert calls == {"a": 1 + first + 2 * n, "b": first + 2 * n}
+    assert t.best == {"a": 2.0 ** -10, "b": 2.0 ** -20}
 
 
 def test_until_stable_extends_rounds_until_every_minimum_repeats():
