@@ -915,14 +915,24 @@ def test_a_new_c_has_its_other_triangle_zeroed(name):
 @pytest.mark.parametrize("name", ["ssyrk", "dsyrk", "ssyr2k", "dsyr2k"])
 def test_small_real_rank_k_runs_as_gemm_with_scipys_results(name):
     """Real syrk/syr2k with a new c and op(a) = a in Fortran order run as gemm over all of C below
-    DropInConfig.rank_gemm (one call below the first limit, split below the second): on both sides of each
-    limit, both triangles, square and k = 64, the result is SciPy's within the error bound with the other
-    triangle exactly zero; trans 'T' on the data and a c given keep the rank-k call."""
+    DropInConfig.rank_gemm, where `tileblas tune` set it (shipped: never; here the limits are set for the
+    test: one call below the first limit, split below the second): on both sides of each limit, both
+    triangles, square and k = 64, the result is SciPy's within the error bound with the other triangle
+    exactly zero; trans 'T' on the data and a c given keep the rank-k call."""
+    assert name not in _dropin.SHIPPED.rank_gemm
+    one_lim, split_lim = (3e5, 1.8e6) if name.endswith("2k") else (6e5, 1.8e6)
+    saved = _with("rank_gemm", {name: (one_lim, split_lim)})
+    try:
+        _rank_k_as_gemm(name, one_lim, split_lim)
+    finally:
+        fp.configure(saved)
+
+
+def _rank_k_as_gemm(name, one_lim, split_lim):
     from threadpoolctl import threadpool_limits
 
     two = name.endswith("2k")
     dt = DT[name[0]]
-    one_lim, split_lim = _dropin.config(2).rank_gemm[name]
     assert fp.config()["rank_gemm"][name] == (one_lim, split_lim)
     for bad, exc in (({"zsyrk": (1.0, 2.0)}, ValueError), ({name: 5.0}, TypeError), ({name: (1.0,)}, TypeError)):
         with pytest.raises(exc, match="rank_gemm"):
@@ -1027,9 +1037,9 @@ def test_small_trmm_calls_run_on_the_one_thread_instance():
     assert fp.config()["one_thread"] == dict(_dropin.config(threads).one_thread)
     assert (fp.config()["one_thread"] != {}) == (threads > 1)  # several threads: the one-thread instance
     rng = np.random.default_rng(11)
-    limit, below = _dropin.config(2).one_thread["trmm"], 0
+    below = 0
     for p, dt in DT.items():
-        units = 4 if p in "cz" else 1
+        units, limit = 4 if p in "cz" else 1, _dropin.config(2).one_thread[p + "trmm"]
         for n in (16, 32, 40, 64, 65, 80):
             t = _tri(rng, n, dt, "F")
             b = _rand(rng, (n, n), dt)
@@ -1041,14 +1051,15 @@ def test_small_trmm_calls_run_on_the_one_thread_instance():
     t16, b16 = _tri(rng, 16, np.float64, "F"), _rand(rng, (16, 16), np.float64)
     assert fp.decide(tb.dtrmm, 1.0, t16, b16)["entry"] == ("one_thread" if threads > 1 else "instance")
     try:
-        fp.configure({**fp.config(), "one_thread": {"trmm": 1e300}, "one_thread_entries": {}})
+        fp.configure({**fp.config(), "one_thread": {"dtrmm": 1e300}, "one_thread_entries": {}})
         assert fp.decide(tb.dtrmm, 1.0, t16, b16)["entry"] == "instance"  # a limit without entry points is no limit
-        with pytest.raises(ValueError, match="unknown Level-3 family"):
-            _with("one_thread", {"trmx": 1.0})
+        for bad in ("trmm", "dtrmx", "dherk"):  # routines, not families
+            with pytest.raises(ValueError, match="one_thread: unknown Level-3 routine"):
+                _with("one_thread", {bad: 1.0})
         with pytest.raises(ValueError, match="unknown Level-3 routine"):
             _with("one_thread_entries", {"qtrmm": 1})
         with pytest.raises(TypeError, match="one_thread must be a dict"):
-            fp.configure({**fp.config(), "one_thread": [("trmm", 1.0)]})
+            fp.configure({**fp.config(), "one_thread": [("dtrmm", 1.0)]})
     finally:
         _dispatch._sync_fastpath(rt)
     assert fp.config()["one_thread"] == dict(_dropin.config(threads).one_thread)

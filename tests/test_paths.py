@@ -294,8 +294,9 @@ def test_info_shows_the_crossovers_in_force(tmp_path, monkeypatch, capsys):
     assert "Level-3 paths" in out and "shipped default" in out
     from tileblas.blas import _dispatch
 
-    lo, hi = _dropin.SHIPPED.rank_gemm["dsyrk"]
-    assert f"dsyrk below {lo:.3g} ({hi:.3g} split)" in out  # the syrk gemm route's limits, and whence
+    assert "real syrk/syr2k into a new c as gemm over all of C: none" in out  # shipped: never (tuned only)
+    one = _dropin.SHIPPED.one_thread["dsyrk"]
+    assert f"dsyrk below {one:.3g} flops," in out  # the one-thread limits, per routine
     assert "shipped defaults of tileblas.policy._dropin" in out
     assert "docs/measurements/drop-in.md" in out and '"Why each limit: the figures behind' in out
     pol = _policy(tile=123456789.0, recursion=(2048.0, 16.0, 64.0))
@@ -443,7 +444,7 @@ def test_tuned_rank_gemm_limits_reach_the_c_path_and_info(tmp_path, monkeypatch,
         _runtime.set_runtime(None)
         blas.dgemm(1.0, [[1.0]], [[1.0]])  # the C path set up for the default runtime reads them too
         got = fp.config()["rank_gemm"]
-        assert got["dsyrk"] == (1e5, 2e5) and got["dsyr2k"] == _dropin.SHIPPED.rank_gemm["dsyr2k"]
+        assert got["dsyrk"] == (1e5, 2e5) and "dsyr2k" not in got  # shipped: never
         main(["info"])
         assert "dsyrk below 1e+05 (2e+05 split) (tuned)" in capsys.readouterr().out
         _assert_refused(f, "rank_gemm", ({"zsyrk": [1.0, 2.0]}, {"dsyrk": [1.0]}, {"dsyrk": [-1.0, 2.0]},
@@ -542,13 +543,14 @@ def test_tuned_one_thread_limit_reaches_the_c_path_and_info(tmp_path, monkeypatc
         _runtime.set_runtime(None)
         blas.dgemm(1.0, [[1.0]], [[1.0]])
         _dispatch.apply_policy(reload=True)  # also hands the C path its other limits again
-        assert dict(_dropin.config(2).one_thread) == {"trmm": 1e5}
+        tuned = {**_dropin.SHIPPED.one_thread, **dict.fromkeys(("strmm", "dtrmm", "ctrmm", "ztrmm"), 1e5)}
+        assert dict(_dropin.config(2).one_thread) == tuned  # the family's limit for each of its routines
         multi = bool(_splits(fp))  # several threads: the one-thread instance is in use
-        assert fp.config()["one_thread"] == ({"trmm": 1e5} if multi else {})
+        assert fp.config()["one_thread"] == (tuned if multi else {})
         main(["info"])
         out = capsys.readouterr().out
         if multi:
-            assert "trmm below 1e+05 flops (tuned)" in out
+            assert "ztrmm below 1e+05 flops (tuned)" in out and "dgemm below 2e+06 flops," in out
         _assert_refused(f, "one_thread", ({"trsv": 1.0}, {"trmm": -1.0}, {"trmm": "x"}, {"trmm": True}))
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
@@ -570,11 +572,19 @@ def test_measure_one_thread_measures_and_restores_the_c_path():
     if not before["one_thread"]:
         assert limits == {} and "note" in rows  # one thread here: nothing to choose
         return
-    assert set(limits) == {"trmm"} and 0.0 <= limits["trmm"] <= 4.0 * 24 ** 3 + 1
+    assert set(limits) <= {"trmm"} and 0.0 <= limits.get("trmm", 0.0) <= 4.0 * 24 ** 3 + 1
+    assert ("trmm" in limits) != ("one_thread trmm" in rows.get("within_noise", []))
     assert [r[:2] for r in rows["trmm"]] == [["d", 16], ["d", 24], ["z", 16], ["z", 24]]
+    # every family: double and double complex (Hermitian: double complex), the C path restored
+    limits, rows = measure_one_thread(("gemm", "syr2k", "herk"), orders=(16, 24), reps=1, settle=0.0)
+    assert fp.config() == before
+    assert [r[:2] for r in rows["herk"]] == [["z", 16], ["z", 24]]
+    assert [r[:2] for r in rows["gemm"]] == [["d", 16], ["d", 24], ["z", 16], ["z", 24]]
+    for fam in ("gemm", "syr2k", "herk"):  # a limit, or within the noise (the shipped one stays)
+        assert (fam in limits) != (f"one_thread {fam}" in rows.get("within_noise", [])), fam
 
 
-@pytest.mark.parametrize("kwargs, match", [({"families": ("gemm",)}, "families"), ({"reps": 0}, "reps"),
+@pytest.mark.parametrize("kwargs, match", [({"families": ("trsv",)}, "families"), ({"reps": 0}, "reps"),
                                            ({"orders": ()}, "orders")])
 def test_measure_one_thread_refuses_bad_arguments_by_name(kwargs, match):
     from tileblas.perf._pathtune import measure_one_thread
@@ -607,7 +617,9 @@ def test_tune_measures_and_stores_the_one_thread_limit(tmp_path, monkeypatch, ca
             out = capsys.readouterr().out
             assert ("on the one-thread instance below" if v > 0 else "never on the one-thread instance") in out
             blas.dgemm(1.0, [[1.0]], [[1.0]])
-            assert fp.config()["one_thread"] == ({"trmm": v} if v > 0 else {})  # 0: never on one thread
+            got = fp.config()["one_thread"]
+            for r in ("strmm", "dtrmm", "ctrmm", "ztrmm"):
+                assert got.get(r) == (v if v > 0 else None)  # 0: never on one thread
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
@@ -633,10 +645,10 @@ def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch,
     from tileblas.cli import main
 
     pol = _policy()
-    pol.split_from = {"sgemm": 1e6, "dgemm": 1e6, "ztrsm": math.inf}
+    pol.split_from = {"sgemm": 3e6, "dgemm": 3e6, "ztrsm": math.inf}
     f = tmp_path / "paths.json"
     _paths.save_policy(pol, f)
-    assert json.loads(f.read_text())["split_from"] == {"sgemm": 1e6, "dgemm": 1e6, "ztrsm": None}
+    assert json.loads(f.read_text())["split_from"] == {"sgemm": 3e6, "dgemm": 3e6, "ztrsm": None}
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
     shipped = dict(_dropin.SHIPPED.split)
     rng = np.random.default_rng(3)
@@ -645,14 +657,14 @@ def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch,
         blas.dgemm(1.0, [[1.0]], [[1.0]])
         _dispatch.apply_policy(reload=True)
         ranges = dict(_dropin.config(2).split)
-        assert ranges["dgemm"] == (1e6, shipped["dgemm"][1]) and ranges["ztrsm"] == (0.0, 0.0)
+        assert ranges["dgemm"] == (3e6, shipped["dgemm"][1]) and ranges["ztrsm"] == (0.0, 0.0)
         assert {k: v for k, v in ranges.items() if k not in ("sgemm", "dgemm", "ztrsm")} == \
             {k: v for k, v in shipped.items() if k not in ("sgemm", "dgemm", "ztrsm")}
         split = _splits(fp)
         if split:  # several threads and a pool: the C path splits
-            assert split["dgemm"] == (1e6, shipped["dgemm"][1]) and "ztrsm" not in split
+            assert split["dgemm"] == (3e6, shipped["dgemm"][1]) and "ztrsm" not in split
             assert split["zgemm"] == shipped["zgemm"]
-            for n, parts in ((64, False), (96, True)):  # 2 n^3 = 5.2e5 (below the tuned end), 1.8e6
+            for n, parts in ((112, False), (128, True)):  # 2 n^3 = 2.8e6 (below the tuned end), 4.2e6
                 a, b = (np.asfortranarray(rng.standard_normal((n, n))) for _ in range(2))
                 before = fp.stats()["split_calls"]
                 assert (fp.decide(blas.dgemm, 1.0, a, b)["path"] == "split") is parts, n
@@ -670,7 +682,7 @@ def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch,
         main(["info"])
         out = capsys.readouterr().out
         if split:
-            assert "sgemm, dgemm 1e+06-3e+08 (lower end tuned)" in out and "ztrsm never (lower end tuned)" in out
+            assert "sgemm, dgemm 3e+06-3e+08 (lower end tuned)" in out and "ztrsm never (lower end tuned)" in out
         _assert_refused(f, "split_from", ({"dsyr2k": 1.0}, {"dgemm": -1.0}, {"dgemm": "x"}, {"dgemm": True},
                                           {"dgemm": [1.0, 2.0]}))
         assert dict(_dropin.config(2).split) == shipped

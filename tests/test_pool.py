@@ -402,17 +402,16 @@ def test_gemm_runs_split_on_the_pool_with_scipys_results(prefix, settings):
     if not split:
         pytest.skip("no split here (one thread, or the C path is off)")
     lo, hi = _dropin.config(2).split[prefix + "gemm"]
-    assert split[prefix + "gemm"] == (lo, hi)
-    # complex gemm splits from a higher lower end than the rest of gemm/symm/hemm
-    assert lo == _dropin.SHIPPED.split[prefix + "gemm"][0]
-    assert (lo > _dropin.SHIPPED.split[prefix + "symm"][0]) == (prefix in "cz")
+    assert split[prefix + "gemm"] == (lo, hi) and lo == _dropin.SHIPPED.split[prefix + "gemm"][0]
+    one = _dropin.config(2).one_thread[prefix + "gemm"]  # below it one call on one thread, never split
     dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
     eps = EPS[dtype]
     rng = np.random.default_rng(11)
     f, g = getattr(tb, prefix + "gemm"), getattr(sb, prefix + "gemm")
     transes = (0, 1, 2) if prefix in "cz" else (0, 1)
-    # (m, k, n): split in 2 (n = 70 >= 2 x 16), too few columns (12), too few flops (8)
-    for m, k, n in ((70, 50, 70), (200, 40, 60), (70, 70, 12), (8, 8, 8)):
+    # (m, k, n): split (n = 130 >= 2 x 16), split in complex only (one thread below 2e6 flops in real),
+    # too few columns (12), too few flops (8)
+    for m, k, n in ((130, 64, 130), (70, 50, 70), (200, 40, 60), (70, 70, 12), (8, 8, 8)):
         for ta in transes:
             for tb_ in transes:
                 for order in "FC":
@@ -430,7 +429,7 @@ def test_gemm_runs_split_on_the_pool_with_scipys_results(prefix, settings):
                     copied = order == "C" and 2 in (ta, tb_)  # a conjugate without transpose: copied
                     flops = 2.0 * m * n * k * (4 if prefix in "cz" else 1)
                     parts = n // max(16, m // 8)
-                    assert ran == (1 if parts >= 2 and lo <= flops < hi and not copied else 0), (
+                    assert ran == (1 if parts >= 2 and max(lo, one) <= flops < hi and not copied else 0), (
                         m, k, n, ta, tb_, order, ran)
 
 
@@ -460,8 +459,9 @@ def test_trmm_trsm_run_split_on_the_pool_with_scipys_results(prefix, settings):
     eps = EPS[dtype]
     cplx = prefix in "cz"
     rng = np.random.default_rng(13)
-    # the shipped lower end: an order whose flops just reach it runs split (side L, square), one below not
-    lo = _dropin.SHIPPED.split[prefix + "trsm"][0] / (4 if cplx else 1)
+    # the shipped lower end (of the split range, and of the calls not on one thread): an order whose flops
+    # just reach it runs split (side L, square), one below not
+    lo = max(_dropin.SHIPPED.split[prefix + "trsm"][0], _dropin.SHIPPED.one_thread[prefix + "trsm"]) / (4 if cplx else 1)
     n_at = int(np.ceil(lo ** (1 / 3)))
     while n_at ** 3 < lo:
         n_at += 1
@@ -478,7 +478,7 @@ def test_trmm_trsm_run_split_on_the_pool_with_scipys_results(prefix, settings):
     try:
         _fastpath.configure({**cfg0, "split": wide})
         # below the one-thread limit a trmm runs on one thread, never split
-        limit = cfg0["one_thread"]["trmm"]
+        limit = cfg0["one_thread"][prefix + "trmm"]
         n = max(s_ for s_ in range(32, 200) if s_ ** 3 * (4 if cplx else 1) < limit) if limit > 32 ** 3 * 4 else 0
         if n:
             before = _split_calls(_fastpath)
@@ -609,8 +609,8 @@ def test_rank_k_runs_split_in_strips_with_scipys_results(prefix, settings):
     eps = EPS[dtype]
     rng = np.random.default_rng(12)
     try:
-        # the strips, not the gemm route of small real calls
-        _fastpath.configure({**cfg0, "split": wide, "rank_gemm": {}})
+        # the strips, not the gemm route of small real calls nor one call on one thread
+        _fastpath.configure({**cfg0, "split": wide, "rank_gemm": {}, "one_thread": {}})
         for fam in fams:
             herm, two = fam.startswith("her"), fam.endswith("2k")
             f, g = getattr(tb, prefix + fam), getattr(sb, prefix + fam)

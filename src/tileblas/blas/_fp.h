@@ -89,7 +89,6 @@ typedef struct {
     PyObject *contextvar;              /* the current-runtime variable (a value in it: Python path), owned */
     Limits r[NFAM][4];                 /* per routine */
     double limits[NFAM];               /* the families' tile limits as configured (config() gives them back) */
-    double one_thread[NFAM];           /* the families' one-thread limits as configured */
     int pool_slot;                     /* the pool slot of the instance (-1: none, no split) */
     int (*get_num_threads)(void);      /* the instance's openblas_get_num_threads: the setting in force */
     double gil_flops;                  /* Level 3: above these flops BLAS runs without the GIL */

@@ -32,7 +32,7 @@
  *       windows             {'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None}: the recursion's shapes
  *       entries             {'dgemm': address}: the Fortran entry points of the thread setting's instance
  *       one_thread_entries  {'dgemm': address}: those of the one-thread instance
- *       one_thread          {family: flops}: below, one call on the one-thread instance
+ *       one_thread          {'dgemm': flops}: below, one call on the one-thread instance
  *       split               {'dgemm': (lo, hi)}: flops run split on the pool (not named: never)
  *       rank_gemm           {'dsyrk': (one_call, split)}: the syrk/syr2k gemm route's limits
  *       pool_slot           the pool slot of the instance (-1: none: no split)
@@ -417,13 +417,12 @@ parse_one_thread(PyObject *cfg, Config *n)
     Py_ssize_t pos = 0;
     if (d == NULL) return -1;
     while (PyDict_Next(d, &pos, &key, &value)) {
-        int f = family_key(key);
+        int p, f = routine_key(key, &p);
         if (f < 0) {
-            PyErr_Format(PyExc_ValueError, "configure: one_thread: unknown Level-3 family %R", key);
+            PyErr_Format(PyExc_ValueError, "configure: one_thread: unknown Level-3 routine %R", key);
             return -1;
         }
-        if (get_flops(value, "one_thread", key, &n->one_thread[f]) < 0) return -1;
-        for (int p = 0; p < 4; p++) n->r[f][p].one_thread = n->one_thread[f];
+        if (get_flops(value, "one_thread", key, &n->r[f][p].one_thread) < 0) return -1;
     }
     return 0;
 }
@@ -686,10 +685,12 @@ fp_config(PyObject *mod, PyObject *unused)
     if (d == NULL) return NULL;
     if ((one = PyDict_New()) == NULL) goto fail;
     for (int f = 0; f < NFAM; f++)
-        if (c->one_thread[f] > 0 && put(one, FAMILY[f], PyFloat_FromDouble(c->one_thread[f])) < 0) {
-            Py_DECREF(one);
-            goto fail;
-        }
+        for (int p = 0; p < 4; p++)
+            if (c->r[f][p].one_thread > 0
+                && set_item(one, routine_name(f, p), PyFloat_FromDouble(c->r[f][p].one_thread)) < 0) {
+                Py_DECREF(one);
+                goto fail;
+            }
     if (put(d, "enabled", PyBool_FromLong(c->enabled)) < 0
         || put(d, "contextvar", Py_NewRef(c->contextvar != NULL ? c->contextvar : Py_None)) < 0
         || put(d, "limits", limits_dict(c)) < 0 || put(d, "windows", windows_dict(c)) < 0

@@ -95,7 +95,7 @@ def paths_info() -> dict[str, Any]:
     cp = _dropin.config(d["native_threads"])
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in cp.limits.items()}
     d["fastpath_one_thread"] = dict(cp.one_thread)
-    d["fastpath_one_thread_tuned"] = sorted(pol.one_thread)
+    d["fastpath_one_thread_tuned"] = sorted(_dropin.routines(*pol.one_thread))  # tuned per family
     d["fastpath_split"] = {k: list(v) for k, v in cp.split.items()}
     d["fastpath_split_tuned"] = sorted(pol.split_from)
     d["fastpath_rank_gemm"] = {k: list(v) for k, v in cp.rank_gemm.items()}

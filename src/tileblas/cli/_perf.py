@@ -278,8 +278,9 @@ def estimate_paths_seconds(args: argparse.Namespace, rate: float) -> float:
     rank = [r for r in _paths.RANK_GEMM_ROUTINES if r[1:] in args.families and "real" in args.classes]
     if rank and not args.no_rank_gemm:
         total += small(args.rank_gemm_reps, len(rank) * (len(args.rank_gemm_orders) + len(args.rank_gemm_split_orders)))
-    if "trmm" in args.families and not args.no_one_thread:
-        total += small(args.one_thread_reps, 2 * len(args.one_thread_orders))
+    if not args.no_one_thread:
+        total += small(args.one_thread_reps, sum(1 if f.startswith("he") else 2 for f in args.families)
+                       * len(args.one_thread_orders))
     split = [r for r in _paths.SPLIT_TUNE if _paths.FAMILY[r[1:]] in args.families
              and _paths.precision_class(r[0]) in args.classes]
     if split and not args.no_split:
@@ -324,10 +325,10 @@ def _tune_paths(args: argparse.Namespace) -> int:
                                                 args.rank_gemm_reps, args.settle, args.margin, progress=say)
         pol.measured["rank_gemm"] = rows
         noise += rows.get("within_noise", [])
-    if "trmm" in args.families and not args.no_one_thread:
-        print(f"measuring the one-thread limit of the C path: trmm, orders {args.one_thread_orders}, float64 and "
-              f"complex128, best of {args.one_thread_reps}")
-        pol.one_thread, rows = measure_one_thread(("trmm",), args.one_thread_orders, args.one_thread_reps,
+    if not args.no_one_thread:
+        print(f"measuring the one-thread limits of the C path: {', '.join(args.families)}, orders "
+              f"{args.one_thread_orders}, float64 and complex128, best of {args.one_thread_reps}")
+        pol.one_thread, rows = measure_one_thread(args.families, args.one_thread_orders, args.one_thread_reps,
                                                   args.settle, args.margin, progress=say)
         pol.measured["one_thread"] = rows
         noise += rows.get("within_noise", [])
@@ -632,11 +633,11 @@ def register(subparsers: Any) -> None:
     g.add_argument("--no-rank-gemm", action="store_true",
                    help="do not measure the syrk/syr2k gemm route (its shipped limits stay in force)")
     g.add_argument("--one-thread-orders", type=_ints, default=None,
-                   help=f"square trmm orders for the one-thread instance against the pool {ladder('one_thread_orders')}")
+                   help=f"square orders for the one-thread instance against the pool {ladder('one_thread_orders')}")
     g.add_argument("--one-thread-reps", type=_pos, default=None,
                    help=f"interleaved rounds per one-thread point {ladder('one_thread_reps')}")
     g.add_argument("--no-one-thread", action="store_true",
-                   help="do not measure the one-thread limit (its shipped value stays in force)")
+                   help="do not measure the one-thread limits (their shipped values stay in force)")
     g.add_argument("--split-orders", type=_ints, default=None,
                    help=f"square orders for the C path's calls in parts on the pool against one call "
                         f"{ladder('split_orders')}")

@@ -22,9 +22,11 @@ Design note
       over ``1 + margin`` peaks take the route, the limit lying halfway (in order) past it; 0 where no
       prefix gains.
 
-    * the C small-call path's one-thread limit of trmm (:func:`measure_one_thread`): square calls through
-      ``tileblas.blas`` on the pool's instance against the one-thread instance, float64 and complex128,
-      every point once per round; the limit (:func:`_gain_limit`) is the smaller of the two precisions'.
+    * the C small-call path's one-thread limit of each family (:func:`measure_one_thread`): square calls
+      through ``tileblas.blas`` on their path above the limit (split, or the pool's instance) against the
+      one-thread instance, float64 and complex128 (the Hermitian families: complex128), every point once
+      per round; the family's limit (:func:`_gain_limit`) is the smaller of its precisions', for every
+      precision of the family.
 
     * the lower end of the C small-call path's split (:func:`measure_split`): square calls through
       ``tileblas.blas`` (Fortran order; trmm/trsm with b copied, side L on a Fortran-ordered b and side R
@@ -423,17 +425,25 @@ def _gain_limit(points: Sequence[tuple[int, float]], flops: Callable[[float], fl
     return flops((n + nxt) / 2.0) if nxt > n else flops(n) + 1.0
 
 
+def _one_thread_precisions(family: str) -> tuple[str, ...]:
+    """The precisions the one-thread limit of ``family`` is measured in: double and double complex (the
+    Hermitian families: double complex)."""
+    return ("z",) if family.startswith("he") else ("d", "z")
+
+
 def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int] = (16, 24, 32, 48, 64, 80, 96, 128),
                        reps: int = 5, settle: float = 0.2, margin: float = 0.03,
                        progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], dict]:
     """Measure per family the flops below which the C path's calls are faster on the one-thread instance
-    than on the pool's (see the module notes): ``({'trmm': flops}, rows measured)``.  Empty where the C
-    path is off or runs on one thread anyway; the C path's settings are restored afterwards."""
+    than on the pool's (see the module notes): ``({'trmm': flops}, rows measured)``, from square calls in
+    double and double complex (the Hermitian families: double complex).  Empty where the C path is off or
+    runs on one thread anyway; the C path's settings are restored afterwards."""
     from tileblas import blas as tb
+    from tileblas.policy._dropin import FAMILIES
 
     for f in families:
-        if f not in ("trmm",):
-            raise ValueError(f"families must be among ('trmm',); got {f!r}")
+        if f not in FAMILIES:
+            raise ValueError(f"families must be among {FAMILIES}; got {f!r}")
     _check_ladder(reps, orders=orders)
     say = progress or (lambda s: None)
     _fastpath, why = _c_path()
@@ -443,14 +453,21 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     rng = np.random.default_rng(0)
     points = []
     for fam in families:
-        def setter(lim: float, fam: str = fam) -> None:
-            _with(_fastpath, saved, "one_thread", fam, lim)
+        for p in _one_thread_precisions(fam):
+            dt = DTYPE_OF[p]
 
-        for p, dt in (("d", np.float64), ("z", np.complex128)):
+            def setter(lim: float, name: str = p + fam) -> None:
+                _with(_fastpath, saved, "one_thread", name, lim)
+
             for n in sorted({int(x) for x in orders}):
-                a = _triangle(rng, n, dt)
-                b = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
-                points.append(((fam, p, n), setter, (getattr(tb, p + fam), (1.0, a, b)), None))
+                b = _random(rng, dt, n, n)
+                if fam in ("trmm", "trsm"):
+                    args: tuple = (1.0, _triangle(rng, n, dt), b)
+                elif fam in ("syrk", "herk"):
+                    args = (1.0, b)
+                else:
+                    args = (1.0, _random(rng, dt, n, n), b)
+                points.append(((fam, p, n), setter, (getattr(tb, p + fam), args), None))
     try:
         best = _best_over_rounds(points, {"pool": 0.0, "one": 1e300}, reps, settle, say)
     finally:
@@ -459,10 +476,10 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     rows: dict[str, Any] = {}
     for fam in families:
         found, heard = [], False
-        for p in "dz":
+        for p in _one_thread_precisions(fam):
             pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}")
             heard = heard or any(r != 1.0 for _, r in pts)
-            found.append(_gain_limit(pts, lambda m: _flops(fam, m, m, p == "z"), margin))
+            found.append(_gain_limit(pts, lambda m, p=p: _flops(fam, m, m, p == "z"), margin))
         if not heard:  # every point within its noise: the shipped limit stays
             rows.setdefault("within_noise", []).append(f"one_thread {fam}")
             continue

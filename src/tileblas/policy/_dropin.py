@@ -53,12 +53,23 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
     """Per routine, the flops [lo, hi) run split on the pool (the figures:
     docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults")."""
     out = {r: (2.5e5, 3e8) for r in routines("gemm", "symm", "hemm")}  # parts of C
-    out.update({r: (7e5, 3e8) for r in ("cgemm", "zgemm")})  # complex gemm from a higher lower end
     rank = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}  # strips of the triangle
     out.update({r: rank[r[0]] for r in routines("syrk", "herk")})
-    tri = {"s": (5e5, 4e9), "d": (5e5, 4e9), "c": (1.5e6, 1.5e10), "z": (1.5e6, 1.5e10)}  # parts of b
+    tri = {"s": (0.0, 4e9), "d": (0.0, 4e9), "c": (0.0, 1.5e10), "z": (0.0, 1.5e10)}  # parts of b
     out.update({r: tri[r[0]] for r in routines("trmm", "trsm")})
     return _frozen(out)
+
+
+#: Per routine, the flops below which a call is one call on the one-thread instance, so that no thread is
+#: woken (the figures: docs/measurements/drop-in.md, "Why each limit").
+_SHIPPED_ONE_THREAD = {
+    **dict.fromkeys(("sgemm", "dgemm", "cgemm"), 2e6), "zgemm": 5e5,
+    **dict.fromkeys(routines("symm", "hemm"), 3e5),
+    "ssyrk": 2.5e6, "dsyrk": 2.5e6, "csyrk": 1.2e6, "zsyrk": 1.2e6, "cherk": 1.2e6, "zherk": 1.2e6,
+    "ssyr2k": 1.9e6, "dsyr2k": 1.9e6, "csyr2k": 1e6, "zsyr2k": 1e6, "cher2k": 5e5, "zher2k": 5e5,
+    "strmm": 1.4e5, "dtrmm": 5e4, "ctrmm": 1.4e5, "ztrmm": 1.3e5,
+    "strsm": 3.2e4, "dtrsm": 3.2e4, "ctrsm": 1.3e5, "ztrsm": 1.3e5,  # below order 32: too few columns for parts
+}
 
 
 @dataclass(frozen=True)
@@ -78,7 +89,7 @@ class DropInConfig:
         ``{'dtrmm/L': (min_order, rhs_lo, rhs_hi) or None}``: trmm/trsm shapes the recursion may take, left
         to the Python path (:func:`tileblas.policy._recursion.recursion_window`).
     one_thread : mapping
-        ``{family: flops}``: below, one call on the one-thread instance (several threads only).
+        ``{routine: flops}``: below, one call on the one-thread instance (several threads only).
     split : mapping
         ``{routine: (lo, hi)}``: calls of these flops run in parts on the one-thread instance at once on
         the pool (several threads only; ``(0, 0)``: never).
@@ -108,11 +119,9 @@ class DropInConfig:
     threads: int = 1
     limits: Mapping[str, float] = field(default_factory=lambda: _frozen({}), hash=False)
     windows: Mapping[str, Any] = field(default_factory=lambda: _frozen({}), hash=False)
-    one_thread: Mapping[str, float] = field(default_factory=lambda: _frozen({"trmm": 2.7e5}), hash=False)
+    one_thread: Mapping[str, float] = field(default_factory=lambda: _frozen(_SHIPPED_ONE_THREAD), hash=False)
     split: Mapping[str, tuple[float, float]] = field(default_factory=_shipped_split, hash=False)
-    rank_gemm: Mapping[str, tuple[float, float]] = field(
-        default_factory=lambda: _frozen({"dsyrk": (6e5, 1.8e6), "ssyrk": (6e5, 1.8e6), "dsyr2k": (3e5, 1.8e6),
-                                         "ssyr2k": (4e5, 2.8e6)}), hash=False)
+    rank_gemm: Mapping[str, tuple[float, float]] = field(default_factory=lambda: _frozen({}), hash=False)
     gil_flops: float = 32768.0
     gil_elements: int = 4096
     convert_max: int = 1 << 18
@@ -189,7 +198,9 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
     one_thread: dict[str, float] = {}
     split: dict[str, tuple[float, float]] = {}
     if threads > 1:
-        one_thread = {**SHIPPED.one_thread, **pol.one_thread}
+        one_thread = dict(SHIPPED.one_thread)
+        for fam, lim in pol.one_thread.items():  # tuned per family
+            one_thread.update(dict.fromkeys(routines(fam), lim))
         split = dict(SHIPPED.split)
         for name, lo in pol.split_from.items():
             split[name] = (0.0, 0.0) if math.isinf(lo) else (lo, split[name][1])
