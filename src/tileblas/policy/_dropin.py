@@ -61,7 +61,8 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
 
 
 #: Per routine, the flops below which a call is one call on the one-thread instance, so that no thread is
-#: woken (the figures: docs/measurements/drop-in.md, "Why each limit").
+#: woken.  The figures: docs/measurements/drop-in.md,
+#: "Why each limit: the figures behind the small-call path's defaults".
 _SHIPPED_ONE_THREAD = {
     **dict.fromkeys(("sgemm", "dgemm", "cgemm"), 2e6), "zgemm": 5e5,
     **dict.fromkeys(routines("symm", "hemm"), 3e5),
