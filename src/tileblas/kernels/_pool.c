@@ -35,7 +35,8 @@
  * the other CPU idles.  A call that waited for its worker lost 10x after an idle pause (dtrmm of order
  * 128: 3.3 ms against 0.2 ms).  With claimed parts the calling thread goes on with the parts; the worker
  * joins when it runs.  OpenBLAS's jobs cannot be claimed (they wait for one another), so there the calling
- * thread yields until each worker it woke has taken its job (and moved off this CPU, step_aside).
+ * thread yields once for each worker it woke (one woken onto its CPU then runs and moves off it,
+ * step_aside), then runs job 0 while the others wake.
  *
  * Each slot has a lock (one call at a time per instance: OpenBLAS indexes its per-thread buffers by job
  * number, so two calls' jobs of one number must not overlap; parts take the lock only to be claimed by
@@ -486,12 +487,12 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
         woken[i] = (unsigned char)post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
     /* A worker woken from sleep may have been put on this CPU, behind this thread: job 0 would then wait
      * for it (the jobs wait for one another) until the kernel takes this thread off its CPU, a whole time
-     * slice.  So this thread first yields until each woken worker has taken its job (having moved to
-     * another CPU where it could, step_aside), then runs job 0. */
+     * slice.  The kernel puts a thread woken onto this CPU in its queue before the wake returns, so one
+     * yield per woken worker lets such a worker run (and move to another CPU, step_aside); a worker woken
+     * on another CPU is not waited for: job 0 starts while it wakes, as in OpenBLAS's own threads. */
     for (int i = 1; i < numjobs; i++)
-        if (woken[i])
-            while (!atomic_load_explicit(&s->workers[i - 1]->started, memory_order_acquire))
-                sched_yield();
+        if (woken[i] && !atomic_load_explicit(&s->workers[i - 1]->started, memory_order_acquire))
+            sched_yield();
     dojob(0, jobdata, arg);
     for (int i = 1; i < numjobs; i++)
         wait_until(&s->workers[i - 1]->done, 1);
