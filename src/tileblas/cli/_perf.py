@@ -279,7 +279,9 @@ def estimate_paths_seconds(args: argparse.Namespace, rate: float) -> float:
     if rank and not args.no_rank_gemm:
         total += small(args.rank_gemm_reps, len(rank) * (len(args.rank_gemm_orders) + len(args.rank_gemm_split_orders)))
     if not args.no_one_thread:
-        total += small(args.one_thread_reps, sum(1 if f.startswith("he") else 2 for f in args.families)
+        from tileblas.perf._pathtune import one_thread_precisions
+
+        total += small(args.one_thread_reps, sum(len(one_thread_precisions(f)) for f in args.families)
                        * len(args.one_thread_orders))
     split = [r for r in _paths.SPLIT_TUNE if _paths.FAMILY[r[1:]] in args.families
              and _paths.precision_class(r[0]) in args.classes]

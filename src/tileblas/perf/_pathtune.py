@@ -67,7 +67,8 @@ from tileblas._dtypes import DTYPE_OF
 from tileblas._timing import interleaved
 from tileblas.policy._paths import CLASSES, FAMILIES, RANK_GEMM_ROUTINES, SPLIT_TUNE, PathPolicy
 
-__all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread", "measure_split", "above_noise"]
+__all__ = ["measure_policy", "measure_rank_gemm", "measure_one_thread", "measure_split", "above_noise",
+           "one_thread_precisions"]
 
 _DTYPE = {"real": np.float64, "complex": np.complex128}
 
@@ -83,6 +84,15 @@ def _random(rng: np.random.Generator, dtype: Any, *shape: int) -> np.ndarray:
 def _triangle(rng: np.random.Generator, n: int, dtype: Any) -> np.ndarray:
     """A well-conditioned lower triangle of order ``n``, Fortran-ordered: tril(x) / sqrt(n) + 2 I."""
     return np.asfortranarray(np.tril(_random(rng, dtype, n, n)) / np.sqrt(n) + 2.0 * np.eye(n, dtype=dtype))
+
+
+def _square_args(rng: np.random.Generator, family: str, dtype: Any, n: int) -> tuple:
+    """The arguments of a square call of ``family`` through ``tileblas.blas``: alpha 1 and Fortran-ordered
+    operands of order ``n`` (trmm/trsm: side L, on a well-conditioned lower triangle)."""
+    if family in ("trmm", "trsm"):
+        return (1.0, _triangle(rng, n, dtype), _random(rng, dtype, n, n))
+    ops = [_random(rng, dtype, n, n) for _ in range(1 if family in ("syrk", "herk") else 2)]
+    return (1.0, *ops)
 
 
 def _operands(family: str, n: int, rhs: int, dtype: Any, rng: np.random.Generator) -> tuple[list, dict, int]:
@@ -425,7 +435,7 @@ def _gain_limit(points: Sequence[tuple[int, float]], flops: Callable[[float], fl
     return flops((n + nxt) / 2.0) if nxt > n else flops(n) + 1.0
 
 
-def _one_thread_precisions(family: str) -> tuple[str, ...]:
+def one_thread_precisions(family: str) -> tuple[str, ...]:
     """The precisions the one-thread limit of ``family`` is measured in: double and double complex (the
     Hermitian families: double complex)."""
     return ("z",) if family.startswith("he") else ("d", "z")
@@ -453,21 +463,14 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     rng = np.random.default_rng(0)
     points = []
     for fam in families:
-        for p in _one_thread_precisions(fam):
+        for p in one_thread_precisions(fam):
             dt = DTYPE_OF[p]
 
             def setter(lim: float, name: str = p + fam) -> None:
                 _with(_fastpath, saved, "one_thread", name, lim)
 
             for n in sorted({int(x) for x in orders}):
-                b = _random(rng, dt, n, n)
-                if fam in ("trmm", "trsm"):
-                    args: tuple = (1.0, _triangle(rng, n, dt), b)
-                elif fam in ("syrk", "herk"):
-                    args = (1.0, b)
-                else:
-                    args = (1.0, _random(rng, dt, n, n), b)
-                points.append(((fam, p, n), setter, (getattr(tb, p + fam), args), None))
+                points.append(((fam, p, n), setter, (getattr(tb, p + fam), _square_args(rng, fam, dt, n)), None))
     try:
         best = _best_over_rounds(points, {"pool": 0.0, "one": 1e300}, reps, settle, say)
     finally:
@@ -476,7 +479,7 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     rows: dict[str, Any] = {}
     for fam in families:
         found, heard = [], False
-        for p in _one_thread_precisions(fam):
+        for p in one_thread_precisions(fam):
             pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}")
             heard = heard or any(r != 1.0 for _, r in pts)
             found.append(_gain_limit(pts, lambda m, p=p: _flops(fam, m, m, p == "z"), margin))
@@ -517,10 +520,7 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
 
         for n in ladder:
             if not tri:
-                args: tuple = (1.0, _random(rng, dt, n, n))
-                if name[1:] not in ("syrk", "herk"):
-                    args += (_random(rng, dt, n, n),)
-                points.append(((name, "square", n), setter, (call, args), None))
+                points.append(((name, "square", n), setter, (call, _square_args(rng, name[1:], dt, n)), None))
                 continue
             # both sides: L on a Fortran-ordered b (parts of its columns), R on a C-ordered one (rows)
             a = _triangle(rng, n, dt)
