@@ -183,6 +183,34 @@ scan_pair(const char *p, npy_intp sp, const char *q, npy_intp sq, npy_intp n, in
     }
 }
 
+/* Run parts 0..nparts-1 of `part` (elsize bytes each, from `parts`): on the pool's slot where there are
+ * several and a pool, else on this thread one after the other; counted among the pool's calls in flight
+ * (fork() and the exit wait for them).  Called without the GIL. */
+static void
+run_here(int slot, pool_job_fn part, int nparts, size_t elsize, void *parts)
+{
+    if (pool_api != NULL) pool_api->enter();
+    if (nparts > 1 && slot >= 0 && pool_api != NULL) RUN_PARTS(slot, part, nparts, elsize, parts);
+    else
+        for (int p = 0; p < nparts; p++) part(p, (char *)parts + (size_t)p * elsize, 0);
+    if (pool_api != NULL) pool_api->leave();
+}
+
+/* The columns [bounds[p], bounds[p + 1]) of part p of nparts of the triangle of order n, about equal
+ * areas (column j has j + 1 rows (upper) or n - j (lower)), contiguous and in order. */
+static void
+tri_bounds(npy_intp n, int lower, int nparts, npy_intp *bounds)
+{
+    bounds[0] = 0;
+    for (int p = 1; p < nparts; p++) {
+        double f = (double)p / nparts;
+        npy_intp c = (npy_intp)(n * sqrt(lower ? 1.0 - f : f));
+        if (lower) c = n - c;
+        bounds[p] = c < bounds[p - 1] ? bounds[p - 1] : c > n ? n : c;
+    }
+    bounds[nparts] = n;
+}
+
 /* One part of a whole-array scan: rows [lo, hi) of the outer dimension. */
 typedef struct {
     const char *base;
@@ -319,19 +347,13 @@ guard_triangle(PyObject *self, PyObject *args)
         threads = drop_in_threads();
     int nparts = threads > 1 ? (threads < MAX_PARTS ? threads : MAX_PARTS) : 1;
     TriPart parts[MAX_PARTS];
-    for (int p = 0; p < nparts; p++) { /* equal areas: column j has j + 1 (upper) or n - j (lower) rows */
-        double f0 = (double)p / nparts, f1 = (double)(p + 1) / nparts;
-        npy_intp c0 = (npy_intp)(n * sqrt(lower ? 1.0 - f0 : f0)), c1 = (npy_intp)(n * sqrt(lower ? 1.0 - f1 : f1));
-        if (lower) c0 = n - c0, c1 = n - c1;
-        parts[p] = (TriPart){PyArray_BYTES(a), n, p == 0 ? 0 : c0, p == nparts - 1 ? n : c1, n, lower, size, cplx,
-                             t, 0};
-    }
-    for (int p = 1; p < nparts; p++) /* contiguous, in order */
-        parts[p].lo = parts[p - 1].hi > parts[p].lo ? parts[p - 1].hi : parts[p].lo;
+    npy_intp bounds[MAX_PARTS + 1];
+    tri_bounds(n, lower, nparts, bounds);
+    for (int p = 0; p < nparts; p++)
+        parts[p] = (TriPart){PyArray_BYTES(a), n, bounds[p], bounds[p + 1], n, lower, size, cplx, t, 0};
     int hit = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (nparts > 1) RUN_PARTS(drop_in_slot, tri_part, nparts, sizeof(TriPart), parts);
-    else tri_part(0, parts, 0);
+    run_here(drop_in_slot, tri_part, nparts, sizeof(TriPart), parts);
     Py_END_ALLOW_THREADS
     for (int p = 0; p < nparts; p++) hit |= parts[p].hit;
     return PyBool_FromLong(hit);
@@ -484,12 +506,64 @@ typedef struct {
     char *copy;
 } Kept;
 
+/* What a part kept: its copies, and whether one could not be made or kept (out of memory). */
+typedef struct {
+    Kept *kept;
+    int nkept, cap;
+    int lost;
+} Keeps;
+
+/* Keep `copy` (the outputs of the count elements or rows from first, before the call); 0 where it cannot
+ * (out of memory: the caller still owns the copy). */
+static int
+keep(Keeps *p, int first, int count, char *copy)
+{
+    if (p->nkept == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 8;
+        Kept *kept = p->cap > INT32_MAX / 4 ? NULL : realloc(p->kept, (size_t)cap * sizeof(Kept));
+        if (kept == NULL) return 0;
+        p->kept = kept;
+        p->cap = cap;
+    }
+    p->kept[p->nkept].first = first;
+    p->kept[p->nkept].count = count;
+    p->kept[p->nkept].copy = copy;
+    p->nkept++;
+    return 1;
+}
+
+/* The copies the nparts parts kept (each part elsize bytes, its Keeps at `offset` in it), as the list
+ * [(first, count, values before)] (`unit` bytes per unit of count), all of them freed; *lost: whether a
+ * part lost one.  NULL with an exception set (the copies freed all the same). */
+static PyObject *
+kept_list(char *parts, int nparts, size_t elsize, size_t offset, size_t unit, int *lost)
+{
+    PyObject *out = PyList_New(0);
+    int failed = out == NULL;
+    *lost = 0;
+    for (int p = 0; p < nparts; p++) {
+        Keeps *q = (Keeps *)(parts + (size_t)p * elsize + offset);
+        *lost |= q->lost;
+        for (int i = 0; i < q->nkept; i++) {
+            Kept *k = &q->kept[i];
+            if (!failed) {
+                PyObject *item = Py_BuildValue("iiy#", k->first, k->count, k->copy, (Py_ssize_t)(k->count * unit));
+                if (item == NULL || PyList_Append(out, item) < 0) failed = 1;
+                Py_XDECREF(item);
+            }
+            free(k->copy);
+        }
+        free(q->kept);
+        q->kept = NULL, q->nkept = q->cap = 0;
+    }
+    if (failed) Py_CLEAR(out);
+    return out;
+}
+
 typedef struct {
     const Job *job;
     int e0, e1;                      /* elements (ger: columns) [e0, e1), in chunks from e0 */
-    Kept *kept;
-    int nkept, cap;
-    int lost;                        /* a chunk's copy could not be kept (out of memory) */
+    Keeps keeps;
 } Part;
 
 /* The first element (in memory order) of the elements [i0, i0 + k) of an n-vector at increment inc. */
@@ -609,25 +683,6 @@ gather_prints(const Job *j, int i0, int k)
     if (j->py->base != NULL) print_gather(j->py, first_of(j->n, i0, k, j->incy), k, j->es);
 }
 
-/* Keep `copy` (the outputs of the chunk of count elements from first, before the call); 0 where it cannot
- * (out of memory). */
-static int
-keep(Part *p, int first, int count, char *copy)
-{
-    if (p->nkept == p->cap) {
-        int cap = p->cap ? 2 * p->cap : 8;
-        Kept *kept = p->cap > INT32_MAX / 4 ? NULL : realloc(p->kept, (size_t)cap * sizeof(Kept));
-        if (kept == NULL) return 0;
-        p->kept = kept;
-        p->cap = cap;
-    }
-    p->kept[p->nkept].first = first;
-    p->kept[p->nkept].count = count;
-    p->kept[p->nkept].copy = copy;
-    p->nkept++;
-    return 1;
-}
-
 /* The chunks of elements [e0, e1): each one whose operands are all finite and not large is computed at once (its
  * outputs cannot become non-finite); any other is copied first, computed, read again, and its copy kept
  * where an output holds a non-finite value. */
@@ -647,7 +702,7 @@ run_part(int index, void *data, int arg)
         size_t off = 0;
         if (j->fused != NULL) { /* one pass: y kept aside in `copy` as it is overwritten */
             if (copy == NULL && (copy = malloc(bytes)) == NULL) {
-                p->lost = 1; /* cannot keep anything: compute and count on the check */
+                p->keeps.lost = 1; /* cannot keep anything: compute and count on the check */
                 compute(j, i0, k);
                 gather_prints(j, i0, k);
                 continue;
@@ -655,7 +710,7 @@ run_part(int index, void *data, int arg)
             int hit = j->fused(k, j->s1, j->x + first_of(j->n, i0, k, j->incx) * (npy_intp)j->es, ptr[0], copy);
             gather_prints(j, i0, k);
             if (hit) {
-                if (!keep(p, i0, k, copy)) p->lost = 1;
+                if (!keep(&p->keeps, i0, k, copy)) p->keeps.lost = 1;
                 else copy = NULL;
             }
             continue;
@@ -676,8 +731,8 @@ run_part(int index, void *data, int arg)
         for (int r = 0; r < nr && !bad; r++)
             bad = scan_elements(ptr[r], cnt[r], stride[r], j->size, j->cplx, j->size == 8 ? NONFINITE64 : NONFINITE32);
         if (!bad) continue;
-        if (copy == NULL || !keep(p, i0, k, copy)) {
-            p->lost = 1;
+        if (copy == NULL || !keep(&p->keeps, i0, k, copy)) {
+            p->keeps.lost = 1;
             continue;
         }
         copy = NULL;
@@ -991,35 +1046,14 @@ guard_guarded(PyObject *self, PyObject *args)
         e += width;
         left -= width;
     }
-    int pooled = nparts > 1 && slot >= 0 && pool_api != NULL;
     Py_BEGIN_ALLOW_THREADS
-    if (pool_api != NULL) pool_api->enter();
-    if (pooled) RUN_PARTS(slot, run_part, nparts, sizeof(Part), parts);
-    else
-        for (int p = 0; p < nparts; p++) run_part(p, &parts[p], 0);
-    if (pool_api != NULL) pool_api->leave();
+    run_here(slot, run_part, nparts, sizeof(Part), parts);
     Py_END_ALLOW_THREADS
 
-    PyObject *kept = PyList_New(0);
-    int lost = 0, failed = kept == NULL;
-    for (int p = 0; p < nparts; p++) {
-        lost |= parts[p].lost;
-        for (int i = 0; i < parts[p].nkept; i++) {
-            Kept *k = &parts[p].kept[i];
-            if (!failed) {
-                Py_ssize_t len = (Py_ssize_t)((size_t)k->count * per_unit * (size_t)j.nout);
-                PyObject *item = Py_BuildValue("iiy#", k->first, k->count, k->copy, len);
-                if (item == NULL || PyList_Append(kept, item) < 0) failed = 1;
-                Py_XDECREF(item);
-            }
-            free(k->copy);
-        }
-        free(parts[p].kept);
-    }
-    if (failed) {
-        Py_XDECREF(kept);
-        return NULL;
-    }
+    int lost;
+    PyObject *kept = kept_list((char *)parts, nparts, sizeof(Part), offsetof(Part, keeps), per_unit * (size_t)j.nout,
+                               &lost);
+    if (kept == NULL) return NULL;
     PyObject *pr[3];
     for (int i = 0; i < 3; i++) {
         if (prints[i].base == NULL)
@@ -1043,58 +1077,132 @@ guard_guarded(PyObject *self, PyObject *args)
  * calls on the one-thread instance give the plain call's bits, whichever thread runs which column.  Each
  * column's part is read for Inf, NaN or a value of 2**1000 (single 2**100) or more just before its axpy, in
  * cache: one pass over the triangle, as the plain call makes.  A column with such a value is copied first
- * and its copy kept where the column holds a non-finite value after the axpy. */
-typedef void (*axpy_t)(const int *, const void *, const void *, const int *, void *, const int *);
+ * and its copy kept where the column holds a non-finite value after the axpy.  In full storage each
+ * column's part is a stream of its own, which the scan would read from memory before the axpy ran: the
+ * next column's part is fetched into the cache while this one's axpy runs (packed parts follow one another:
+ * the processor's own prefetching streams them). */
+
+/* A part of the columns of a symmetric or Hermitian rank update's triangle, and what it kept. */
+typedef struct {
+    char *a;                     /* full storage (n x n, Fortran order) or packed */
+    npy_intp n, lo, hi;          /* columns [lo, hi) */
+    int lower, packed, size, cplx, es, t;
+    Keeps keeps;                 /* first: column, count: its rows, copy: its values before the call */
+} Columns;
+
+/* Column j's part of the triangle: its first element; *r0 its first row, *len its rows. */
+static inline char *
+column_at(const Columns *c, npy_intp j, npy_intp *r0, int *len)
+{
+    npy_intp lo = c->lower ? j : 0, hi = c->lower ? c->n : j + 1;
+    npy_intp at = !c->packed ? j * c->n + lo : c->lower ? j * c->n - j * (j - 1) / 2 : j * (j + 1) / 2;
+    *r0 = lo;
+    *len = (int)(hi - lo);
+    return c->a + at * c->es;
+}
+
+/* Before column j's terms (its part col, len rows): the next column's part fetched (full storage), this
+ * one's scanned and copied where the scan flags it.  The copy, or NULL (none needed; or no memory: lost). */
+static char *
+column_begin(Columns *c, npy_intp j, const char *col, int len)
+{
+#if defined(__GNUC__)
+    if (!c->packed && j + 1 < c->hi) {
+        npy_intp r0;
+        int next;
+        const char *nx = column_at(c, j + 1, &r0, &next);
+        for (size_t q = 0; q < (size_t)next * c->es; q += 64) __builtin_prefetch(nx + q, 0, 2);
+    }
+#endif
+    if (!scan_elements(col, len, c->es, c->size, c->cplx, c->t)) return NULL;
+    char *copy = (char *)malloc((size_t)len * c->es);
+    if (copy == NULL) c->keeps.lost = 1;
+    else memcpy(copy, col, (size_t)len * c->es);
+    return copy;
+}
+
+/* After column j's terms: its copy kept where its part now holds an Inf or a NaN, else freed. */
+static void
+column_end(Columns *c, npy_intp j, const char *col, int len, char *copy)
+{
+    if (copy == NULL) return;
+    if (!scan_elements(col, len, c->es, c->size, c->cplx, c->size == 8 ? NONFINITE64 : NONFINITE32)) {
+        free(copy); /* no Inf or NaN after: the inverse restores it */
+        return;
+    }
+    if (!keep(&c->keeps, (int)j, len, copy)) {
+        free(copy);
+        c->keeps.lost = 1;
+    }
+}
+
+/* The parts of a rank update of order n (es bytes an element) whose plain call runs on `threads` threads:
+ * PARTS_PER_THREAD per thread (claimed: a late worker leaves its share) where the triangle is large enough
+ * to be parallel and there is a pool, else one. */
+static int
+column_parts(npy_intp n, int es, int threads)
+{
+    if (threads < 2 || (npy_intp)(n * n * es / 2) < PARALLEL_BYTES || drop_in_slot < 0 || pool_api == NULL)
+        return 1;
+    int nparts = threads * PARTS_PER_THREAD;
+    if (nparts > MAX_PARTS) nparts = MAX_PARTS;
+    return nparts > n ? (n > 0 ? (int)n : 1) : nparts;
+}
+
+/* The columns of nparts parts of a (columns first in each part of elsize bytes): about equal areas. */
+static void
+columns_split(char *parts, size_t elsize, int nparts, const Columns *whole)
+{
+    npy_intp bounds[MAX_PARTS + 1];
+    tri_bounds(whole->n, whole->lower, nparts, bounds);
+    for (int p = 0; p < nparts; p++) {
+        Columns *c = (Columns *)(parts + (size_t)p * elsize);
+        *c = *whole;
+        c->lo = bounds[p], c->hi = bounds[p + 1];
+    }
+}
+
+/* Run the parts (columns first in each), then (kept, lost) as syr() and rank() return it. */
+static PyObject *
+columns_run(pool_job_fn part, char *parts, size_t elsize, int nparts, size_t es)
+{
+    Py_BEGIN_ALLOW_THREADS
+    run_here(drop_in_slot, part, nparts, elsize, parts);
+    Py_END_ALLOW_THREADS
+    int lost;
+    PyObject *kept = kept_list(parts, nparts, elsize, offsetof(Columns, keeps), es, &lost);
+    return kept == NULL ? NULL : Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
+}
 
 typedef struct {
-    char *a;
+    Columns c;
     const char *x;
-    npy_intp n, lo, hi;          /* columns [lo, hi) */
     double alpha;
     axpy_t fn;
-    int lower, packed, size, t, lost, nkept, cap;
-    Kept *kept;                  /* first: column, count: its rows, copy: its values before the call */
 } SyrPart;
 
 static void
 syr_part(int index, void *data, int arg)
 {
     SyrPart *s = (SyrPart *)data;
-    const int one = 1, es = s->size;
+    const int one = 1;
     (void)index, (void)arg;
-    for (npy_intp j = s->lo; j < s->hi; j++) {
-        double xd = s->size == 8 ? ((const double *)s->x)[j] : (double)((const float *)s->x)[j];
+    for (npy_intp j = s->c.lo; j < s->c.hi; j++) {
+        double xd = s->c.size == 8 ? ((const double *)s->x)[j] : (double)((const float *)s->x)[j];
         if (xd == 0.0) continue; /* OpenBLAS skips the column */
-        npy_intp r0 = s->lower ? j : 0, r1 = s->lower ? s->n : j + 1;
-        npy_intp at = !s->packed ? j * s->n + r0 : s->lower ? j * s->n - j * (j - 1) / 2 : j * (j + 1) / 2;
-        char *col = s->a + at * es;
-        int len = (int)(r1 - r0);
-        char *copy = NULL;
-        if (scan_elements(col, len, es, s->size, 0, s->t)) {
-            copy = (char *)malloc((size_t)len * es);
-            if (copy == NULL) s->lost = 1;
-            else memcpy(copy, col, (size_t)len * es);
-        }
-        if (s->size == 8) {
+        npy_intp r0;
+        int len;
+        char *col = column_at(&s->c, j, &r0, &len);
+        char *copy = column_begin(&s->c, j, col, len);
+        if (s->c.size == 8) {
             double sc = s->alpha * ((const double *)s->x)[j];
-            s->fn(&len, &sc, s->x + r0 * es, &one, col, &one);
+            s->fn(&len, &sc, s->x + r0 * s->c.es, &one, col, &one);
         }
         else {
             float sc = (float)s->alpha * ((const float *)s->x)[j];
-            s->fn(&len, &sc, s->x + r0 * es, &one, col, &one);
+            s->fn(&len, &sc, s->x + r0 * s->c.es, &one, col, &one);
         }
-        if (copy == NULL) continue;
-        if (!scan_elements(col, len, es, s->size, 0, s->size == 8 ? NONFINITE64 : NONFINITE32)) {
-            free(copy); /* no Inf or NaN after: the inverse restores it */
-            continue;
-        }
-        if (s->nkept == s->cap) {
-            int cap = s->cap ? 2 * s->cap : 16;
-            Kept *k = (Kept *)realloc(s->kept, (size_t)cap * sizeof(Kept));
-            if (k == NULL) { free(copy); s->lost = 1; continue; }
-            s->kept = k, s->cap = cap;
-        }
-        s->kept[s->nkept++] = (Kept){(int)j, len, copy};
+        column_end(&s->c, j, col, len, copy);
     }
 }
 
@@ -1111,7 +1219,7 @@ guard_syr(PyObject *self, PyObject *args)
     unsigned long long fn;
     double alpha;
     PyArrayObject *x, *a;
-    int lower, threads = 1;
+    int lower;
     (void)self;
     if (!PyArg_ParseTuple(args, "KdO!O!p:syr", &fn, &alpha, &PyArray_Type, &x, &PyArray_Type, &a, &lower))
         return NULL;
@@ -1129,54 +1237,14 @@ guard_syr(PyObject *self, PyObject *args)
     npy_intp abytes = PyArray_NBYTES(a);
     if (xb < ab + abytes && ab < xb + n * size) Py_RETURN_NONE; /* x and a share memory */
     if (alpha == 0.0) return Py_BuildValue("([]O)", Py_False); /* OpenBLAS returns at once */
-    if ((npy_intp)(n * n * size / 2) >= PARALLEL_BYTES && drop_in_slot >= 0 && pool_api != NULL
-        && drop_in_threads != NULL)
-        threads = drop_in_threads();
-    /* parts of equal areas, PARTS_PER_THREAD per thread (claimed: a late worker leaves its share) */
-    int nparts = threads > 1 ? threads * PARTS_PER_THREAD : 1;
-    if (nparts > MAX_PARTS) nparts = MAX_PARTS;
-    if (nparts > n) nparts = n > 0 ? (int)n : 1;
+    int nparts = column_parts(n, size, drop_in_threads != NULL ? drop_in_threads() : 1);
     SyrPart parts[MAX_PARTS];
     memset(parts, 0, sizeof parts);
-    int t = size == 8 ? SAFE_BIG64 : SAFE_BIG32;
-    for (int p = 0; p < nparts; p++) { /* column j has j + 1 (upper) or n - j (lower) rows */
-        double f0 = (double)p / nparts, f1 = (double)(p + 1) / nparts;
-        npy_intp c0 = (npy_intp)(n * sqrt(lower ? 1.0 - f0 : f0)), c1 = (npy_intp)(n * sqrt(lower ? 1.0 - f1 : f1));
-        if (lower) c0 = n - c0, c1 = n - c1;
-        parts[p] = (SyrPart){PyArray_BYTES(a), xb, n, p == 0 ? 0 : c0, p == nparts - 1 ? n : c1, alpha,
-                             (axpy_t)(uintptr_t)fn, lower, packed, size, t, 0, 0, 0, NULL};
-    }
-    for (int p = 1; p < nparts; p++) { /* contiguous, in order */
-        if (parts[p].lo < parts[p - 1].hi) parts[p].lo = parts[p - 1].hi;
-        if (parts[p].hi < parts[p].lo) parts[p].hi = parts[p].lo;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (pool_api != NULL) pool_api->enter();
-    if (nparts > 1 && drop_in_slot >= 0 && pool_api != NULL) RUN_PARTS(drop_in_slot, syr_part, nparts, sizeof(SyrPart), parts);
-    else
-        for (int p = 0; p < nparts; p++) syr_part(p, &parts[p], 0);
-    if (pool_api != NULL) pool_api->leave();
-    Py_END_ALLOW_THREADS
-    PyObject *kept = PyList_New(0);
-    int lost = 0, failed = kept == NULL;
-    for (int p = 0; p < nparts; p++) {
-        lost |= parts[p].lost;
-        for (int i = 0; i < parts[p].nkept; i++) {
-            Kept *k = &parts[p].kept[i];
-            if (!failed) {
-                PyObject *item = Py_BuildValue("iiy#", k->first, k->count, k->copy, (Py_ssize_t)k->count * size);
-                if (item == NULL || PyList_Append(kept, item) < 0) failed = 1;
-                Py_XDECREF(item);
-            }
-            free(k->copy);
-        }
-        free(parts[p].kept);
-    }
-    if (failed) {
-        Py_XDECREF(kept);
-        return NULL;
-    }
-    return Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
+    for (int p = 0; p < nparts; p++) parts[p] = (SyrPart){{0}, xb, alpha, (axpy_t)(uintptr_t)fn};
+    Columns whole = {PyArray_BYTES(a), n, 0, n, lower, packed, size, 0, size, size == 8 ? SAFE_BIG64 : SAFE_BIG32,
+                     {NULL, 0, 0, 0}};
+    columns_split((char *)parts, sizeof(SyrPart), nparts, &whole);
+    return columns_run(syr_part, (char *)parts, sizeof(SyrPart), nparts, size);
 }
 
 /* ------------------------------------------------------------- the other rank updates, in columns */
@@ -1196,13 +1264,11 @@ guard_syr(PyObject *self, PyObject *args)
  * scalar's term is made here (the axpy interface returns at once on a zero scalar): its products are
  * signed zeros, so a + s x is the same whatever the kernel's order or fusing of the operations. */
 typedef struct {
-    char *a;
+    Columns c;
     const char *x, *y;           /* y: NULL for her/hpr */
-    npy_intp n, lo, hi;          /* columns [lo, hi) */
     double ar, ai;
     axpy_t fn;
-    int lower, packed, size, cplx, skip, t, lost, nkept, cap;
-    Kept *kept;
+    int skip;
 } RankPart;
 
 /* The scalars OpenBLAS computes for column j's terms, in the routine's precision (its operations: a
@@ -1213,8 +1279,8 @@ __attribute__((optimize("fp-contract=off")))
 static int
 rank_scalars(const RankPart *s, npy_intp j, double sc[2][2])
 {
-    if (!s->cplx) {
-        if (s->size == 8) {
+    if (!s->c.cplx) {
+        if (s->c.size == 8) {
             sc[0][0] = s->ar * ((const double *)s->x)[j];
             sc[1][0] = s->ar * ((const double *)s->y)[j];
         }
@@ -1226,7 +1292,7 @@ rank_scalars(const RankPart *s, npy_intp j, double sc[2][2])
         sc[0][1] = sc[1][1] = 0.0;
         return s->y != NULL ? 2 : 1;
     }
-    if (s->size == 8) {
+    if (s->c.size == 8) {
         const double *x = (const double *)s->x + 2 * j, ar = s->ar, ai = s->ai;
         if (s->y == NULL) {
             sc[0][0] = ar * x[0], sc[0][1] = -ar * x[1];
@@ -1286,34 +1352,27 @@ static void
 rank_part(int index, void *data, int arg)
 {
     RankPart *s = (RankPart *)data;
-    const int one = 1, es = s->size * (s->cplx ? 2 : 1);
+    const int one = 1;
     (void)index, (void)arg;
-    for (npy_intp j = s->lo; j < s->hi; j++) {
+    for (npy_intp j = s->c.lo; j < s->c.hi; j++) {
         double sc[2][2];
-        int nterms = rank_scalars(s, j, sc);
-        npy_intp r0 = s->lower ? j : 0, r1 = s->lower ? s->n : j + 1;
-        npy_intp at = !s->packed ? j * s->n + r0 : s->lower ? j * s->n - j * (j - 1) / 2 : j * (j + 1) / 2;
-        char *col = s->a + at * es;
-        int len = (int)(r1 - r0);
-        char *copy = NULL;
-        if (scan_elements(col, len, es, s->size, s->cplx, s->t)) {
-            copy = (char *)malloc((size_t)len * es);
-            if (copy == NULL) s->lost = 1;
-            else memcpy(copy, col, (size_t)len * es);
-        }
+        int nterms = rank_scalars(s, j, sc), len;
+        npy_intp r0;
+        char *col = column_at(&s->c, j, &r0, &len);
+        char *copy = column_begin(&s->c, j, col, len);
         for (int k = 0; k < nterms; k++) {
             /* term k: the scalar from x[j] times y (her: x), then the one from y[j] times x */
-            const char *v = (nterms == 1 || k == 1 ? s->x : s->y) + r0 * es;
+            const char *v = (nterms == 1 || k == 1 ? s->x : s->y) + r0 * s->c.es;
             if (sc[k][0] == 0.0 && sc[k][1] == 0.0) {
                 /* a zero scalar: skipped only where the threaded path skips it (x[j], y[j] is 0; a
                  * scalar that underflows or cancels to 0 goes to the kernel there too) */
-                const char *src = (nterms == 1 || k == 0 ? s->x : s->y) + j * es;
-                int zero = s->size == 8 ? ((const double *)src)[0] == 0.0 && (!s->cplx || ((const double *)src)[1] == 0.0)
-                                        : ((const float *)src)[0] == 0.0f && (!s->cplx || ((const float *)src)[1] == 0.0f);
-                if (!(zero && s->skip)) rank_zero_term(col, v, len, sc[k], s->size, s->cplx);
+                const char *src = (nterms == 1 || k == 0 ? s->x : s->y) + j * s->c.es;
+                int zero = s->c.size == 8 ? ((const double *)src)[0] == 0.0 && (!s->c.cplx || ((const double *)src)[1] == 0.0)
+                                          : ((const float *)src)[0] == 0.0f && (!s->c.cplx || ((const float *)src)[1] == 0.0f);
+                if (!(zero && s->skip)) rank_zero_term(col, v, len, sc[k], s->c.size, s->c.cplx);
                 continue;
             }
-            if (s->size == 8) {
+            if (s->c.size == 8) {
                 double c[2] = {sc[k][0], sc[k][1]};
                 s->fn(&len, c, v, &one, col, &one);
             }
@@ -1322,23 +1381,12 @@ rank_part(int index, void *data, int arg)
                 s->fn(&len, c, v, &one, col, &one);
             }
         }
-        if (s->cplx) { /* Hermitian: the diagonal's imaginary part */
-            char *d = col + (s->lower ? 0 : (npy_intp)(len - 1) * es) + s->size;
-            if (s->size == 8) *(double *)d = 0.0;
+        if (s->c.cplx) { /* Hermitian: the diagonal's imaginary part */
+            char *d = col + (s->c.lower ? 0 : (npy_intp)(len - 1) * s->c.es) + s->c.size;
+            if (s->c.size == 8) *(double *)d = 0.0;
             else *(float *)d = 0.0f;
         }
-        if (copy == NULL) continue;
-        if (!scan_elements(col, len, es, s->size, s->cplx, s->size == 8 ? NONFINITE64 : NONFINITE32)) {
-            free(copy);
-            continue;
-        }
-        if (s->nkept == s->cap) {
-            int cap = s->cap ? 2 * s->cap : 16;
-            Kept *k = (Kept *)realloc(s->kept, (size_t)cap * sizeof(Kept));
-            if (k == NULL) { free(copy); s->lost = 1; continue; }
-            s->kept = k, s->cap = cap;
-        }
-        s->kept[s->nkept++] = (Kept){(int)j, len, copy};
+        column_end(&s->c, j, col, len, copy);
     }
 }
 
@@ -1357,7 +1405,7 @@ guard_rank(PyObject *self, PyObject *args)
     Py_complex alpha;
     PyArrayObject *x, *a;
     PyObject *yo;
-    int lower, threads = 1, plain_threads = 1;
+    int lower, plain_threads = 1;
     Py_ssize_t small;
     (void)self;
     if (!PyArg_ParseTuple(args, "KDO!OO!pn:rank", &fn, &alpha, &PyArray_Type, &x, &yo, &PyArray_Type, &a, &lower,
@@ -1387,53 +1435,15 @@ guard_rank(PyObject *self, PyObject *args)
     if (yb != NULL && yb < ab + abytes && ab < yb + n * es) Py_RETURN_NONE;
     if (alpha.real == 0.0 && alpha.imag == 0.0) return Py_BuildValue("([]O)", Py_False); /* OpenBLAS returns */
     plain_threads = drop_in_threads();
-    if ((npy_intp)(n * n * es / 2) >= PARALLEL_BYTES && drop_in_slot >= 0 && pool_api != NULL)
-        threads = plain_threads;
-    int nparts = threads > 1 ? threads * PARTS_PER_THREAD : 1;
-    if (nparts > MAX_PARTS) nparts = MAX_PARTS;
-    if (nparts > n) nparts = n > 0 ? (int)n : 1;
+    int nparts = column_parts(n, es, plain_threads), skip = plain_threads > 1 && n >= small;
     RankPart parts[MAX_PARTS];
     memset(parts, 0, sizeof parts);
-    int t = size == 8 ? SAFE_BIG64 : SAFE_BIG32, skip = plain_threads > 1 && n >= small;
-    for (int p = 0; p < nparts; p++) { /* column j has j + 1 (upper) or n - j (lower) rows */
-        double f0 = (double)p / nparts, f1 = (double)(p + 1) / nparts;
-        npy_intp c0 = (npy_intp)(n * sqrt(lower ? 1.0 - f0 : f0)), c1 = (npy_intp)(n * sqrt(lower ? 1.0 - f1 : f1));
-        if (lower) c0 = n - c0, c1 = n - c1;
-        parts[p] = (RankPart){PyArray_BYTES(a), xb, yb, n, p == 0 ? 0 : c0, p == nparts - 1 ? n : c1,
-                              alpha.real, alpha.imag, (axpy_t)(uintptr_t)fn, lower, packed, size, cplx, skip, t,
-                              0, 0, 0, NULL};
-    }
-    for (int p = 1; p < nparts; p++) {
-        if (parts[p].lo < parts[p - 1].hi) parts[p].lo = parts[p - 1].hi;
-        if (parts[p].hi < parts[p].lo) parts[p].hi = parts[p].lo;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (pool_api != NULL) pool_api->enter();
-    if (nparts > 1 && drop_in_slot >= 0 && pool_api != NULL) RUN_PARTS(drop_in_slot, rank_part, nparts, sizeof(RankPart), parts);
-    else
-        for (int p = 0; p < nparts; p++) rank_part(p, &parts[p], 0);
-    if (pool_api != NULL) pool_api->leave();
-    Py_END_ALLOW_THREADS
-    PyObject *kept = PyList_New(0);
-    int lost = 0, failed = kept == NULL;
-    for (int p = 0; p < nparts; p++) {
-        lost |= parts[p].lost;
-        for (int i = 0; i < parts[p].nkept; i++) {
-            Kept *k = &parts[p].kept[i];
-            if (!failed) {
-                PyObject *item = Py_BuildValue("iiy#", k->first, k->count, k->copy, (Py_ssize_t)k->count * es);
-                if (item == NULL || PyList_Append(kept, item) < 0) failed = 1;
-                Py_XDECREF(item);
-            }
-            free(k->copy);
-        }
-        free(parts[p].kept);
-    }
-    if (failed) {
-        Py_XDECREF(kept);
-        return NULL;
-    }
-    return Py_BuildValue("(NO)", kept, lost ? Py_True : Py_False);
+    for (int p = 0; p < nparts; p++)
+        parts[p] = (RankPart){{0}, xb, yb, alpha.real, alpha.imag, (axpy_t)(uintptr_t)fn, skip};
+    Columns whole = {PyArray_BYTES(a), n, 0, n, lower, packed, size, cplx, es, size == 8 ? SAFE_BIG64 : SAFE_BIG32,
+                     {NULL, 0, 0, 0}};
+    columns_split((char *)parts, sizeof(RankPart), nparts, &whole);
+    return columns_run(rank_part, (char *)parts, sizeof(RankPart), nparts, es);
 }
 
 static PyObject *
