@@ -333,22 +333,31 @@ def test_syr_spr_in_columns_give_the_plain_calls_bits_and_reverse(prefix, routin
 
         def args(alpha, out):
             return (n, alpha, x, out), {"lower": lower, "overwrite_ap": 1}
+    _executor_gives_the_plain_calls_bits_and_reverses(name, "syr", a, args, 0.75)
+
+
+def _executor_gives_the_plain_calls_bits_and_reverses(name, executor, a, call, alpha, reversed_ref=None):
+    """The compute-mode forward call of routine ``name`` on ``a`` (``call(alpha, out) -> (args, kwargs)``)
+    goes through the column executor ``_guard.<executor>`` and gives the plain call's bits; its reverse
+    gives the plain call with -alpha's bits (on the plain result, then ``reversed_ref(ref)``)."""
     ref = a.copy(order="K")
-    p, k = args(0.75, ref)
+    p, k = call(alpha, ref)
     getattr(tb, name)(*p, **k)
     calls = []
-    real = _guard.syr
+    real = getattr(_guard, executor)
     try:
-        _safety._native.syr = lambda *a_: calls.append(1) or real(*a_)
-        p, k = args(0.75, a)
+        setattr(_safety._native, executor, lambda *a_: calls.append(1) or real(*a_))
+        p, k = call(alpha, a)
         getattr(rb, "f" + name)(*p, mode="compute", **k)
     finally:
-        _safety._native.syr = real
+        setattr(_safety._native, executor, real)
     assert calls and rb.last_decision().mode == "compute"
     assert _bits(a) == _bits(ref)
     getattr(rb, "r" + name)(*p, **k)
-    p, k = args(-0.75, ref)
+    p, k = call(-alpha, ref)
     getattr(tb, name)(*p, **k)
+    if reversed_ref is not None:
+        reversed_ref(ref)
     assert _bits(a) == _bits(ref)  # the inverse is the plain call with -alpha
 
 
@@ -402,28 +411,15 @@ def test_rank_updates_in_columns_give_the_plain_calls_bits_and_reverse(prefix, r
     rng = np.random.default_rng(1000 + n)
     a, call = _rank_case(prefix, routine, n, lower, rng)
     alpha = 0.75 - 0.5j if routine in ("her2", "hpr2") else 0.75
-    name = prefix + routine
-    ref, orig = a.copy(order="K"), a.copy(order="K")
-    p, k = call(alpha, ref)
-    getattr(tb, name)(*p, **k)
-    calls = []
-    real = _guard.rank
-    try:
-        _safety._native.rank = lambda *a_: calls.append(1) or real(*a_)
-        p, k = call(alpha, a)
-        getattr(rb, "f" + name)(*p, mode="compute", **k)
-    finally:
-        _safety._native.rank = real
-    assert calls and rb.last_decision().mode == "compute"
-    assert _bits(a) == _bits(ref)
-    getattr(rb, "r" + name)(*p, **k)
-    p, k = call(-alpha, ref)
-    getattr(tb, name)(*p, **k)
-    if prefix in "cz":  # the reverse gives the diagonal's imaginary part back (rblas keeps it)
-        j = np.arange(n)
-        diag = (j, j) if a.ndim == 2 else ((j * n - j * (j - 1) // 2,) if lower else (j * (j + 1) // 2 + j,))
-        ref[diag] = ref[diag].real + 1j * orig[diag].imag
-    assert _bits(a) == _bits(ref)  # the inverse is the plain call with -alpha
+    orig = a.copy(order="K")
+
+    def diagonal_back(ref):  # the reverse gives the diagonal's imaginary part back (rblas keeps it)
+        if prefix in "cz":
+            j = np.arange(n)
+            diag = (j, j) if a.ndim == 2 else ((j * n - j * (j - 1) // 2,) if lower else (j * (j + 1) // 2 + j,))
+            ref[diag] = ref[diag].real + 1j * orig[diag].imag
+
+    _executor_gives_the_plain_calls_bits_and_reverses(prefix + routine, "rank", a, call, alpha, diagonal_back)
 
 
 @pytest.mark.parametrize("prefix,routine", _RANK_COLUMNS)
