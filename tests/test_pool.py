@@ -800,3 +800,51 @@ def test_a_split_call_wakes_sleeping_workers_so_they_take_parts(lib, settings):
     s1 = _pool.stats()
     assert s1["wakes"] > s0["wakes"] and s1["unwoken"] == s0["unwoken"]
     assert s1["parts"] - s0["parts"] >= 40
+
+
+def _pool_threads():
+    """The thread ids of the pool's workers (named tileblas-pool)."""
+    out = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == "tileblas-pool":
+                    out.append(int(tid))
+        except OSError:
+            pass
+    return out
+
+
+def _this_cpu():
+    """The CPU the calling thread last ran on (/proc/thread-self/stat, field 39)."""
+    with open("/proc/thread-self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="CPU masks: Linux with two CPUs or more")
+def test_a_sleeping_worker_keeps_off_the_calling_threads_cpu(lib, settings):
+    """A worker about to sleep leaves the CPU of its slot's last calling thread out of its CPU mask, so that
+    the kernel wakes it on another CPU rather than queued behind the thread that woke it; awake, it has
+    its mask back.  Nothing else of its mask changes."""
+    slot, allowed = lib.pool_slot, os.sched_getaffinity(0)
+    _pool.configure(spin_ns=0)  # workers sleep right after their work
+    for _ in range(50):  # a call whose calling thread stayed on one CPU
+        cpu = _this_cpu()
+        _pool.run_parts(slot, 4, spin_ns=20_000)
+        if _this_cpu() == cpu:
+            break
+    else:
+        pytest.skip("the calling thread kept moving between CPUs")
+    assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=2.0)
+    masks = [os.sched_getaffinity(t) for t in _pool_threads()]
+    assert masks and all(m == allowed or (len(allowed - m) == 1 and m < allowed) for m in masks), masks
+    assert _wait_for(lambda: sum(os.sched_getaffinity(t) == allowed - {cpu} for t in _pool_threads())
+                     >= lib.threads - 1, timeout=2.0)
+    # woken and spinning: the whole mask again
+    _pool.configure(spin_ns=500_000_000)
+    _pool.run_parts(slot, 4, spin_ns=20_000)
+    assert _wait_for(lambda: sum(os.sched_getaffinity(t) == allowed for t in _pool_threads()) >= lib.threads - 1,
+                     timeout=2.0)
+    _pool.configure(spin_ns=0)
+    assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=3.0)

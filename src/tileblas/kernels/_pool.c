@@ -30,13 +30,16 @@
  * spins as long, then yields between its checks (one of them may be queued on its core).  No state of the
  * machine is read and nothing is decided from timings: the moment only chooses which thread runs a part.
  *
- * Why a worker's wake-up is not waited for: on a small virtual machine the kernel often puts a woken
- * worker on the CPU of the thread that woke it, where it waits for that thread's time slice (1-4 ms) while
- * the other CPU idles.  A call that waited for its worker lost 10x after an idle pause (dtrmm of order
- * 128: 3.3 ms against 0.2 ms).  With claimed parts the calling thread goes on with the parts; the worker
- * joins when it runs.  OpenBLAS's jobs cannot be claimed (they wait for one another), so there the calling
- * thread yields once for each worker it woke (one woken onto its CPU then runs and moves off it,
- * step_aside), then runs job 0 while the others wake.
+ * Where a worker wakes: the kernel often puts a woken thread on the CPU of the thread that woke it, where
+ * it waits for that thread's time slice (1-4 ms) while the other CPU idles.  So a worker about to sleep
+ * leaves the CPU of its slot's last calling thread out of its CPU mask, and puts it back when it wakes
+ * (sleep_off, wake_on): the calling thread, usually on the same CPU call after call, then wakes it onto
+ * another CPU, at once where one idles.  A worker that still finds itself on the calling thread's CPU when
+ * it starts to work (woken from its spin, or the calling thread moved) moves off it (step_aside).  With
+ * claimed parts the calling thread never waits for a worker's wake-up: it goes on with the parts, and the
+ * worker joins when it runs.  OpenBLAS's jobs cannot be claimed (they wait for one another), so there the
+ * calling thread yields once for each worker it woke that may be queued behind it, then runs job 0 while
+ * the others wake.  The figures: docs/developer/drop-in-internals.md, "tileblas' pool".
  *
  * Each slot has a lock (one call at a time per instance: OpenBLAS indexes its per-thread buffers by job
  * number, so two calls' jobs of one number must not overlap; parts take the lock only to be claimed by
@@ -131,6 +134,10 @@ typedef struct Worker {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
+    int off_cpu;                     /* asleep: the CPU it may not be woken onto (-1: none); its own */
+#if defined(__linux__)
+    cpu_set_t mask;                  /* its CPU mask before it left off_cpu out (restored on waking) */
+#endif
 } Worker;
 
 typedef struct Slot {
@@ -215,6 +222,38 @@ step_aside(int cpu)
 #else
     (void)cpu;
 #endif
+}
+
+/* Before w sleeps: leave `cpu` (the CPU of the slot's last calling thread, which is likely to wake it
+ * next) out of its CPU mask, so that the kernel wakes it on another CPU (at once, where one idles) instead
+ * of behind the thread that woke it; off_cpu says so.  Nothing where cpu is unknown or its only CPU. */
+static void
+sleep_off(Worker *w, int cpu)
+{
+    w->off_cpu = -1;
+#if defined(__linux__)
+    cpu_set_t off;
+    if (cpu < 0 || sched_getaffinity(0, sizeof w->mask, &w->mask) != 0 || !CPU_ISSET(cpu, &w->mask)
+        || CPU_COUNT(&w->mask) < 2)
+        return;
+    off = w->mask;
+    CPU_CLR(cpu, &off);
+    if (sched_setaffinity(0, sizeof off, &off) == 0)
+        w->off_cpu = cpu;
+#else
+    (void)cpu;
+#endif
+}
+
+/* After w wakes: its CPU mask as it was before sleep_off. */
+static void
+wake_on(Worker *w)
+{
+#if defined(__linux__)
+    if (w->off_cpu >= 0)
+        sched_setaffinity(0, sizeof w->mask, &w->mask);
+#endif
+    w->off_cpu = -1;
 }
 
 /* ---------------------------------------------------------------------------------- claimed parts */
@@ -304,6 +343,7 @@ worker_main(void *arg)
     for (;;) {
         if (first || !spin_for_work(w)) {
             first = 0;
+            sleep_off(w, atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
             pthread_mutex_lock(&w->lock);
             atomic_store(&w->asleep, 1); /* seq_cst: pairs with the poster's store, then load of asleep */
             atomic_fetch_add_explicit(&n_sleeps, 1, memory_order_relaxed);
@@ -311,6 +351,7 @@ worker_main(void *arg)
                 pthread_cond_wait(&w->wake, &w->lock);
             atomic_store(&w->asleep, 0);
             pthread_mutex_unlock(&w->lock);
+            wake_on(w);
         }
         step_aside(atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
         if (atomic_load_explicit(&w->cmd, memory_order_acquire) == CMD_JOB) {
@@ -340,6 +381,7 @@ worker_new(Slot *s)
     if (w == NULL)
         return NULL;
     w->slot = s;
+    w->off_cpu = -1;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
     atomic_store(&w->done, 1);
@@ -376,16 +418,18 @@ ensure_workers(Slot *s, int n)
     return 0;
 }
 
-/* Wake w where it sleeps (after the poster's seq_cst store of what it is to see); 1 when it slept. */
+/* Wake w where it sleeps (after the poster's seq_cst store of what it is to see), from a thread on `cpu`
+ * (-1: unknown).  0: it did not sleep; 1: woken; 2: woken, and it cannot be put on `cpu` (sleep_off). */
 static inline int
-wake(Worker *w)
+wake(Worker *w, int cpu)
 {
     if (atomic_load(&w->asleep)) {
         pthread_mutex_lock(&w->lock);
+        int off = cpu >= 0 && atomic_load(&w->asleep) && w->off_cpu == cpu; /* asleep: off_cpu is settled */
         pthread_cond_signal(&w->wake);
         pthread_mutex_unlock(&w->lock);
         atomic_fetch_add_explicit(&n_wakes, 1, memory_order_relaxed);
-        return 1;
+        return off ? 2 : 1;
     }
     return 0;
 }
@@ -446,9 +490,9 @@ after_fork_parent(void)
 
 /* --------------------------------------------------------------------- OpenBLAS's parallel calls */
 
-/* Post a job to w; 1 when w was asleep (woken). */
+/* Post a job to w from a thread on `cpu`; as wake(). */
 static inline int
-post_job(Worker *w, dojob_fn fn, int index, void *data, int arg)
+post_job(Worker *w, dojob_fn fn, int index, void *data, int arg, int cpu)
 {
     w->fn = fn;
     w->index = index;
@@ -457,7 +501,7 @@ post_job(Worker *w, dojob_fn fn, int index, void *data, int arg)
     atomic_store_explicit(&w->done, 0, memory_order_relaxed);
     atomic_store_explicit(&w->started, 0, memory_order_relaxed);
     atomic_store(&w->cmd, CMD_JOB); /* seq_cst */
-    return wake(w);
+    return wake(w, cpu);
 }
 
 
@@ -480,18 +524,19 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
     }
     atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_jobs, numjobs, memory_order_relaxed);
-    atomic_store_explicit(&s->caller_cpu, this_cpu(), memory_order_relaxed);
+    int cpu = this_cpu();
+    atomic_store_explicit(&s->caller_cpu, cpu, memory_order_relaxed);
     char *base = (char *)jobdata;
     unsigned char woken[MAX_JOBS];
     for (int i = 1; i < numjobs; i++)
-        woken[i] = (unsigned char)post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg);
+        woken[i] = (unsigned char)post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg, cpu);
     /* A worker woken from sleep may have been put on this CPU, behind this thread: job 0 would then wait
      * for it (the jobs wait for one another) until the kernel takes this thread off its CPU, a whole time
      * slice.  The kernel puts a thread woken onto this CPU in its queue before the wake returns, so one
      * yield per woken worker lets such a worker run (and move to another CPU, step_aside); a worker woken
      * on another CPU is not waited for: job 0 starts while it wakes, as in OpenBLAS's own threads. */
     for (int i = 1; i < numjobs; i++)
-        if (woken[i] && !atomic_load_explicit(&s->workers[i - 1]->started, memory_order_acquire))
+        if (woken[i] == 1 && !atomic_load_explicit(&s->workers[i - 1]->started, memory_order_acquire))
             sched_yield();
     dojob(0, jobdata, arg);
     for (int i = 1; i < numjobs; i++)
@@ -551,14 +596,15 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
     atomic_store_explicit(&s->part_data, (uintptr_t)data, memory_order_relaxed);
     atomic_store_explicit(&s->part_elsize, elsize, memory_order_relaxed);
     atomic_store_explicit(&s->parts_done, 0, memory_order_relaxed);
-    atomic_store_explicit(&s->caller_cpu, this_cpu(), memory_order_relaxed);
+    int cpu = this_cpu();
+    atomic_store_explicit(&s->caller_cpu, cpu, memory_order_relaxed);
     s->generation++;
     atomic_store(&s->claim, (s->generation << 32) | ((unsigned long long)nparts << 16)); /* seq_cst */
     for (int i = 0; i < helpers; i++) {
         Worker *w = s->workers[i];
         atomic_fetch_add(&w->told, 1); /* seq_cst, before wake() reads asleep */
         if (wake_sleepers)
-            wake(w);
+            wake(w, cpu);
         else
             atomic_fetch_add_explicit(&n_unwoken, 1, memory_order_relaxed);
     }
