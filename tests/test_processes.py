@@ -30,7 +30,10 @@ def long_operands(seconds=5.0, rt=None):
     c = np.zeros((m, m), order="F")
     run = (lambda: rt.gemm(1.0, a, a, 0.0, c)) if rt is not None else (lambda: a @ a)
     run()
-    t = time.perf_counter(); run(); rate = 2 * m**3 / max(time.perf_counter() - t, 1e-4)
+    best = float("inf")
+    for _ in range(3):  # the best of three: one call stalled by the machine would make the operands small
+        t = time.perf_counter(); run(); best = min(best, time.perf_counter() - t)
+    rate = 2 * m**3 / max(best, 1e-4)
     n = int(min(6000, max(1500, (seconds * rate / 2) ** (1 / 3))))
     rng = np.random.default_rng(1)
     return (np.asfortranarray(rng.random((n, n))), np.asfortranarray(rng.random((n, n))),
