@@ -133,31 +133,54 @@ def measure(routine: str, n: int, partner: str, *, rounds: int, iters: int | Non
 
 
 def _plot(points: list[dict], path: str, partners: list[str]) -> None:
+    """Heat map: routine and order x partner, colour = SciPy's loop time over tileblas' on the grid
+    benchmark's log scale (stated on the colour bar, an arrow where values go beyond it); each cell prints
+    its ratio; a hatched corner marks a point whose control shows noise (as the grid's heat maps)."""
+    import math
+    import textwrap
+    from types import SimpleNamespace
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Polygon
+
+    from tileblas.cli._bench_grid import NOISY_CONTROL, _scale, _tick_labels, noisy
 
     rows = sorted({(p["routine"], p["n"]) for p in points}, key=lambda r: (r[0], r[1]))
     grid = np.full((len(rows), len(partners)), np.nan)
+    norm, extend, ticks = _scale([p["ratio"] for p in points])
+    strong = 0.6 * math.log(norm.vmax)
+    fig, ax = plt.subplots(figsize=(1.5 * len(partners) + 3.4, 0.36 * len(rows) + 2.6), layout="constrained")
+    n_noisy = 0
     for p in points:
-        grid[rows.index((p["routine"], p["n"])), partners.index(p["partner"])] = p["ratio"]
-    fig, ax = plt.subplots(figsize=(1.6 * len(partners) + 3, 0.38 * len(rows) + 1.8))
-    lg = np.log2(grid)
-    lim = max(1.0, float(np.nanmax(np.abs(lg)))) if np.isfinite(lg).any() else 1.0
-    im = ax.imshow(lg, cmap="RdYlGn", vmin=-lim, vmax=lim, aspect="auto")
-    for i in range(len(rows)):
-        for j in range(len(partners)):
-            if np.isfinite(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=8)
-    import textwrap
-
+        i, j = rows.index((p["routine"], p["n"])), partners.index(p["partner"])
+        grid[i, j] = p["ratio"]
+        ax.text(j, i, f"{p['ratio']:.2f}", ha="center", va="center", fontsize=8,
+                color="white" if abs(math.log(p["ratio"])) > strong else "black")
+        if noisy(SimpleNamespace(control=p["control"], ratio=p["ratio"])):
+            n_noisy += 1
+            ax.add_patch(Polygon([(j + 0.5, i - 0.5), (j + 0.1, i - 0.5), (j + 0.5, i - 0.15)], closed=True,
+                                 facecolor="none", hatch="/////", edgecolor="0.15", linewidth=0.6))
+    im = ax.imshow(grid, cmap="RdBu", norm=norm, aspect="auto")
     ax.set_xticks(range(len(partners)), [k + "\n" + textwrap.fill(PARTNERS[k], 20) for k in partners], fontsize=7)
     ax.set_yticks(range(len(rows)), [f"{r} n={n}" for r, n in rows], fontsize=8)
-    ax.set_title("loop time, scipy.linalg.blas / tileblas.blas (> 1: tileblas faster)", fontsize=10)
-    cb = fig.colorbar(im, ax=ax)
-    cb.set_label("log2 ratio")
-    fig.tight_layout()
+    ax.set_xlabel("partner: what runs between two calls of the loop", fontsize=8)
+    ax.set_ylabel("routine, order n (square, Fortran-ordered operands)", fontsize=8)
+    ax.set_title("Loops of a BLAS call and a partner: scipy.linalg.blas against tileblas.blas\n"
+                 "blue: tileblas' loop faster; hatched corner: noisy, the control SciPy/SciPy off 1 by more "
+                 f"than {NOISY_CONTROL - 1:.0%}\nor by more than the speed-up ({n_noisy} of {len(points)} points)",
+                 fontsize=9)
+    cb = fig.colorbar(im, ax=ax, extend=extend)
+    cb.minorticks_off()
+    labels = _tick_labels(ticks, extend)
+    cb.set_ticks(ticks, labels=labels)
+    cb.ax.tick_params(labelsize=8)
+    ends = [e for e in labels if e[0] in "\u2264\u2265"]
+    clip = f"; clipped: {' and '.join(ends)} (arrow{'s' if len(ends) > 1 else ''})" if ends else ""
+    cb.set_label(f"speed-up = SciPy's loop time / tileblas' loop time (best of rounds)\nlog scale "
+                 f"{norm.vmin:.2f}-{norm.vmax:.2f}, white 1.00{clip}", fontsize=8)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -255,3 +255,43 @@ def test_the_grid_script_refuses_bad_options_the_same_way(capsys):
     assert _run(script.main, ["--load-procs", "-1", "--estimate-only"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--load-procs" in err and "'-1'" in err
+
+
+def test_the_mixed_loops_heat_map_states_its_scale_and_marks_noisy_points(tmp_path):
+    """benchmarks/bench_mixed.py's heat map: the grid's colour scale (clipped beyond 0.5-2.0, said on the
+    colour bar) and its noise rule (a hatched corner where the control is off 1 by more than 5 % or by
+    more than the speed-up)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.figure
+    from matplotlib.patches import Polygon
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_mixed.py"
+    spec = importlib.util.spec_from_file_location("bench_mixed_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    points = [{"routine": "dgemm", "n": n, "partner": part, "ratio": r, "control": c}
+              for n, part, r, c in [(64, "none", 1.02, 0.99), (64, "numpy", 37.0, 1.01),
+                                    (128, "none", 0.45, 0.93), (128, "numpy", 1.01, 1.02)]]
+    saved = {}
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def keep(fig, *a, **k):
+        saved["fig"] = fig
+        return real_savefig(fig, *a, **k)
+
+    out = tmp_path / "mixed.png"
+    try:
+        matplotlib.figure.Figure.savefig = keep
+        script._plot(points, str(out), ["none", "numpy"])
+    finally:
+        matplotlib.figure.Figure.savefig = real_savefig
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = saved["fig"]
+    ax, bar = fig.axes[0], fig.axes[1]
+    hatched = [p for p in ax.patches if isinstance(p, Polygon) and p.get_hatch()]
+    assert len(hatched) == 2  # noisy: control 0.93 (off by 7 %), control 1.02 against a speed-up of 1.01
+    labels = [t.get_text() for t in bar.get_yticklabels()]
+    assert labels[0].startswith("\u2264") and labels[-1].startswith("\u2265")  # clipped both ways, said so
+    assert "clipped" in bar.get_ylabel() and ax.get_xlabel() and ax.get_ylabel()
