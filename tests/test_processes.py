@@ -303,6 +303,9 @@ def test_sigint_during_an_async_wait_raises_keyboardinterrupt_promptly_and_the_e
         t0 = time.perf_counter()
         try:
             f.result()
+            for _ in range(200):  # more calls, should the operands have come out small (a slow machine)
+                f = aa.gemm(1.0, ex.handle(a), ex.handle(b), 0.0, ex.empty(c.shape))
+                f.result()
             print("finished before the interrupt", flush=True)
         except KeyboardInterrupt:
             print(f"interrupted after {time.perf_counter() - t0:.2f} s", flush=True)
@@ -321,8 +324,9 @@ def test_sigint_during_an_async_wait_raises_keyboardinterrupt_promptly_and_the_e
 @pytest.mark.parametrize("where", ["runtime", "async"])
 def test_an_uncaught_sigint_during_a_long_call_ends_the_process_promptly(where):
     t0 = time.monotonic()
-    call = ("rt.gemm(1.0, a, b, 0.0, c)" if where == "runtime" else
-            "aa.gemm(1.0, aa.handle(a), aa.handle(b), 0.0, aa.empty(c.shape)).result()")
+    # 200 calls: more than enough, should the operands have come out small (a slow machine)
+    call = ("for _ in range(200): rt.gemm(1.0, a, b, 0.0, c)" if where == "runtime" else
+            "for _ in range(200): aa.gemm(1.0, aa.handle(a), aa.handle(b), 0.0, aa.empty(c.shape)).result()")
     rc, out, err = _run(_long(f"""
         import tileblas
         from tileblas import asyncapi as aa
