@@ -287,7 +287,9 @@ wait_until(_Atomic int *flag, int want)
 {
     long long start = 0;
     while (atomic_load_explicit(flag, memory_order_acquire) < want) {
-        for (int k = 0; k < 64; k++)
+        /* the flag after every pause (a pause is 10-40 ns: 64 of them before a look cost a short split
+         * call a microsecond), the clock after 64 */
+        for (int k = 0; k < 64 && atomic_load_explicit(flag, memory_order_acquire) < want; k++)
             CPU_RELAX();
         long long t = now_ns();
         if (start == 0)
