@@ -480,7 +480,7 @@ class Ctx:
     def best(self, call: Callable[[], Any], trials: int | None = None) -> float:
         """Best wall time of ``trials`` calls after one warm-up, the GPU waited for before the clock stops."""
         spins = self._spins()
-        best = best_time(call, trials or self.trials, self.wait)
+        best = _bench_module("bench_gpu")._best(call, trials or self.trials, self.wait)
         self.timed_spinning += self._spins() - spins
         return best
 
@@ -546,20 +546,6 @@ class Ctx:
     def add(self, row: dict) -> None:
         self.step_res["cases"].append(row)
         save(self.args.out, self.res)
-
-
-def best_time(call: Callable[[], Any], trials: int, wait: Callable[[], Any] = lambda: None) -> float:
-    """Best wall time of ``trials`` calls of ``call`` after one untimed warm-up, ``wait`` (the device's
-    work done) inside each timed call."""
-    call()
-    wait()
-    best = float("inf")
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        call()
-        wait()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def sample_error(a: np.ndarray, b: np.ndarray, c: np.ndarray, samples: int = 48, seed: int = 1) -> float:
@@ -682,7 +668,7 @@ def _cublasxt_child(n: int, block: int, trials: int) -> dict:
             chk(fn(h, 0, 0, n, n, n, ctypes.byref(one), a.ctypes.data, n, b.ctypes.data, n, ctypes.byref(zero),
                    c.ctypes.data, n), "cublasXtDgemm")  # blocking: returns with C on the host
 
-        best = best_time(call, trials)
+        best = _bench_module("bench_gpu")._best(call, trials, lambda: None)
         err = sample_error(a, b, c)
         return {"seconds": best, "block": block, "max_rel_error": err, "library": lib._name}
     finally:
