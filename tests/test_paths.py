@@ -694,6 +694,45 @@ def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch,
         assert _splits(fp) == {k: v for k, v in _dropin.config(2).split.items() if v[1] > v[0]}
 
 
+def test_a_thread_count_never_measured_takes_scipys_path_unless_tuned(tmp_path, monkeypatch, capsys):
+    """The shipped one-thread limits and split ranges hold at the thread counts they were measured at
+    (MEASURED_THREADS): at another count the C path makes every call on the instance of that count (SciPy's
+    path) except where a tuned file says otherwise, a tuned split with the shipped upper end."""
+    assert _dropin.MEASURED_THREADS == frozenset({2})
+    monkeypatch.setenv("TILEBLAS_PATHS", str(tmp_path / "none.json"))  # no tuned file
+    try:
+        _dispatch.apply_policy(reload=True)
+        two, four, sixteen = _dropin.config(2), _dropin.config(4), _dropin.config(16)
+        assert dict(two.one_thread) == dict(_dropin.SHIPPED.one_thread) and dict(two.split) == dict(_dropin.SHIPPED.split)
+        for cfg in (four, sixteen):
+            assert cfg.one_thread == {} and cfg.split == {}
+            assert cfg.c_fields()["one_thread"] == {} and cfg.c_fields()["split"] == {}
+        from tileblas.cli import main
+        from tileblas.kernels import _threadpool
+
+        with monkeypatch.context() as m:  # tileblas info on a 4-core machine says so
+            m.setattr(_threadpool, "cpu_count", lambda: 4)
+            m.setattr(_threadpool, "effective_threads", lambda n: n)
+            main(["info"])
+        out = capsys.readouterr().out
+        assert "on one thread (tileblas' one-thread instance): none" in out
+        assert "4 threads: the shipped one-thread limits and splits were measured with 2 and are not used" in out
+        pol = _policy()
+        pol.one_thread = {"trsm": 4e4}
+        pol.split_from = {"dgemm": 3e6, "ztrsm": math.inf}
+        f = tmp_path / "paths.json"
+        _paths.save_policy(pol, f)
+        monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+        _dispatch.apply_policy(reload=True)
+        four = _dropin.config(4)
+        assert dict(four.one_thread) == dict.fromkeys(_dropin.routines("trsm"), 4e4)
+        assert dict(four.split) == {"dgemm": (3e6, _dropin.SHIPPED.split["dgemm"][1]), "ztrsm": (0.0, 0.0)}
+        assert _dropin.config(2).split["zgemm"] == _dropin.SHIPPED.split["zgemm"]  # measured count: shipped
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)
+
+
 def test_measure_split_measures_and_restores_the_c_path():
     fp = pytest.importorskip("tileblas.blas._fastpath")
     from tileblas.perf._pathtune import measure_split

@@ -94,6 +94,7 @@ def paths_info() -> dict[str, Any]:
     # the C path's limits for that thread count: the configuration its decide() reads (policy._dropin)
     cp = _dropin.config(d["native_threads"])
     d["fastpath_limits"] = {k: (None if v >= 1e300 else v) for k, v in cp.limits.items()}
+    d["fastpath_measured_threads"] = sorted(_dropin.MEASURED_THREADS)
     d["fastpath_one_thread"] = dict(cp.one_thread)
     d["fastpath_one_thread_tuned"] = sorted(_dropin.routines(*pol.one_thread))  # tuned per family
     d["fastpath_split"] = {k: list(v) for k, v in cp.split.items()}
@@ -242,6 +243,11 @@ def _print_paths(p: dict[str, Any]) -> None:
               f"without the GIL above {r['gil_flops']:g} flops (Level 3), "
               f"{r['gil_elements']} elements (Level 1/2); herk/her2k copy C-ordered operands from n >= "
               f"{r['herk_copy_k'][0]:g} k (single), {r['herk_copy_k'][1]:g} k (double)")
+    measured = p.get("fastpath_measured_threads", [])
+    if p.get("native_threads", 0) > 1 and p.get("native_threads") not in measured:
+        print(f"             ({p['native_threads']} threads: the shipped one-thread limits and splits were measured "
+              f"with {', '.join(map(str, measured))} and are not used; `tileblas tune --paths-only` measures "
+              "them here)")
     print("             (the limits not marked tuned: shipped defaults of tileblas.policy._dropin, measured "
           "against SciPy on 2 cores:")
     print("""              docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults")""")

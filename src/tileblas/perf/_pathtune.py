@@ -458,7 +458,7 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     say = progress or (lambda s: None)
     _fastpath, why = _c_path()
     saved = _fastpath.config() if _fastpath is not None else {}
-    if not (saved and saved["one_thread"] and saved["one_thread_entries"]):
+    if not (saved and saved["one_thread_entries"]):  # limits or not (a thread count not measured): one is timed
         return {}, {"note": why or "the C small-call path runs on one thread here: nothing to choose"}
     rng = np.random.default_rng(0)
     points = []
@@ -507,7 +507,7 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
     say = progress or (lambda s: None)
     _fastpath, why = _c_path()
     saved = _fastpath.config() if _fastpath is not None else {}
-    if not (saved and _splits(saved)):
+    if not (saved and saved["pool_slot"] >= 0 and saved["one_thread_entries"]):  # split ranges or not
         return {}, {"note": why or "the C small-call path does not split here (one thread, or no thread pool)"}
     rng = np.random.default_rng(0)
     ladder = sorted({int(x) for x in orders})

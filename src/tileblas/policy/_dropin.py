@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-__all__ = ["DropInConfig", "SHIPPED", "config", "routines"]
+__all__ = ["DropInConfig", "MEASURED_THREADS", "SHIPPED", "config", "routines"]
 
 #: The Level-3 families, in the C path's order.
 FAMILIES = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
@@ -59,6 +59,12 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
     out.update({r: tri[r[0]] for r in routines("trmm", "trsm")})
     return _frozen(out)
 
+
+#: The thread counts the shipped :attr:`~DropInConfig.one_thread` limits and :attr:`~DropInConfig.split`
+#: ranges were measured at (two 2-core machines: docs/measurements/drop-in.md, "Why each limit").  At any
+#: other count :func:`config` leaves them out, so that every call takes SciPy's path (one call on the
+#: instance of that count, OpenBLAS's own decomposition) unless ``tileblas tune`` measured this machine.
+MEASURED_THREADS = frozenset({2})
 
 #: Per routine, the flops below which a call is one call on the one-thread instance, so that no thread is
 #: woken.  The figures: docs/measurements/drop-in.md,
@@ -181,7 +187,9 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
     """The C path's configuration for tileblas' instance of ``threads`` threads: :data:`SHIPPED` with the
     path policy's tile crossovers and recursion shapes, and what ``tileblas tune`` stored (``rank_gemm``,
     ``one_thread``, the lower ends of ``split``: ``split_from``, ``inf`` never) over the shipped values;
-    with fewer than two threads nothing runs on the one-thread instance or split.  With ``gpu`` (GPUs may
+    with fewer than two threads nothing runs on the one-thread instance or split, and at a thread count
+    the shipped values were not measured at (:data:`MEASURED_THREADS`) only what ``tileblas tune`` stored
+    does (a tuned lower end of ``split`` with the shipped upper end).  With ``gpu`` (GPUs may
     take the drop-in's large calls) the limits are lowered to the GPU floors (:meth:`DropInConfig.with_gpu_floors`)."""
     from tileblas._dtypes import DTYPE_OF
     from tileblas.policy import _paths
@@ -199,12 +207,13 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
     one_thread: dict[str, float] = {}
     split: dict[str, tuple[float, float]] = {}
     if threads > 1:
-        one_thread = dict(SHIPPED.one_thread)
+        measured = threads in MEASURED_THREADS
+        one_thread = dict(SHIPPED.one_thread) if measured else {}
         for fam, lim in pol.one_thread.items():  # tuned per family
             one_thread.update(dict.fromkeys(routines(fam), lim))
-        split = dict(SHIPPED.split)
+        split = dict(SHIPPED.split) if measured else {}
         for name, lo in pol.split_from.items():
-            split[name] = (0.0, 0.0) if math.isinf(lo) else (lo, split[name][1])
+            split[name] = (0.0, 0.0) if math.isinf(lo) else (lo, SHIPPED.split[name][1])
     cfg = dataclasses.replace(SHIPPED, threads=threads, limits=_frozen(limits), windows=_frozen(windows),
                               one_thread=_frozen(one_thread), split=_frozen(split), rank_gemm=_frozen(rank_gemm))
     return cfg.with_gpu_floors() if gpu else cfg
