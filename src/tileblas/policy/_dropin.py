@@ -61,7 +61,8 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
 
 
 #: The thread counts the shipped :attr:`~DropInConfig.one_thread` limits and :attr:`~DropInConfig.split`
-#: ranges were measured at (two 2-core machines: docs/measurements/drop-in.md, "Why each limit").  At any
+#: ranges were measured at (two 2-core machines: docs/measurements/drop-in.md,
+#: "Why each limit: the figures behind the small-call path's defaults").  At any
 #: other count :func:`config` leaves them out, so that every call takes SciPy's path (one call on the
 #: instance of that count, OpenBLAS's own decomposition) unless ``tileblas tune`` measured this machine.
 MEASURED_THREADS = frozenset({2})
