@@ -107,7 +107,7 @@ class Point:
     block: int = 1
     path: str = ""
     max_rel_diff: float = math.nan
-    rounds: int = 0              # interleaved rounds behind the times (more after a recheck)
+    rounds: int = 0              # interleaved rounds behind the times
     #: seconds per call of every round, per contender ("scipy", "tileblas", "control"): the medians
     samples: dict = field(default_factory=dict)
     #: tileblas' thread pool while the point was timed: the differences of every integer counter of
@@ -422,7 +422,7 @@ def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s:
                 if p.mode == "load":
                     load.pause()
             best, p.block = timed.best, timed.block["scipy"]
-            # A point timed again (a recheck) keeps the best of all its rounds: best of 5 + 10 is best of 15.
+            # A point timed again keeps the best of all its rounds: best of 5 + 10 is best of 15.
             p.scipy_s = min(best["scipy"], p.scipy_s) if math.isfinite(p.scipy_s) else best["scipy"]
             p.tileblas_s = min(best["tileblas"], p.tileblas_s) if math.isfinite(p.tileblas_s) else best["tileblas"]
             p.control_s = min(best["control"], p.control_s) if math.isfinite(p.control_s) else best["control"]
@@ -714,9 +714,6 @@ def add_grid_arguments(p: Any) -> None:
     p.add_argument("--rounds", type=_args.count(1), default=None,
                    help="interleaved rounds per point and mode (default 5; quick 3); ratio from the best, the "
                         "median kept too")
-    p.add_argument("--recheck-rounds", type=_args.count(0), default=0,
-                   help="time every point below the 0.97x bar again with this many more rounds, keeping the best "
-                        "of all its rounds (a noisy machine's slow rounds are not the library's; default 0: off)")
     p.add_argument("--settle", type=_args.number(0.0), default=0.2,
                    help="pause in seconds before each timed block (warm, load)")
     p.add_argument("--idle", type=_args.number(0.0), default=0.2,
@@ -777,7 +774,6 @@ def check_arguments(args: Any) -> dict[str, Any]:
     modes = list(dict.fromkeys(_listed(args.modes))) or ["warm"]
     rounds = args.rounds if args.rounds is not None else (QUICK["rounds"] if args.quick else 5)
     _at_least("--rounds", rounds, 1)
-    _at_least("--recheck-rounds", args.recheck_rounds, 0)
     _at_least("--settle", args.settle, 0)
     _at_least("--idle", args.idle, 0)
     _at_least("--det-calls", args.det_calls, 2)
@@ -834,7 +830,7 @@ def grid_main(args: Any) -> int:
     stopped = 0
     common = dict(idle=args.idle, det_calls=args.det_calls)
     # the busy processes: started once for the whole grid, stopped at its end whatever ends it
-    needs_load = any(p.mode == "load" for p in todo) or (args.recheck_rounds > 0 and "load" in modes)
+    needs_load = any(p.mode == "load" for p in todo)
     with (BusyNeighbours(args.load_procs) if needs_load else contextlib.nullcontext()) as load:
         try:
             for i, p in enumerate(todo):
@@ -845,16 +841,6 @@ def grid_main(args: Any) -> int:
         finally:
             bar.close()
         points = merged()
-        if args.recheck_rounds and not stopped:
-            low = sorted((p for p in points if p.ratio < 0.97), key=lambda q: q.ratio)
-            print(f"recheck: {len(low)} points below 0.97x, {args.recheck_rounds} more rounds each", flush=True)
-            for p in low:
-                before = p.ratio
-                run_grid([p], args.recheck_rounds, args.settle, load=load, **common)
-                print(f"  {before:5.2f}x -> {p.ratio:5.2f}x  control {p.control:4.2f}  {p.label()}  {p.mode}",
-                      flush=True)
-                if args.json:
-                    write_json(points, args.json, dict(meta, partial=True))
     wall = time.perf_counter() - t0
     meta.update(wall_s=wall, load_after=machine_load(), partial=bool(stopped))
     if stopped:
