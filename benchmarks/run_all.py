@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "threads": ([], ["--n", "1024", "--trials", "3"]),
     "overhead": ([], ["--repeat", "3"]),
+    "first_calls": ([], ["--processes", "2"]),
     "forms": ([], ["--repeat", "3"]),
     "runtime": ([], ["--n", "2048", "--hetero-n", "2048", "--trials", "3"]),
     "trmm_trsm": ([], ["--quick"]),

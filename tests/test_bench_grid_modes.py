@@ -295,3 +295,34 @@ def test_the_mixed_loops_heat_map_states_its_scale_and_marks_noisy_points(tmp_pa
     labels = [t.get_text() for t in bar.get_yticklabels()]
     assert labels[0].startswith("\u2264") and labels[-1].startswith("\u2265")  # clipped both ways, said so
     assert "clipped" in bar.get_ylabel() and ax.get_xlabel() and ax.get_ylabel()
+
+
+def _first_calls_script():
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_first_calls.py"
+    spec = importlib.util.spec_from_file_location("bench_first_calls_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_first_calls_times_both_libraries_in_fresh_interpreters(capsys):
+    """benchmarks/bench_first_calls.py: one fresh interpreter per library and process, its import and each
+    dgemm call timed; the JSON keeps every call of every process (the flow, not the figures)."""
+    mod = _first_calls_script()
+    assert mod.main(["--sizes", "32,48", "--calls", "2", "--processes", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sizes"] == [32, 48] and out["calls"] == 2
+    for lib in ("scipy", "tileblas"):
+        runs = out["runs"][lib]
+        assert len(runs) == 2
+        for r in runs:
+            assert 0 < r["import_s"] < 60
+            assert sorted(r["gflops"]) == ["32", "48"]
+            assert all(len(v) == 2 and min(v) > 0 for v in r["gflops"].values())
+
+
+@pytest.mark.parametrize("argv", [["--sizes", "x"], ["--sizes", "0"], ["--calls", "1"], ["--processes", "0"]])
+def test_bench_first_calls_refuses_bad_options(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _first_calls_script().main(argv)
+    assert exc.value.code == 2 and argv[0] in capsys.readouterr().err

@@ -16,3 +16,9 @@ from tileblas.blas._getfuncs import *  # noqa: F401,F403
 from tileblas.blas._getfuncs import __all__ as _allg
 
 __all__ = [*_allg, *_all1, *_all2, *_all3]
+
+# The runtime's modules, which the first Level-3 call needs (it makes the default runtime): imported here,
+# with the drop-in, so that the first call of a process does not pay for them (about 25 ms).
+from tileblas.runtime import _runtime  # noqa: E402
+
+del _runtime
