@@ -848,3 +848,21 @@ def test_a_sleeping_worker_keeps_off_the_calling_threads_cpu(lib, settings):
                      timeout=2.0)
     _pool.configure(spin_ns=0)
     assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=3.0)
+
+
+def test_a_calling_thread_that_waits_long_sleeps_until_told(lib, settings):
+    """A calling thread whose parts are done waits for a worker's: it spins spin_ns, then sleeps until the
+    worker finishing the last part tells it (its CPU free meanwhile); every part runs once, the worker's
+    part on the worker."""
+    slot = lib.pool_slot
+    _pool.configure(spin_ns=100_000, worker_delay_ns=5_000_000)  # the worker claims its part 5 ms late
+    before = _pool.stats()["waits_asleep"]
+    got = _pool.run_parts(slot, 2, spin_ns=20_000_000)  # parts of 20 ms: the caller's ends about 5 ms first
+    assert sorted(i for i, _ in got) == [0, 1]
+    if not any(w for _, w in got):
+        pytest.skip("the worker did not start within 20 ms here (a loaded machine): the caller ran both parts")
+    assert _pool.stats()["waits_asleep"] > before
+    # the pool goes on as before: short batches with the default spin, and a worker that claims at once
+    _pool.configure(spin_ns=200_000, worker_delay_ns=0)
+    for _ in range(20):
+        assert sorted(i for i, _ in _pool.run_parts(slot, 4, spin_ns=50_000)) == [0, 1, 2, 3]

@@ -27,7 +27,9 @@
  * process tileblas lost 0.5-0.8x to SciPy yielding, 0.9-2.3x ahead spinning 200 us then sleeping, while
  * a woken sleeper is scheduled promptly).  Spinning 200 us, not OpenBLAS's 100 ms, it holds a core from
  * another thread for at most that long after a call.  A thread waiting for the parts or jobs of others
- * spins as long, then yields between its checks (one of them may be queued on its core).  No state of the
+ * spins as long, then sleeps until the thread that finishes them tells it: its CPU is then free for the
+ * thread it waits for (queued behind it, or sharing another CPU with other work, from where the
+ * scheduler moves it to the idle one).  No state of the
  * machine is read and nothing is decided from timings: the moment only chooses which thread runs a part.
  *
  * Where a worker wakes: the kernel often puts a woken thread on the CPU of the thread that woke it, where
@@ -66,7 +68,8 @@
  *                                   parts (tileblas' claimed parts), caller_parts (those the calling
  *                                   thread ran), alone (batches the calling thread ran by itself: slot
  *                                   busy or no workers), sleeps, wakes, unwoken (sleeping workers a short
- *                                   batch left asleep), workers, slots, spinning (now)
+ *                                   batch left asleep), waits_asleep (calling threads that slept waiting
+ *                                   for others' parts or jobs), workers, slots, spinning (now)
  *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
  *                                   other threads' batches on it run on their calling thread alone (tests)
  *   quiesce(timeout_s) -> bool      wait (up to timeout_s) until no call is in flight and let none start
@@ -155,6 +158,10 @@ typedef struct Slot {
     _Atomic int parts_done;
     unsigned long long generation;
     _Atomic int caller_cpu; /* the CPU the calling thread of the call in progress was on (-1: unknown) */
+    /* the calling thread asleep in wait_until (waiting 1), told by the thread that finishes the work */
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;
+    _Atomic int waiting;
 } Slot;
 
 static Slot slots[MAX_SLOTS];
@@ -162,12 +169,13 @@ static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int nslots = 0;
 
 /* settings, in nanoseconds */
-static _Atomic long long spin_ns = 200000LL;    /* idle spin before sleeping; a waiter's spin before yielding */
+static _Atomic long long spin_ns = 200000LL;    /* idle spin before sleeping; a waiter's spin before it sleeps */
 static _Atomic long long worker_delay_ns = 0LL; /* tests: a worker's wait before it claims a part */
 
 /* counters */
 static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_caller_parts = 0, n_alone = 0,
-                         n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0, n_unwoken = 0;
+                         n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0, n_unwoken = 0,
+                         n_waits_asleep = 0;
 static _Atomic int n_spinning = 0;
 
 static inline long long
@@ -258,6 +266,18 @@ wake_on(Worker *w)
 
 /* ---------------------------------------------------------------------------------- claimed parts */
 
+/* After a thread's seq_cst store that may complete what the calling thread waits for: wake it where it
+ * sleeps in wait_until. */
+static inline void
+notify_waiter(Slot *s)
+{
+    if (atomic_load(&s->waiting)) {
+        pthread_mutex_lock(&s->wlock);
+        pthread_cond_signal(&s->wcond);
+        pthread_mutex_unlock(&s->wlock);
+    }
+}
+
 /* Claim and run parts of the slot's batch until none is left; the number run. */
 static int
 claim_parts(Slot *s)
@@ -275,15 +295,17 @@ claim_parts(Slot *s)
             continue; /* c now holds the word as it is */
         fn((int)next, data + (size_t)next * elsize, 0);
         ran++;
-        atomic_fetch_add_explicit(&s->parts_done, 1, memory_order_release);
+        atomic_fetch_add(&s->parts_done, 1); /* seq_cst: before notify_waiter reads waiting */
+        notify_waiter(s);
         c = atomic_load(&s->claim);
     }
 }
 
-/* Spin until *flag reaches at least `want`: busy for spin_ns, then yielding between checks (the thread
- * waited for may be queued on this core). */
+/* Spin until *flag reaches at least `want`: busy for spin_ns, then asleep until the thread that brings
+ * it there says so (notify_waiter), so that this CPU is free: for the thread waited for, where it was
+ * queued behind this one, or for the scheduler to move it here from a CPU it shares with other work. */
 static void
-wait_until(_Atomic int *flag, int want)
+wait_until(Slot *s, _Atomic int *flag, int want)
 {
     long long start = 0;
     while (atomic_load_explicit(flag, memory_order_acquire) < want) {
@@ -294,8 +316,15 @@ wait_until(_Atomic int *flag, int want)
         long long t = now_ns();
         if (start == 0)
             start = t;
-        else if (t - start > atomic_load_explicit(&spin_ns, memory_order_relaxed))
-            sched_yield();
+        else if (t - start > atomic_load_explicit(&spin_ns, memory_order_relaxed)) {
+            pthread_mutex_lock(&s->wlock);
+            atomic_fetch_add_explicit(&n_waits_asleep, 1, memory_order_relaxed);
+            atomic_store(&s->waiting, 1); /* seq_cst: before the flag is read again */
+            while (atomic_load(flag) < want)
+                pthread_cond_wait(&s->wcond, &s->wlock);
+            atomic_store(&s->waiting, 0);
+            pthread_mutex_unlock(&s->wlock);
+        }
     }
 }
 
@@ -360,7 +389,8 @@ worker_main(void *arg)
             atomic_store_explicit(&w->started, 1, memory_order_release);
             w->fn(w->index, w->data, w->arg);
             atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
-            atomic_store_explicit(&w->done, 1, memory_order_release);
+            atomic_store(&w->done, 1); /* seq_cst: before notify_waiter reads waiting */
+            notify_waiter(w->slot);
         }
         unsigned long long told = atomic_load(&w->told);
         if (told != w->seen) {
@@ -542,7 +572,7 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
             sched_yield();
     dojob(0, jobdata, arg);
     for (int i = 1; i < numjobs; i++)
-        wait_until(&s->workers[i - 1]->done, 1);
+        wait_until(s, &s->workers[i - 1]->done, 1);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -611,7 +641,7 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
             atomic_fetch_add_explicit(&n_unwoken, 1, memory_order_relaxed);
     }
     int ran = claim_parts(s);
-    wait_until(&s->parts_done, nparts);
+    wait_until(s, &s->parts_done, nparts);
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_add_explicit(&n_parts, nparts, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_caller_parts, ran, memory_order_relaxed);
@@ -634,6 +664,9 @@ after_fork_child(void)
     int n = atomic_load(&nslots);
     for (int k = 0; k < n; k++) {
         pthread_mutex_init(&slots[k].lock, NULL);
+        pthread_mutex_init(&slots[k].wlock, NULL);
+        pthread_cond_init(&slots[k].wcond, NULL);
+        atomic_store(&slots[k].waiting, 0);
         slots[k].nworkers = 0;
         atomic_store(&slots[k].claim, slots[k].generation << 32);
     }
@@ -674,6 +707,9 @@ pool_attach(PyObject *self, PyObject *args)
     if (k < MAX_SLOTS) {
         Slot *s = &slots[k];
         pthread_mutex_init(&s->lock, NULL);
+        pthread_mutex_init(&s->wlock, NULL);
+        pthread_cond_init(&s->wcond, NULL);
+        atomic_store(&s->waiting, 0);
         s->nworkers = 0;
         s->used = 1;
         atomic_store(&s->caller_cpu, -1);
@@ -754,13 +790,13 @@ static PyObject *
 pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
                          "jobs", (long long)atomic_load(&n_jobs), "batches", (long long)atomic_load(&n_batches),
                          "parts", (long long)atomic_load(&n_parts), "caller_parts",
                          (long long)atomic_load(&n_caller_parts), "alone", (long long)atomic_load(&n_alone),
                          "sleeps", (long long)atomic_load(&n_sleeps), "wakes", (long long)atomic_load(&n_wakes),
                          "moved", (long long)atomic_load(&n_moved), "unwoken", (long long)atomic_load(&n_unwoken),
-                         "workers", (long long)atomic_load(&n_workers),
+                         "waits_asleep", (long long)atomic_load(&n_waits_asleep), "workers", (long long)atomic_load(&n_workers),
                          "slots", (int)atomic_load(&nslots),
                          "spinning", (int)atomic_load(&n_spinning));
 #else
