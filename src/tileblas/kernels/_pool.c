@@ -266,6 +266,16 @@ wake_on(Worker *w)
 
 /* ---------------------------------------------------------------------------------- claimed parts */
 
+/* A slot's locks and its waiter's condition as new (at attach, and in a child after fork()). */
+static void
+slot_sync_init(Slot *s)
+{
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->wlock, NULL);
+    pthread_cond_init(&s->wcond, NULL);
+    atomic_store(&s->waiting, 0);
+}
+
 /* After a thread's seq_cst store that may complete what the calling thread waits for: wake it where it
  * sleeps in wait_until. */
 static inline void
@@ -663,10 +673,7 @@ after_fork_child(void)
 {
     int n = atomic_load(&nslots);
     for (int k = 0; k < n; k++) {
-        pthread_mutex_init(&slots[k].lock, NULL);
-        pthread_mutex_init(&slots[k].wlock, NULL);
-        pthread_cond_init(&slots[k].wcond, NULL);
-        atomic_store(&slots[k].waiting, 0);
+        slot_sync_init(&slots[k]);
         slots[k].nworkers = 0;
         atomic_store(&slots[k].claim, slots[k].generation << 32);
     }
@@ -706,10 +713,7 @@ pool_attach(PyObject *self, PyObject *args)
     k = atomic_load(&nslots);
     if (k < MAX_SLOTS) {
         Slot *s = &slots[k];
-        pthread_mutex_init(&s->lock, NULL);
-        pthread_mutex_init(&s->wlock, NULL);
-        pthread_cond_init(&s->wcond, NULL);
-        atomic_store(&s->waiting, 0);
+        slot_sync_init(s);
         s->nworkers = 0;
         s->used = 1;
         atomic_store(&s->caller_cpu, -1);
