@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
 import threading
+from types import ModuleType
 
 import numpy as np
 
 from tileblas.devices import CPUDevice
+
+
+def bench_script(name: str) -> ModuleType:
+    """benchmarks/NAME.py loaded as a new module (the scripts are not a package)."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def tol(dtype) -> float:

@@ -3,7 +3,6 @@ refusals of bad options.  No timing is asserted: the grids are tiny (one routine
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -15,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from _helpers import bench_script
 from tileblas.cli import _bench_grid as G
 from tileblas.cli import _bench_modes as M
 from tileblas.cli import main
@@ -247,17 +247,8 @@ def test_bad_values_made_by_a_caller_are_refused_by_name(option, value, capsys):
     assert "points to time" not in capsys.readouterr().out
 
 
-def _bench_script(name: str):
-    """benchmarks/NAME.py loaded as a module (the scripts are not a package)."""
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_script", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_grid_script_refuses_bad_options_the_same_way(capsys):
-    script = _bench_script("bench_grid")
+    script = bench_script("bench_grid")
     assert _run(script.main, ["--load-procs", "-1", "--estimate-only"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--load-procs" in err and "'-1'" in err
@@ -273,7 +264,7 @@ def test_the_mixed_loops_heat_map_states_its_scale_and_marks_noisy_points(tmp_pa
     import matplotlib.figure
     from matplotlib.patches import Polygon
 
-    script = _bench_script("bench_mixed")
+    script = bench_script("bench_mixed")
     points = [{"routine": "dgemm", "n": n, "partner": part, "ratio": r, "control": c}
               for n, part, r, c in [(64, "none", 1.02, 0.99), (64, "numpy", 37.0, 1.01),
                                     (128, "none", 0.45, 0.93), (128, "numpy", 1.01, 1.02)]]
@@ -303,7 +294,7 @@ def test_the_mixed_loops_heat_map_states_its_scale_and_marks_noisy_points(tmp_pa
 def test_bench_first_calls_times_both_libraries_in_fresh_interpreters(capsys):
     """benchmarks/bench_first_calls.py: one fresh interpreter per library and process, its import and each
     dgemm call timed; the JSON keeps every call of every process (the flow, not the figures)."""
-    mod = _bench_script("bench_first_calls")
+    mod = bench_script("bench_first_calls")
     assert mod.main(["--sizes", "32,48", "--calls", "2", "--processes", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["sizes"] == [32, 48] and out["calls"] == 2
@@ -319,5 +310,5 @@ def test_bench_first_calls_times_both_libraries_in_fresh_interpreters(capsys):
 @pytest.mark.parametrize("argv", [["--sizes", "x"], ["--sizes", "0"], ["--calls", "1"], ["--processes", "0"]])
 def test_bench_first_calls_refuses_bad_options(argv, capsys):
     with pytest.raises(SystemExit) as exc:
-        _bench_script("bench_first_calls").main(argv)
+        bench_script("bench_first_calls").main(argv)
     assert exc.value.code == 2 and argv[0] in capsys.readouterr().err

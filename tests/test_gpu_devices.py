@@ -16,6 +16,7 @@ import types
 import numpy as np
 import pytest
 from _cupy_standin import c_library, install
+from _helpers import bench_script
 
 from tileblas.kernels import _openblas
 from tileblas.devices import CPUDevice
@@ -227,14 +228,9 @@ def test_c_library_routines_check_their_status(monkeypatch):
 
 
 def test_gpu_benchmark_runs_every_part_on_the_stand_in(stand_in, tmp_path):
-    import importlib.util
     import json
-    import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
-    spec = importlib.util.spec_from_file_location("bench_gpu", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_script("bench_gpu")
     sys.modules["cupy"]._state["free"] = 256 << 20  # small default tile memories
     rc = bench.main(["--sizes", "64", "--routine-n", "48", "--ooc-n", "96", "--trials", "1", "--out", str(tmp_path)])
     res = json.loads((tmp_path / "bench_gpu.json").read_text())
@@ -249,15 +245,10 @@ def test_gpu_benchmark_runs_every_part_on_the_stand_in(stand_in, tmp_path):
 def test_gpu_benchmark_quick_part_on_the_stand_in(monkeypatch, tmp_path):
     """bench_gpu.py --parts quick (gpu_suite.sh's benchmark) on the stand-in: every number made, every
     result checked against its reference."""
-    import importlib.util
     import json
-    import pathlib
 
     install(monkeypatch, devices=1, total=4 << 30)  # room for the 1 GiB out-of-core tile memory
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
-    spec = importlib.util.spec_from_file_location("bench_gpu", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_script("bench_gpu")
     rc = bench.main(["--parts", "quick", "--quick-n", "96", "--trials", "1", "--out", str(tmp_path)])
     res = json.loads((tmp_path / "bench_gpu.json").read_text())
     assert rc == 0 and res["errors"] == {}
