@@ -72,7 +72,7 @@ MEASURED_THREADS = frozenset({2})
 #: "Why each limit: the figures behind the small-call path's defaults".
 _SHIPPED_ONE_THREAD = {
     **dict.fromkeys(("sgemm", "dgemm", "cgemm"), 2e6), "zgemm": 5e5,
-    **dict.fromkeys(routines("symm", "hemm"), 3e5),
+    "ssymm": 3e5, "dsymm": 3e5, **dict.fromkeys(("csymm", "zsymm", "chemm", "zhemm"), 2.5e5),
     "ssyrk": 2.5e6, "dsyrk": 2.5e6, "csyrk": 1.2e6, "zsyrk": 1.2e6, "cherk": 1.2e6, "zherk": 1.2e6,
     "ssyr2k": 1.9e6, "dsyr2k": 1.9e6, "csyr2k": 1e6, "zsyr2k": 1e6, "cher2k": 5e5, "zher2k": 5e5,
     "strmm": 1.4e5, "dtrmm": 5e4, "ctrmm": 1.4e5, "ztrmm": 1.3e5,
