@@ -129,7 +129,8 @@ def test_the_gpu_floors_keep_every_call_the_c_path_splits():
     assert floors["gemm"] == max(two.gpu_min_flops, two.split["dgemm"][1], two.split["zgemm"][1])
     assert floors["syrk"] == max(two.gpu_min_flops, *(two.split[p + "syrk"][1] for p in "sdcz"))
     assert floors["dtrsm/L"] == floors["dtrsm/R"] == max(two.gpu_min_flops, two.split["dtrsm"][1])
-    assert floors["syr2k"] == two.gpu_min_flops  # never split
+    assert floors["syr2k"] == two.gpu_min_flops  # split only far below the floor
+    assert floors["symm"] == max(two.gpu_min_flops, *(two.split[p + "symm"][1] for p in "sdcz"))
     for key, v in floors.items():
         assert _dropin.config(2, gpu=True).limits[key] == min(two.limits[key], v)
     assert _dropin.config(1).gpu_floors()["syrk"] == _dropin.SHIPPED.gpu_min_flops  # no split on one thread

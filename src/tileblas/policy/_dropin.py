@@ -53,6 +53,7 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
     """Per routine, the flops [lo, hi) run split on the pool (the figures:
     docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults")."""
     out = {r: (2.5e5, 3e8) for r in routines("gemm", "symm", "hemm")}  # parts of C
+    out.update({r: (2.5e5, 1e10) for r in ("csymm", "zsymm", "chemm", "zhemm")})  # to order 1024
     rank = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}  # strips of the triangle
     out.update({r: rank[r[0]] for r in routines("syrk", "herk")})
     out.update({r: (_SHIPPED_ONE_THREAD[r], 3e6) for r in ("csyr2k", "zsyr2k", "cher2k", "zher2k")})  # strips
