@@ -68,7 +68,8 @@ def _cases():
                 for order in ("F", "C"):
                     out.append((p + fam, n, order))
     out += [("dgemm", 720, "F"), ("zgemm", 400, "C"), ("dsyr2k", 400, "F"), ("zher2k", 300, "F"),
-            ("dsyrk", 64, "F"), ("dsyrk", 96, "F"), ("dsyr2k", 64, "F")]  # the gemm route of small real syrk
+            ("dsyrk", 64, "F"), ("dsyrk", 96, "F"), ("dsyr2k", 64, "F"),  # the gemm route of small real syrk
+            ("zher2k", 48, "F"), ("zsyr2k", 48, "C"), ("cher2k", 64, "F"), ("csyr2k", 64, "C")]  # 2k strips
     return out
 
 
