@@ -1079,7 +1079,7 @@ def test_dropin_config_is_the_shipped_values_over_the_tuned_file_for_a_thread_se
     with pytest.raises(TypeError):
         shipped.split["dgemm"] = (0.0, 0.0)  # type: ignore[index]
     assert set(shipped.split) == set(_dropin.routines("gemm", "symm", "hemm", "syrk", "herk", "trmm", "trsm")) | {
-        "csyr2k", "zsyr2k", "cher2k", "zher2k"}
+        "dsyr2k", "csyr2k", "zsyr2k", "cher2k", "zher2k"}
     assert set(_dropin.routines(*_dropin.FAMILIES)) == {p + f for f, ps in LEVEL3_FAMILIES.items() for p in ps}
     one, two = _dropin.config(1), _dropin.config(2)
     assert _dropin.config(2) == two and one.threads == 1 and two.threads == 2

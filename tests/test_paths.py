@@ -683,7 +683,7 @@ def test_tuned_split_lower_ends_reach_the_c_path_and_info(tmp_path, monkeypatch,
         out = capsys.readouterr().out
         if split:
             assert "sgemm, dgemm 3e+06-3e+08 (lower end tuned)" in out and "ztrsm never (lower end tuned)" in out
-        _assert_refused(f, "split_from", ({"dsyr2k": 1.0}, {"dgemm": -1.0}, {"dgemm": "x"}, {"dgemm": True},
+        _assert_refused(f, "split_from", ({"ssyr2k": 1.0}, {"dgemm": -1.0}, {"dgemm": "x"}, {"dgemm": True},
                                           {"dgemm": [1.0, 2.0]}))
         assert dict(_dropin.config(2).split) == shipped
     finally:
@@ -798,7 +798,7 @@ def test_measure_split_keeps_what_fixed_timings_say(monkeypatch):
     assert [r[1:5] for r in rows["dgemm"]] == [[24, 0.5, 1.0, 0.5], [48, 0.5, 1.0, 0.5]]  # parts, one call, ratio
 
 
-@pytest.mark.parametrize("kwargs, match", [({"routines": ("dsyr2k",)}, "routines"), ({"routines": ("sgemm",)}, "routines"),
+@pytest.mark.parametrize("kwargs, match", [({"routines": ("ssyr2k",)}, "routines"), ({"routines": ("sgemm",)}, "routines"),
                                            ({"reps": 0}, "reps"), ({"orders": ()}, "orders"),
                                            ({"orders": (0, 32)}, "orders")])
 def test_measure_split_refuses_bad_arguments_by_name(kwargs, match):

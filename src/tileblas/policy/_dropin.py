@@ -57,6 +57,7 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
     rank = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}  # strips of the triangle
     out.update({r: rank[r[0]] for r in routines("syrk", "herk")})
     out.update({r: (_SHIPPED_ONE_THREAD[r], 3e6) for r in ("csyr2k", "zsyr2k", "cher2k", "zher2k")})  # strips
+    out["dsyr2k"] = (_SHIPPED_ONE_THREAD["dsyr2k"], 5e8)  # strips, to order 512
     tri = {"s": (0.0, 4e9), "d": (0.0, 4e9), "c": (0.0, 1.5e10), "z": (0.0, 1.5e10)}  # parts of b
     out.update({r: tri[r[0]] for r in routines("trmm", "trsm")})
     return _frozen(out)

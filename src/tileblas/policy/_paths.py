@@ -84,12 +84,12 @@ SCHEMA = 1
 RANK_GEMM_ROUTINES = ("ssyrk", "dsyrk", "ssyr2k", "dsyr2k")
 #: The routines ``tileblas tune`` times for the lower end of the C path's split (``split_from``), each with
 #: the routines its limit is stored for: one per family and precision class, as the shipped ranges go
-#: (the same lower end for s and d, for c and z; symm with hemm, syrk with herk, syr2k with her2k:
-#: complex only).
+#: (the same lower end for s and d, for c and z; symm with hemm, syrk with herk, syr2k with her2k
+#: in complex; of real syr2k only dsyr2k is split).
 SPLIT_TUNE = {"dgemm": ("sgemm", "dgemm"), "zgemm": ("cgemm", "zgemm"), "dsymm": ("ssymm", "dsymm"),
               "zhemm": ("csymm", "zsymm", "chemm", "zhemm"), "dsyrk": ("ssyrk", "dsyrk"),
               "zherk": ("csyrk", "zsyrk", "cherk", "zherk"), "zher2k": ("csyr2k", "zsyr2k", "cher2k", "zher2k"),
-              "dtrmm": ("strmm", "dtrmm"),
+              "dsyr2k": ("dsyr2k",), "dtrmm": ("strmm", "dtrmm"),
               "ztrmm": ("ctrmm", "ztrmm"), "dtrsm": ("strsm", "dtrsm"), "ztrsm": ("ctrsm", "ztrsm")}
 #: The routines the C path may run split (the keys ``split_from`` accepts).
 SPLIT_ROUTINES = tuple(r for rs in SPLIT_TUNE.values() for r in rs)
