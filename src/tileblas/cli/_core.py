@@ -231,7 +231,7 @@ def _print_paths(p: dict[str, Any]) -> None:
                     for k, v in p.get("fastpath_one_thread", {}).items())
     print(f"             on one thread (tileblas' one-thread instance): {one or 'none'}")
     print("             split on the thread pool (parts on the one-thread instance; gemm, symm, hemm in parts of "
-          "c, syrk, herk in strips, trmm, trsm in parts of b), flops: " + (_split_lines(p) or "none"))
+          "c, syrk, herk, syr2k, her2k in strips, trmm, trsm in parts of b), flops: " + (_split_lines(p) or "none"))
     tuned = set(p.get("fastpath_rank_gemm_tuned", ()))
     rg = ", ".join(f"{k} below {lo:.3g} ({hi:.3g} split){' (tuned)' if k in tuned else ''}"
                    for k, (lo, hi) in p.get("fastpath_rank_gemm", {}).items())
