@@ -2,12 +2,13 @@
 
 What: a user's loop calls a Level-3 routine and then does something else before the next call: nothing (a
 tight loop), Python work, a wait (``time.sleep``), a NumPy matrix product (NumPy's own OpenBLAS), or a
-SciPy LAPACK call (SciPy's OpenBLAS).  Each loop runs with the routine taken from scipy.linalg.blas and
-with the same routine taken from tileblas.blas; the partner work is the same in both.  NumPy, SciPy and
-tileblas each load their own OpenBLAS, whose idle threads spin for 0.1 s after each call: with a partner
-that runs another OpenBLAS, two pools spin at once and fight over the cores.  tileblas runs its parallel
-calls on its own pool (tileblas.kernels._pool), whose workers sleep as soon as another thread wants their
-core; this benchmark shows what that gives, and that it costs nothing where no other pool runs.
+SciPy LAPACK call (SciPy's OpenBLAS) (loops with longer work between calls: bench_gaps.py).  Each loop
+runs with the routine taken from scipy.linalg.blas and with the same routine taken from tileblas.blas; the
+partner work is the same in both.  NumPy, SciPy and tileblas each load their own OpenBLAS, whose idle
+threads spin for 0.1 s after each call: with a partner that runs another OpenBLAS, two pools spin at once
+and fight over the cores.  tileblas runs its parallel calls on its own pool (tileblas.kernels._pool), whose
+workers sleep 200 µs after their work (unless ``TILEBLAS_POOL_WAIT`` asks for longer); this benchmark shows
+what that gives, and what it costs where no other pool runs.
 
 How: for each routine, order n and partner, three loops of ``--iters`` iterations (call + partner) are
 timed interleaved, SciPy, tileblas, SciPy again (the control), each after a ``--settle`` pause, best of

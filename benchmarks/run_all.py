@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "overhead": ([], ["--repeat", "3"]),
     "first_calls": ([], ["--processes", "2"]),
     "forms": ([], ["--repeat", "3"]),
+    "gaps": ([], ["--quick"]),
     "runtime": ([], ["--n", "2048", "--hetero-n", "2048", "--trials", "3"]),
     "trmm_trsm": ([], ["--quick"]),
     "comm": ([], ["--n", "4096", "--trials", "1"]),

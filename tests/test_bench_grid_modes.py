@@ -291,6 +291,25 @@ def test_the_mixed_loops_heat_map_states_its_scale_and_marks_noisy_points(tmp_pa
     assert "clipped" in bar.get_ylabel() and ax.get_xlabel() and ax.get_ylabel()
 
 
+def test_bench_gaps_times_each_wait_against_scipy_and_puts_the_pool_back(capsys):
+    """benchmarks/bench_gaps.py: SciPy, tileblas under each wait and the control, one point; the pool's
+    settings as they were afterwards; a bad wait is refused by name."""
+    from tileblas.kernels import _pool
+
+    if not _pool.supported:
+        pytest.skip("no pool in this build")
+    script = bench_script("bench_gaps")
+    saved = _pool.configure()
+    pt = script.measure("dgemm", 32, 0.0005, ["200us", "5ms"], rounds=1, calls=2)
+    assert _pool.configure() == saved
+    assert set(pt["ratio"]) == {"200us", "5ms"} and pt["scipy_s"] > 0 and pt["control"] > 0
+    for w in ("200us", "5ms"):
+        assert pt["tileblas_s"][w] > 0 and pt["ratio"][w] == pytest.approx(pt["scipy_s"] / pt["tileblas_s"][w])
+    with pytest.raises(SystemExit):
+        script.main(["--waits", "soon"])
+    assert "--waits='soon'" in capsys.readouterr().err
+
+
 def test_bench_first_calls_times_both_libraries_in_fresh_interpreters(capsys):
     """benchmarks/bench_first_calls.py: one fresh interpreter per library and process, its import and each
     dgemm call timed; the JSON keeps every call of every process (the flow, not the figures)."""

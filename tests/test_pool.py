@@ -1,7 +1,8 @@
 """tileblas' thread pool (tileblas.kernels._pool): OpenBLAS's parallel calls it runs are right, concurrent
 callers and a forked child work, claimed parts run whoever is there (the calling thread alone when the
-workers sleep, are slow or the slot is busy) and every part exactly once, idle workers yield and then sleep,
-the settings are checked by name, and TILEBLAS_POOL=0 gives OpenBLAS's own threads."""
+workers sleep, are slow or the slot is busy) and every part exactly once, idle workers spin (and yield,
+where asked) and then sleep, the settings (TILEBLAS_POOL_WAIT among them) are checked by name, and
+TILEBLAS_POOL=0 gives OpenBLAS's own threads."""
 
 import os
 import subprocess
@@ -161,12 +162,56 @@ def test_idle_workers_spin_then_sleep(lib, settings):
     n = 300
     a, b = _rand(rng, (n, n), np.float64), _rand(rng, (n, n), np.float64)
     c = np.zeros((n, n), order="F")
-    _pool.configure(spin_ns=30_000_000)  # 30 ms
+    _pool.configure(spin_ns=30_000_000, yield_ns=0)  # 30 ms
     before = _pool.stats()
     _openblas.gemm(1.0, a, b, 0.0, c, lib=lib)
     assert _pool.stats()["calls"] > before["calls"]
     assert _wait_for(lambda: _pool.stats()["sleeps"] > before["sleeps"], timeout=2.0)  # asleep after the spin
     assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=2.0)
+
+
+def test_idle_workers_asked_to_wait_longer_yield_then_sleep(lib, settings):
+    """With a yielding wait after the spin (TILEBLAS_POOL_WAIT), an idle worker stays awake through it, then
+    sleeps."""
+    _pool.configure(spin_ns=0, yield_ns=0)
+    assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=2.0)
+    _pool.configure(spin_ns=0, yield_ns=400_000_000)  # 0.4 s
+    before = _pool.stats()
+    _pool.run_parts(lib.pool_slot, 4, spin_ns=20_000)
+    time.sleep(0.1)
+    mid = _pool.stats()
+    assert mid["spinning"] >= 1 and mid["sleeps"] == before["sleeps"]  # awake 0.1 s after the work
+    assert _wait_for(lambda: _pool.stats()["sleeps"] > before["sleeps"], timeout=3.0)  # asleep after it
+    assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=2.0)
+
+
+def test_the_wait_setting_reads_durations_and_refuses_the_rest():
+    spin = _openblas.WAIT_SPIN_NS
+    assert _openblas.parse_wait("200us") == (200_000, 0)
+    assert _openblas.parse_wait("50us") == (50_000, 0)
+    assert _openblas.parse_wait("0s") == (0, 0)
+    assert _openblas.parse_wait("5ms") == (spin, 5_000_000 - spin)
+    assert _openblas.parse_wait(" 0.1S ") == (spin, 100_000_000 - spin)
+    for bad in ("", "5", "fast", "-1ms", "nanms", "2min", "61s", "inf s"):
+        with pytest.raises(ValueError, match=r"TILEBLAS_POOL_WAIT=.*expected a duration"):
+            _openblas.parse_wait(bad)
+
+
+@pytest.mark.skipif(not _pool.supported, reason="no pool in this build")
+def test_the_wait_comes_from_the_environment():
+    code = ("import warnings; warnings.simplefilter('always')\n"
+            "from tileblas.kernels import _openblas, _pool\n"
+            "print(_pool.configure()['spin_ns'], _pool.configure()['yield_ns'], _openblas.pool_info()['notes'])")
+    env = {**os.environ, "TILEBLAS_POOL_WAIT": "20ms"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:2] == ["200000", "19800000"]
+    env["TILEBLAS_POOL_WAIT"] = "soon"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:2] == ["200000", "0"]  # the pool's own wait
+    assert "TILEBLAS_POOL_WAIT='soon'" in out.stderr and "RuntimeWarning" in out.stderr
+    assert "TILEBLAS_POOL_WAIT='soon'" in out.stdout  # the note tileblas info shows
 
 
 def test_claimed_parts_each_run_once_by_whoever_is_there(lib, settings):
@@ -230,9 +275,11 @@ def test_parts_from_many_threads_at_once_all_run(lib, settings):
 
 def test_configure_checks_every_setting_by_name(settings):
     settings = _pool.configure()
-    assert set(settings) == {"spin_ns", "worker_delay_ns"}
+    assert set(settings) == {"spin_ns", "yield_ns", "worker_delay_ns"}
     with pytest.raises(ValueError, match=r"spin_ns is -1"):
         _pool.configure(spin_ns=-1)
+    with pytest.raises(ValueError, match=r"yield_ns is -2"):
+        _pool.configure(yield_ns=-2)
     with pytest.raises(TypeError, match=r"worker_delay_ns must be an int .*'soon'"):
         _pool.configure(worker_delay_ns="soon")
     with pytest.raises(TypeError, match=r"spin_ns must be an int .*True"):
@@ -793,7 +840,7 @@ def test_a_split_call_wakes_sleeping_workers_so_they_take_parts(lib, settings):
     tb.dgemm(1.0, small, small)  # the C path configured
     if _fastpath.decide(tb.dgemm, 1.0, small, small)["path"] != "split":
         pytest.skip("no split here (one thread)")
-    _pool.configure(spin_ns=0)  # workers sleep right after their work
+    _pool.configure(spin_ns=0, yield_ns=0)  # workers sleep right after their work
     ref = tb.dgemm(1.0, small, small)
     s0 = _pool.stats()
     for _ in range(20):
@@ -830,7 +877,7 @@ def test_a_sleeping_worker_keeps_off_the_calling_threads_cpu(lib, settings):
     the kernel wakes it on another CPU rather than queued behind the thread that woke it; awake, it has
     its mask back.  Nothing else of its mask changes."""
     slot, allowed = lib.pool_slot, os.sched_getaffinity(0)
-    _pool.configure(spin_ns=0)  # workers sleep right after their work
+    _pool.configure(spin_ns=0, yield_ns=0)  # workers sleep right after their work
     for _ in range(50):  # a call whose calling thread stayed on one CPU
         cpu = _this_cpu()
         _pool.run_parts(slot, 4, spin_ns=20_000)
@@ -848,7 +895,7 @@ def test_a_sleeping_worker_keeps_off_the_calling_threads_cpu(lib, settings):
     _pool.run_parts(slot, 4, spin_ns=20_000)
     assert _wait_for(lambda: sum(os.sched_getaffinity(t) == allowed for t in _pool_threads()) >= lib.threads - 1,
                      timeout=2.0)
-    _pool.configure(spin_ns=0)
+    _pool.configure(spin_ns=0, yield_ns=0)
     assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=3.0)
 
 

@@ -45,6 +45,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
@@ -313,6 +314,51 @@ def _static_offset(path: str, name: str, anchor: tuple[str, Any]) -> int | None:
 
 _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in ("0", "false", "no", "off")}
 
+#: The environment variable: how long an idle worker of the pool stays awake after its work
+WAIT_ENV = "TILEBLAS_POOL_WAIT"
+#: the pool's busy spin (kernels/_pool.c, "Waiting for work"); a longer wait yields the CPU after it
+WAIT_SPIN_NS = 200_000
+_WAIT_UNITS = {"us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_wait(text: str, source: str = WAIT_ENV) -> tuple[int, int]:
+    """``(spin_ns, yield_ns)`` for a wait such as ``200us``, ``5ms`` or ``0.1s``: the worker spins for the
+    first 200 µs of it (or all of a shorter wait), then calls ``sched_yield()`` in a loop for the rest, as
+    OpenBLAS's threads do for their 0.1 s, then sleeps until told of work.  ValueError naming ``source``
+    and the value where it is not a number >= 0 with one of the units us, ms, s."""
+    t = text.strip().lower()
+    unit = next((u for u in ("us", "ms", "s") if t.endswith(u)), None)
+    try:
+        value = float(t[: -len(unit)]) if unit else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not (value >= 0 and value * _WAIT_UNITS[unit or "s"] <= 60e9):
+        raise ValueError(f"{source}={text!r}: expected a duration from 0 to 60 s with its unit (us, ms or s), "
+                         "such as 200us or 0.1s")
+    ns = int(round(value * _WAIT_UNITS[unit]))
+    return min(ns, WAIT_SPIN_NS), max(ns - WAIT_SPIN_NS, 0)
+
+
+def _wait_from_environment() -> None:
+    """Set the pool's wait from :data:`WAIT_ENV` where it is set; a value :func:`parse_wait` refuses is
+    one RuntimeWarning, the pool's own wait, and a note that ``tileblas info`` shows."""
+    text = os.environ.get(WAIT_ENV, "").strip()
+    if not text or not _pool.supported:
+        return
+    try:
+        spin, yld = parse_wait(text)
+    except ValueError as exc:
+        _POOL["wait_note"] = f"{exc}; the pool's own wait kept"
+        try:
+            warnings.warn(f"tileblas: {_POOL['wait_note']}", RuntimeWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
+            pass
+        return
+    _pool.configure(spin_ns=spin, yield_ns=yld)
+
+
+_wait_from_environment()
+
 #: At the interpreter's exit, before the libraries' destructors free OpenBLAS's buffers: wait (30 s at
 #: most) until no BLAS call of tileblas is in flight (a daemon thread's), and let none start again.
 atexit.register(_pool.quiesce, 30.0)
@@ -386,6 +432,8 @@ def pool_info() -> dict[str, Any]:
     else:
         why = ""
     notes = [f"instance of {lib.threads} threads{' (ILP64)' if lib.ilp64 else ''}: {lib.note}" for lib in libs if lib.note]
+    if _POOL.get("wait_note"):
+        notes.append(_POOL["wait_note"])
     return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
             "settings": _pool.configure(), "stats": _pool.stats(), "notes": notes}
 

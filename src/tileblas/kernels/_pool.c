@@ -29,7 +29,10 @@
  * another thread for at most that long after a call.  A thread waiting for the parts or jobs of others
  * spins as long, then sleeps until the thread that finishes them tells it: its CPU is then free for the
  * thread it waits for (queued behind it, or sharing another CPU with other work, from where the
- * scheduler moves it to the idle one).  No state of the
+ * scheduler moves it to the idle one).  Where the user asks for a longer wait (TILEBLAS_POOL_WAIT, set
+ * from Python), an idle worker yields (sched_yield) in a loop for yield_ns after its spin, as OpenBLAS's
+ * threads do, and then sleeps: loops with the caller's own work between calls find it awake, at the
+ * cost of the CPU it holds meanwhile from another library's threads.  No state of the
  * machine is read and nothing is decided from timings: the moment only chooses which thread runs a part.
  *
  * Where a worker wakes: the kernel often puts a woken thread on the CPU of the thread that woke it, where
@@ -60,9 +63,10 @@
  *   supported                      whether this build has the pool (POSIX threads)
  *   attach(setter, threads) -> int  set the callback through the library's setter (its address); makes
  *                                   threads - 1 workers; returns the slot number
- *   configure(spin_ns=, worker_delay_ns=)
+ *   configure(spin_ns=, yield_ns=, worker_delay_ns=)
  *                                   set (each optional, all checked before any is set); returns the
- *                                   settings.  worker_delay_ns: each worker waits this long before it
+ *                                   settings.  yield_ns: an idle worker's yielding wait after its spin
+ *                                   (0; TILEBLAS_POOL_WAIT sets it).  worker_delay_ns: each worker waits this long before it
  *                                   claims a part (0; for tests that force the calling thread to run them)
  *   stats() -> dict                 counters: calls and jobs (OpenBLAS's parallel calls), batches and
  *                                   parts (tileblas' claimed parts), caller_parts (those the calling
@@ -170,6 +174,7 @@ static _Atomic int nslots = 0;
 
 /* settings, in nanoseconds */
 static _Atomic long long spin_ns = 200000LL;    /* idle spin before sleeping; a waiter's spin before it sleeps */
+static _Atomic long long yield_ns = 0LL;        /* after the idle spin, a worker's yielding wait before it sleeps */
 static _Atomic long long worker_delay_ns = 0LL; /* tests: a worker's wait before it claims a part */
 
 /* counters */
@@ -363,10 +368,13 @@ spin_for_work(Worker *w)
             }
             CPU_RELAX();
         }
-        if (now_ns() - start >= total) {
-            got = has_work(w);
-            goto out;
-        }
+        if (now_ns() - start >= total)
+            break;
+    }
+    {
+        long long until = start + total + atomic_load_explicit(&yield_ns, memory_order_relaxed);
+        while (!(got = has_work(w)) && now_ns() < until)
+            sched_yield();
     }
 out:
     atomic_fetch_sub_explicit(&n_spinning, 1, memory_order_relaxed);
@@ -748,7 +756,8 @@ static PyObject *
 settings_dict(void)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "worker_delay_ns",
+    return Py_BuildValue("{s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "yield_ns",
+                         (long long)atomic_load(&yield_ns), "worker_delay_ns",
                          (long long)atomic_load(&worker_delay_ns));
 #else
     return PyDict_New();
@@ -758,14 +767,14 @@ settings_dict(void)
 static PyObject *
 pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"spin_ns", "worker_delay_ns", NULL};
-    PyObject *vals[2] = {NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OO:configure", kwlist, &vals[0], &vals[1]))
+    static char *kwlist[] = {"spin_ns", "yield_ns", "worker_delay_ns", NULL};
+    PyObject *vals[3] = {NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOO:configure", kwlist, &vals[0], &vals[1], &vals[2]))
         return NULL;
 #if POOL_SUPPORTED
-    long long v[2];
+    long long v[3];
     /* check all before setting any, so a bad value leaves the settings as they were */
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (vals[i] == NULL || vals[i] == Py_None)
             continue;
         if (!PyLong_Check(vals[i]) || PyBool_Check(vals[i])) {
@@ -782,8 +791,8 @@ pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    _Atomic long long *targets[2] = {&spin_ns, &worker_delay_ns};
-    for (int i = 0; i < 2; i++)
+    _Atomic long long *targets[3] = {&spin_ns, &yield_ns, &worker_delay_ns};
+    for (int i = 0; i < 3; i++)
         if (vals[i] != NULL && vals[i] != Py_None)
             atomic_store(targets[i], v[i]);
 #endif
