@@ -101,12 +101,16 @@ def section(out: Callable[[str], None]) -> None:
                 mod.dgemm(1.0, p, q)
                 p @ q
             loops[name] = min(loops[name], (time.perf_counter() - t0) / 20)
-    stats1 = _openblas.pool_info()["stats"]
+    info1 = _openblas.pool_info()
+    stats1, wait = info1["stats"], info1["settings"]
+    waits = (f"spin {wait.get('spin_ns', 0) / 1e3:g} us"
+             + (f", then yield {wait['yield_ns'] / 1e6:g} ms" if wait.get("yield_ns") else "")
+             + " after their work, then sleep")
     out(f"  loop of dgemm n={k} and NumPy's a @ b (20 iterations, best of 2, interleaved): tileblas.blas "
         f"{loops['tileblas']*1e3:.2f} ms per iteration, scipy {loops['scipy']*1e3:.2f} ms -> "
         f"{loops['scipy']/loops['tileblas']:.1f}x")
     out(f"    tileblas' pool meanwhile: {stats1.get('sleeps', 0) - stats0.get('sleeps', 0)} sleep(s) of its "
-        f"workers (they spin 200 us after their work, then sleep), "
+        f"workers (they {waits}), "
         f"{stats1.get('caller_parts', 0) - stats0.get('caller_parts', 0)} part(s) of split calls run by the calling "
         "thread; SciPy's and NumPy's OpenBLAS threads spin 0.1 s after each call and take turns on the cores")
 
