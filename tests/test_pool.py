@@ -201,11 +201,13 @@ def test_the_wait_setting_reads_durations_and_refuses_the_rest():
 def test_the_wait_comes_from_the_environment():
     code = ("import warnings; warnings.simplefilter('always')\n"
             "from tileblas.kernels import _openblas, _pool\n"
-            "print(_pool.configure()['spin_ns'], _pool.configure()['yield_ns'], _openblas.pool_info()['notes'])")
+            "print(_pool.configure()['spin_ns'], _pool.configure()['yield_ns'], _openblas.pool_info()['notes'])\n"
+            "from tileblas.cli._core import _print_pool; _print_pool(_openblas.pool_info())")
     env = {**os.environ, "TILEBLAS_POOL_WAIT": "20ms"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[:2] == ["200000", "19800000"]
+    assert "spin 200 us, yield 19.8 ms, then sleep" in out.stdout  # as tileblas info says it
     env["TILEBLAS_POOL_WAIT"] = "soon"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
