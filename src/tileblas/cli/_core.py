@@ -170,14 +170,14 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _print_pool(p: dict[str, Any]) -> None:
+    from tileblas.kernels import _openblas
+
     if not p["enabled"]:
         print(f"BLAS threads {p['note']}")
         return
     c, st = p["settings"], p["stats"]
     print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers "
-          f"spin {c['spin_ns'] / 1e3:g} us, "
-          + (f"yield {c['yield_ns'] / 1e6:g} ms, " if c.get("yield_ns") else "")
-          + "then sleep until told of work")
+          f"{_openblas.wait_text(c)}, then sleep until told of work")
     print("             split calls: fixed parts claimed by the calling thread and the workers (same bits whoever "
           "runs them)")
     print(f"             so far: {st['calls']} OpenBLAS parallel call(s), {st['batches']} split call(s) in "

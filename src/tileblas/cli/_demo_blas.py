@@ -103,9 +103,7 @@ def section(out: Callable[[str], None]) -> None:
             loops[name] = min(loops[name], (time.perf_counter() - t0) / 20)
     info1 = _openblas.pool_info()
     stats1, wait = info1["stats"], info1["settings"]
-    waits = (f"spin {wait.get('spin_ns', 0) / 1e3:g} us"
-             + (f", then yield {wait['yield_ns'] / 1e6:g} ms" if wait.get("yield_ns") else "")
-             + " after their work, then sleep")
+    waits = f"{_openblas.wait_text(wait)} after their work, then sleep"
     out(f"  loop of dgemm n={k} and NumPy's a @ b (20 iterations, best of 2, interleaved): tileblas.blas "
         f"{loops['tileblas']*1e3:.2f} ms per iteration, scipy {loops['scipy']*1e3:.2f} ms -> "
         f"{loops['scipy']/loops['tileblas']:.1f}x")

@@ -316,8 +316,8 @@ _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in 
 
 #: The environment variable: how long an idle worker of the pool stays awake after its work
 WAIT_ENV = "TILEBLAS_POOL_WAIT"
-#: the pool's busy spin (kernels/_pool.c, "Waiting for work"); a longer wait yields the CPU after it
-WAIT_SPIN_NS = 200_000
+#: the pool's busy spin as built (kernels/_pool.c, "Waiting for work"); a longer wait yields the CPU after it
+WAIT_SPIN_NS = int(_pool.configure()["spin_ns"]) if _pool.supported else 0
 _WAIT_UNITS = {"us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
@@ -337,6 +337,13 @@ def parse_wait(text: str, source: str = WAIT_ENV) -> tuple[int, int]:
                          "such as 200us or 0.1s")
     ns = int(round(value * _WAIT_UNITS[unit]))
     return min(ns, WAIT_SPIN_NS), max(ns - WAIT_SPIN_NS, 0)
+
+
+def wait_text(settings: dict) -> str:
+    """The pool's wait in words, from its settings (``_pool.configure()``): ``spin 200 us`` or ``spin 200
+    us, yield 99.8 ms``."""
+    return (f"spin {settings.get('spin_ns', 0) / 1e3:g} us"
+            + (f", yield {settings['yield_ns'] / 1e6:g} ms" if settings.get("yield_ns") else ""))
 
 
 def _wait_from_environment() -> None:

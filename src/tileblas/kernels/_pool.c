@@ -66,8 +66,9 @@
  *   configure(spin_ns=, yield_ns=, worker_delay_ns=)
  *                                   set (each optional, all checked before any is set); returns the
  *                                   settings.  yield_ns: an idle worker's yielding wait after its spin
- *                                   (0; TILEBLAS_POOL_WAIT sets it).  worker_delay_ns: each worker waits this long before it
- *                                   claims a part (0; for tests that force the calling thread to run them)
+ *                                   (0; TILEBLAS_POOL_WAIT sets it).  worker_delay_ns: each worker waits
+ *                                   this long before it claims a part (0; for tests that force the
+ *                                   calling thread to run them)
  *   stats() -> dict                 counters: calls and jobs (OpenBLAS's parallel calls), batches and
  *                                   parts (tileblas' claimed parts), caller_parts (those the calling
  *                                   thread ran), alone (batches the calling thread ran by itself: slot
