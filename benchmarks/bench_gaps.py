@@ -42,16 +42,6 @@ def _busy(seconds: float) -> None:
         pass
 
 
-def _call(mod: Any, routine: str, a: np.ndarray, b: np.ndarray) -> Callable[[], Any]:
-    fn = getattr(mod, routine)
-    if routine[1:] in ("syrk", "herk"):
-        return lambda: fn(1.0, a)
-    if routine[1:] in ("gemm", "symm", "hemm", "trmm", "trsm", "syr2k", "her2k"):
-        return lambda: fn(1.0, a, b)
-    raise ValueError(f"routine must be a Level-3 routine (gemm, symm, hemm, trmm, trsm, syrk, herk, syr2k, "
-                     f"her2k); got {routine!r}")
-
-
 def _timed_loop(call: Callable[[], Any], calls: int, gap: float, before: Callable[[], Any] | None) -> float:
     """Mean seconds of ``calls`` calls, each followed by ``gap`` seconds of Python work (not timed)."""
     if before is not None:
@@ -72,21 +62,25 @@ def measure(routine: str, n: int, gap: float, waits: list[str], *, rounds: int, 
     import scipy.linalg.blas as sb
 
     from tileblas import blas as tb
+    from tileblas._dtypes import DTYPE_OF
     from tileblas._timing import interleaved
     from tileblas.kernels import _openblas, _pool
+    from tileblas.perf._pathtune import _square_args
+    from tileblas.policy._dropin import FAMILIES
 
-    dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[routine[0]]
-    rng = np.random.default_rng(n)
-    a = np.asfortranarray((np.tril(rng.standard_normal((n, n))) + n * np.eye(n)).astype(dtype))
-    b = np.asfortranarray(rng.standard_normal((n, n)).astype(dtype))
+    if routine[1:] not in FAMILIES or routine[:1] not in DTYPE_OF or not hasattr(tb, routine):
+        raise ValueError(f"routine must be a Level-3 routine ({', '.join(FAMILIES)} with s, d, c or z); "
+                         f"got {routine!r}")
+    args = _square_args(np.random.default_rng(n), routine[1:], DTYPE_OF[routine[0]], n)
+    scipy_fn, tileblas_fn = getattr(sb, routine), getattr(tb, routine)
     saved = _pool.configure()
     settings = {w: _openblas.parse_wait(w, "--waits") for w in waits}
     contenders: dict[str, Callable[[], float]] = {
-        "scipy": lambda c=_call(sb, routine, a, b): _timed_loop(c, calls, gap, None)}
+        "scipy": lambda: _timed_loop(lambda: scipy_fn(*args), calls, gap, None)}
     for w, (spin, yld) in settings.items():
-        contenders[w] = (lambda c=_call(tb, routine, a, b), s=spin, y=yld:
-                         _timed_loop(c, calls, gap, lambda: _pool.configure(spin_ns=s, yield_ns=y)))
-    contenders["control"] = lambda c=_call(sb, routine, a, b): _timed_loop(c, calls, gap, None)
+        contenders[w] = (lambda s=spin, y=yld: _timed_loop(lambda: tileblas_fn(*args), calls, gap,
+                                                            lambda: _pool.configure(spin_ns=s, yield_ns=y)))
+    contenders["control"] = lambda: _timed_loop(lambda: scipy_fn(*args), calls, gap, None)
     try:
         t = interleaved(contenders, rounds, self_timed=True, settle=0.25, alternate=True)
     finally:
