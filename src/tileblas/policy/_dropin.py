@@ -58,6 +58,7 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
     out.update({r: rank[r[0]] for r in routines("syrk", "herk")})
     out.update({r: (_SHIPPED_ONE_THREAD[r], 3e6) for r in ("csyr2k", "zsyr2k", "cher2k", "zher2k")})  # strips
     out["dsyr2k"] = (1.9e6, 5e8)  # strips, orders 99-630; below, to its one-thread limit, OpenBLAS's choice
+    out.update(dict.fromkeys(("sgemm", "dgemm"), (2e6, 3e8)))  # from order 100; orders 65-99 OpenBLAS's choice
     tri = {"s": (0.0, 4e9), "d": (0.0, 4e9), "c": (0.0, 1.5e10), "z": (0.0, 1.5e10)}  # parts of b
     out.update({r: tri[r[0]] for r in routines("trmm", "trsm")})
     return _frozen(out)
@@ -74,7 +75,7 @@ MEASURED_THREADS = frozenset({2})
 #: woken.  The figures: docs/measurements/drop-in.md,
 #: "Why each limit: the figures behind the small-call path's defaults".
 _SHIPPED_ONE_THREAD = {
-    **dict.fromkeys(("sgemm", "dgemm", "cgemm"), 2e6), "zgemm": 5e5,
+    "sgemm": 5.3e5, "dgemm": 5.3e5, "cgemm": 2e6, "zgemm": 5e5,
     "ssymm": 3e5, "dsymm": 3e5, **dict.fromkeys(("csymm", "zsymm", "chemm", "zhemm"), 2.5e5),
     "ssyrk": 2.5e6, "dsyrk": 2.5e6, "csyrk": 1.2e6, "zsyrk": 1.2e6, "cherk": 1.2e6, "zherk": 1.2e6,
     "ssyr2k": 1.9e6, "dsyr2k": 2.6e5, "csyr2k": 1e6, "zsyr2k": 2.5e5, "cher2k": 5e5, "zher2k": 2.5e5,
