@@ -62,6 +62,7 @@ ISSUE_CASES = [
     (["rank", "trinv", "--n", "64:0:64"], "--n", "64:0:64"),
     (["tune", "--path-sizes", "0"], "--path-sizes", "0"),
     (["tune", "--margin", "-1"], "--margin", "-1"),
+    (["tune", "--cold-idle", "-1"], "--cold-idle", "-1"),
     (["tune", "--max-tile", "-1"], "--max-tile", "-1"),
     (["trace", "gemm", "--repeat", "0"], "--repeat", "0"),
 ]

@@ -97,6 +97,50 @@ def test_c_path_limits_within_the_noise_are_not_stored(monkeypatch):
     assert limits == {} and rows["within_noise"] == ["one_thread trmm"]
 
 
+def _warm_cold(warm, cold):
+    """A stand-in for the timing loop that tells a block of warm calls (``block_s`` set) from one cold call."""
+    def interleaved(calls, rounds, **kw):
+        return SimpleNamespace(best={k: (warm if kw.get("block_s") else cold)[k] for k in calls})
+
+    return interleaved
+
+
+@pytest.mark.parametrize("one_warm, chosen", [(1.02, True), (1.1, False)])
+def test_c_path_limits_count_cold_calls_as_much_as_warm_ones(monkeypatch, one_warm, chosen):
+    """The one thread twice as fast as the pool on the first call after a pause: 2% behind in blocks of
+    calls (within the margin), the one-thread limit covers every order measured (the geometric mean of the
+    gains, 1.40x); 10% behind, no order (a loss beyond the margin in either keeps the pool's path).  Warm
+    calls alone give it no order either way.  The rows carry both."""
+    pytest.importorskip("tileblas.blas._fastpath")
+    monkeypatch.setattr(_pathtune, "interleaved", _warm_cold({"pool": 1.0, "one": one_warm, "control": 1.0},
+                                                             {"pool": 2.0, "one": 1.0, "control": 2.0}))
+    limits, rows = _pathtune.measure_one_thread(("trmm",), (16, 24), reps=3, settle=0.0, idle=0.2)
+    if "note" in rows:
+        pytest.skip(rows["note"])  # one thread here: nothing to choose
+    assert limits["trmm"] == (_pathtune._flops("trmm", 24, 24, False) + 1.0 if chosen else 0.0)
+    row = rows["trmm"][0]
+    assert row[:2] == ["d", 16] and row[4] == pytest.approx(1 / one_warm) and row[6:] == [2.0, 1.0, 2.0, 1.0]
+    limits, rows = _pathtune.measure_one_thread(("trmm",), (16, 24), reps=3, settle=0.0, idle=0.0)
+    assert limits["trmm"] == 0.0 and all(len(r) == 6 for r in rows["trmm"])  # warm only: the pool everywhere
+
+
+def test_the_split_must_not_lose_cold_calls(monkeypatch):
+    """Parts on the pool 1.8x faster in blocks of calls but 15% slower on the first call after a pause
+    keep the one call on OpenBLAS's threads at every order; warm calls alone would split from the first."""
+    fp = pytest.importorskip("tileblas.blas._fastpath")
+    from tileblas import blas
+
+    blas.dgemm(1.0, [[1.0]], [[1.0]])
+    if not (fp.config()["pool_slot"] >= 0 and fp.config()["split"]):
+        pytest.skip("one thread here: the C path does not split")
+    monkeypatch.setattr(_pathtune, "interleaved", _warm_cold({"one": 1.8, "split": 1.0, "control": 1.8},
+                                                             {"one": 1.0, "split": 1.15, "control": 1.0}))
+    limits, _ = _pathtune.measure_split(("dgemm",), orders=(24, 48), reps=1, settle=0.0, idle=0.2)
+    assert limits == {"dgemm": math.inf}
+    limits, _ = _pathtune.measure_split(("dgemm",), orders=(24, 48), reps=1, settle=0.0, idle=0.0)
+    assert limits == {"dgemm": 2 * 24 ** 3}
+
+
 def _tune(tmp_path, monkeypatch, capsys, *extra):
     monkeypatch.setattr(_pathtune, "interleaved", _fixed({"native": 1.0, "tiled": 0.5, "control": 1.0}))
     monkeypatch.setattr(_perf, "_probe_rate", lambda: 1e10)

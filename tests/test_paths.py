@@ -244,8 +244,8 @@ def test_tune_stores_crossovers_that_the_runtime_follows(tmp_path, monkeypatch, 
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
     try:
         rc = main(["tune", "--paths-only", "--path-sizes", "32,64", "--path-orders", "64", "--path-rhs", "8,16",
-                   "--path-reps", "1", "--settle", "0", "--families", "gemm,trsm", "--classes", "real",
-                   "--no-progress"])
+                   "--path-reps", "1", "--settle", "0", "--cold-idle", "0.01", "--families", "gemm,trsm",
+                   "--classes", "real", "--no-progress"])
         assert rc in (0, None)
         out = capsys.readouterr().out
         assert f"path policy stored in {f}" in out
@@ -465,7 +465,7 @@ def test_measure_rank_gemm_measures_and_restores_the_c_path():
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
     before = fp.config()
-    limits, rows = measure_rank_gemm(("ssyrk",), (16, 24), (64,), reps=1, settle=0.0)
+    limits, rows = measure_rank_gemm(("ssyrk",), (16, 24), (64,), reps=1, settle=0.0, idle=0.01)
     assert fp.config() == before
     assert set(limits) == {"ssyrk"}
     one, split = limits["ssyrk"]
@@ -494,7 +494,7 @@ def test_tune_measures_and_stores_the_rank_gemm_limits(tmp_path, monkeypatch, ca
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
     try:
         rc = main(["tune", "--paths-only", "--path-sizes", "32", "--path-reps", "1", "--settle", "0",
-                   "--families", "syrk", "--classes", "real", "--rank-gemm-orders", "16,24",
+                   "--cold-idle", "0.01", "--families", "syrk", "--classes", "real", "--rank-gemm-orders", "16,24",
                    "--rank-gemm-split-orders", "64", "--rank-gemm-reps", "1", "--no-progress"])
         assert rc in (0, None)
         out = capsys.readouterr().out
@@ -503,7 +503,7 @@ def test_tune_measures_and_stores_the_rank_gemm_limits(tmp_path, monkeypatch, ca
         noisy = {x.split()[-1] for x in rows.get("within_noise", [])}  # within the control's noise: not stored
         assert set(data["rank_gemm"]) | noisy == {"ssyrk", "dsyrk"} and not set(data["rank_gemm"]) & noisy
         assert {"ssyrk", "dsyrk"} <= set(rows)
-        assert all(len(r) == 6 for k in ("ssyrk", "dsyrk") for r in rows[k])  # ... ratio, control
+        assert all(len(r) == 10 for k in ("ssyrk", "dsyrk") for r in rows[k])  # ... ratio, control, cold ones
         if "dsyrk" not in noisy:
             assert "as gemm over all of C below" in out
             blas.dgemm(1.0, [[1.0]], [[1.0]])
@@ -568,7 +568,7 @@ def test_measure_one_thread_measures_and_restores_the_c_path():
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
     before = fp.config()
-    limits, rows = measure_one_thread(orders=(16, 24), reps=1, settle=0.0)
+    limits, rows = measure_one_thread(orders=(16, 24), reps=1, settle=0.0, idle=0.01)
     assert fp.config() == before
     if not before["one_thread"]:
         assert limits == {} and "note" in rows  # one thread here: nothing to choose
@@ -577,7 +577,7 @@ def test_measure_one_thread_measures_and_restores_the_c_path():
     assert ("trmm" in limits) != ("one_thread trmm" in rows.get("within_noise", []))
     assert [r[:2] for r in rows["trmm"]] == [["d", 16], ["d", 24], ["z", 16], ["z", 24]]
     # every family: double and double complex (Hermitian: double complex), the C path restored
-    limits, rows = measure_one_thread(("gemm", "syr2k", "herk"), orders=(16, 24), reps=1, settle=0.0)
+    limits, rows = measure_one_thread(("gemm", "syr2k", "herk"), orders=(16, 24), reps=1, settle=0.0, idle=0.01)
     assert fp.config() == before
     assert [r[:2] for r in rows["herk"]] == [["z", 16], ["z", 24]]
     assert [r[:2] for r in rows["gemm"]] == [["d", 16], ["d", 24], ["z", 16], ["z", 24]]
@@ -607,7 +607,7 @@ def test_tune_measures_and_stores_the_one_thread_limit(tmp_path, monkeypatch, ca
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
     try:
         rc = main(["tune", "--paths-only", "--path-sizes", "32", "--path-orders", "64", "--path-rhs", "8",
-                   "--path-reps", "1", "--settle", "0", "--families", "trmm", "--classes", "real",
+                   "--path-reps", "1", "--settle", "0", "--cold-idle", "0.01", "--families", "trmm", "--classes", "real",
                    "--one-thread-orders", "16,24", "--one-thread-reps", "1", "--no-progress"])
         assert rc in (0, None)
         data = json.loads(f.read_text())
@@ -741,7 +741,7 @@ def test_measure_split_measures_and_restores_the_c_path():
     _runtime.set_runtime(None)
     blas.dgemm(1.0, [[1.0]], [[1.0]])
     before = fp.config()
-    limits, rows = measure_split(("dgemm", "ztrsm"), orders=(24, 48), reps=1, settle=0.0)
+    limits, rows = measure_split(("dgemm", "ztrsm"), orders=(24, 48), reps=1, settle=0.0, idle=0.01)
     assert fp.config() == before
     if not _splits(fp):
         assert limits == {} and "note" in rows  # one thread here: nothing to split
@@ -795,7 +795,7 @@ def test_measure_split_keeps_what_fixed_timings_say(monkeypatch):
     assert rows["within_noise"] == ["split_from zgemm"]
     points = {"dgemm": 2, "ztrsm": 4, "zgemm": 2}  # orders, times sides
     assert sorted(seen) == sorted((r, w) for r, k in points.items() for w in ("one", "split", "control")
-                                  for _ in range(k))
+                                  for _ in range(2 * k))  # warm and cold turns
     assert [r[1:5] for r in rows["dgemm"]] == [[24, 0.5, 1.0, 0.5], [48, 0.5, 1.0, 0.5]]  # parts, one call, ratio
 
 
@@ -822,7 +822,7 @@ def test_tune_measures_and_stores_where_the_split_starts(tmp_path, monkeypatch, 
     monkeypatch.setenv("TILEBLAS_PATHS", str(f))
     try:
         rc = main(["tune", "--paths-only", "--path-sizes", "32", "--path-orders", "64", "--path-rhs", "8",
-                   "--path-reps", "1", "--settle", "0", "--families", "gemm", "--classes", "real",
+                   "--path-reps", "1", "--settle", "0", "--cold-idle", "0.01", "--families", "gemm", "--classes", "real",
                    "--split-orders", "24,48", "--split-reps", "1", "--no-rank-gemm", "--no-progress"])
         assert rc in (0, None)
         data = json.loads(f.read_text())

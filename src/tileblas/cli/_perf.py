@@ -258,7 +258,8 @@ def _probe_rate() -> float:
 
 def estimate_paths_seconds(args: argparse.Namespace, rate: float) -> float:
     """Seconds the path measurements of ``args`` should take at ``rate`` flops/s: per point and round,
-    three contenders (the two ways and the control), each a pause, a warm-up call and a timed block."""
+    three contenders (the two ways and the control), each a pause, a warm-up call and a timed block (and
+    for the C path's limits a cold call after ``--cold-idle``)."""
     from tileblas.perf._pathtune import _flops
     from tileblas.policy import _paths
 
@@ -274,7 +275,8 @@ def estimate_paths_seconds(args: argparse.Namespace, rate: float) -> float:
             if fam in ("trmm", "trsm"):
                 total += sum(3 * args.path_reps * turn(_flops(fam, n, r, cplx), 0.05)
                              for n in args.path_orders for r in args.path_rhs)
-    small = lambda reps, count: 3 * reps * count * (args.settle + 0.06)  # noqa: E731 - microsecond calls
+    # microsecond calls: per round a pause, a warm-up call and a block, and a cold call after the idle pause
+    small = lambda reps, count: 3 * reps * count * (args.settle + 0.06 + args.cold_idle)  # noqa: E731
     rank = [r for r in _paths.RANK_GEMM_ROUTINES if r[1:] in args.families and "real" in args.classes]
     if rank and not args.no_rank_gemm:
         total += small(args.rank_gemm_reps, len(rank) * (len(args.rank_gemm_orders) + len(args.rank_gemm_split_orders)))
@@ -318,28 +320,32 @@ def _tune_paths(args: argparse.Namespace) -> int:
     pol = measure_policy(args.path_sizes, args.path_orders, args.path_rhs, args.families, args.classes,
                          args.path_reps, args.settle, args.margin, progress=say)
     noise: list[str] = list(pol.measured.get("within_noise", []))
+    cold = (f"; cold calls after {args.cold_idle:g} s idle, median of as many, count as much as warm ones"
+            if args.cold_idle > 0 else "; warm calls only")
     rank = [r for r in _paths.RANK_GEMM_ROUTINES if r[1:] in args.families and "real" in args.classes]
     if rank and not args.no_rank_gemm:
         print(f"measuring the syrk/syr2k gemm route of the C path: {', '.join(rank)}, orders "
               f"{args.rank_gemm_orders} (one call) and {args.rank_gemm_split_orders} (split), best of "
-              f"{args.rank_gemm_reps}")
+              f"{args.rank_gemm_reps}{cold}")
         pol.rank_gemm, rows = measure_rank_gemm(rank, args.rank_gemm_orders, args.rank_gemm_split_orders,
-                                                args.rank_gemm_reps, args.settle, args.margin, progress=say)
+                                                args.rank_gemm_reps, args.settle, args.margin, args.cold_idle,
+                                                progress=say)
         pol.measured["rank_gemm"] = rows
         noise += rows.get("within_noise", [])
     if not args.no_one_thread:
         print(f"measuring the one-thread limits of the C path: {', '.join(args.families)}, orders "
-              f"{args.one_thread_orders}, float64 and complex128, best of {args.one_thread_reps}")
+              f"{args.one_thread_orders}, float64 and complex128, best of {args.one_thread_reps}{cold}")
         pol.one_thread, rows = measure_one_thread(args.families, args.one_thread_orders, args.one_thread_reps,
-                                                  args.settle, args.margin, progress=say)
+                                                  args.settle, args.margin, args.cold_idle, progress=say)
         pol.measured["one_thread"] = rows
         noise += rows.get("within_noise", [])
     split = [r for r in _paths.SPLIT_TUNE if _paths.FAMILY[r[1:]] in args.families
              and _paths.precision_class(r[0]) in args.classes]
     if split and not args.no_split:
         print(f"measuring where the C path's split on the pool starts: {', '.join(split)}, orders "
-              f"{args.split_orders}, best of {args.split_reps}")
-        lows, rows = measure_split(split, args.split_orders, args.split_reps, args.settle, args.margin, progress=say)
+              f"{args.split_orders}, best of {args.split_reps}{cold}")
+        lows, rows = measure_split(split, args.split_orders, args.split_reps, args.settle, args.margin,
+                                   args.cold_idle, progress=say)
         pol.split_from = {r: lo for name, lo in lows.items() for r in _paths.SPLIT_TUNE[name]}
         pol.measured["split"] = rows
         noise += rows.get("within_noise", [])
@@ -623,6 +629,10 @@ def register(subparsers: Any) -> None:
                    help="precision classes to measure (real: float64, complex: complex128; default both)")
     g.add_argument("--settle", type=number(0.0), default=None,
                    help=f"pause in seconds before each timed block {ladder('settle')}")
+    g.add_argument("--cold-idle", type=number(0.0), default=0.2,
+                   help="the C path's limits are chosen on warm and cold calls alike: each round also times "
+                        "each way once as the first call after this many seconds without calls (default 0.2; "
+                        "0: warm calls only)")
     g.add_argument("--margin", type=number(0.0), default=0.03,
                    help="a path must win by more than this, beyond the control's noise, to be chosen (default 0.03)")
     g.add_argument("--rank-gemm-orders", type=_ints, default=None,

@@ -42,6 +42,17 @@ Design note
     Calls shorter than ``block_s`` are timed as a block of back-to-back calls on fresh outputs (the same
     rule for both sides), as in ``benchmarks/bench_trmm_trsm.py``.
 
+    Cold calls: the three measurements of the C small-call path (gemm route, one-thread limit, split)
+    also time, every round, one call of each way (the control too) as the first after ``idle`` seconds
+    without calls, when tileblas' workers and OpenBLAS's threads sleep, and keep their medians.  Each
+    measurement sets a challenger against the path in force without it (the gemm route against the rank-k
+    call, the one thread against the pool's path, the split against the one call on OpenBLAS's threads,
+    SciPy's path).  At a point the challenger's gain, warm and cold each beyond its own noise, is its loss
+    where it loses in either by more than ``margin``, else the geometric mean of the two
+    (:func:`_combined`): a path that wins blocks of calls by waking threads, which a single call after a
+    pause pays for, is not chosen on its warm figure, nor one that wins cold calls and loses loops on its
+    cold one (the bars of ``tileblas bench grid`` hold warm and cold alike).  ``idle`` 0: warm calls only.
+
     The control: at every point the baseline is timed a second time as a third contender ("control"),
     and the two baseline times' ratio is that point's noise.  A ratio is taken only for its part beyond
     the noise (:func:`above_noise`: 1.08 with a control of 1.05 counts as 1.03; within it, as 1.0), and a
@@ -311,16 +322,22 @@ def _splits(cfg: dict[str, Any]) -> dict[str, tuple[float, float]]:
 
 
 def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, int | None]], ways: dict[str, Any],
-                      reps: int, settle: float, say: Callable[[str], None]) -> dict[Any, dict[str, float]]:
-    """``{key: {way: best seconds per call}}`` for the points ``(key, setter, (call, args), threads)``,
-    each way of ``ways`` (``{way: value}``) timed as ``setter(value)`` (untimed) and then ``call(*args)``.
-    Every round times every point once (a busy spell of the machine spoils one round of each point, not
-    every round of some), ``reps`` rounds; where ``threads`` is set, tileblas' instances are held to that
-    many threads meanwhile.  Blocks are sized from the first way, which is timed a second time as "control"
-    (the noise of the point: :func:`above_noise`)."""
+                      reps: int, settle: float, say: Callable[[str], None],
+                      idle: float = 0.0) -> tuple[dict[Any, dict[str, float]], dict[Any, dict[str, float]]]:
+    """``({key: {way: best seconds per call}}, {key: {way: median seconds of a cold call}})`` for the
+    points ``(key, setter, (call, args), threads)``, each way of ``ways`` (``{way: value}``) timed as
+    ``setter(value)`` (untimed) and then ``call(*args)``.  Every round times every point once (a busy spell
+    of the machine spoils one round of each point, not every round of some), ``reps`` rounds; where
+    ``threads`` is set, tileblas' instances are held to that many threads meanwhile.  Blocks are sized from
+    the first way, which is timed a second time as "control" (the noise of the point: :func:`above_noise`).
+    With ``idle`` > 0 every round also times one call of each way (the control too) as the first after
+    ``idle`` seconds without calls, its workers asleep; the second dict holds their medians over the rounds
+    (empty with ``idle`` 0)."""
     from threadpoolctl import threadpool_limits
 
-    best = {key: dict.fromkeys([*ways, "control"], math.inf) for key, *_ in points}
+    contenders = [*ways, "control"]
+    best = {key: dict.fromkeys(contenders, math.inf) for key, *_ in points}
+    cold: dict[Any, dict[str, list[float]]] = {key: {k: [] for k in contenders} for key, *_ in points}
     for r in range(reps):
         say(f"round {r + 1} of {reps}: {len(points)} points")
         for key, setter, (call, args), threads in points:
@@ -332,43 +349,73 @@ def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, 
                 return prep
 
             first = next(iter(ways))
-            contenders = {**{k: way(v) for k, v in ways.items()}, "control": way(ways[first])}
+            values = {**ways, "control": ways[first]}
+            turns = {k: way(v) for k, v in values.items()}
             with threadpool_limits(threads) if threads is not None else contextlib.nullcontext():
-                got = interleaved(contenders, 1, fresh=True, settle=settle, warmup=1, block_s=0.03, max_block=20000,
+                got = interleaved(turns, 1, fresh=True, settle=settle, warmup=1, block_s=0.03, max_block=20000,
                                   block_from=first).best
+                # one call each, the first after the idle pause
+                for k, v in (interleaved(turns, 1, fresh=True, settle=idle).best if idle > 0 else {}).items():
+                    cold[key][k].append(v)
             for k, v in got.items():
                 best[key][k] = min(best[key][k], v)
-    return best
+    medians = {key: {k: float(np.median(v)) for k, v in c.items()} for key, c in cold.items()} if idle > 0 else {}
+    return best, medians
 
 
-def _gains(best: dict[Any, dict[str, float]], first: str, second: str, slow: tuple[str, str],
-           fast: tuple[str, str], rows: dict[str, Any], say: Callable[[str], None], title: str) -> list:
-    """The points ``(order, slow time / fast time beyond the noise)`` of the keys ``(first, second, order)``
-    of :func:`_best_over_rounds`' result, ``slow`` and ``fast`` each (way, name in the progress line); each
-    point is also a row ``[second, order, slow s, fast s, ratio, control]`` of ``rows[first]`` and a
-    progress line."""
+def _combined(warm: float, cold: float, margin: float) -> float:
+    """A challenger's gain over the baseline from its warm and cold gains (each beyond its noise): the
+    loss where it loses in either by more than ``margin`` (then the baseline keeps the point), else the
+    geometric mean of the two (warm and cold count alike)."""
+    low = min(warm, cold)
+    return low if low < 1.0 - margin else math.sqrt(warm * cold)
+
+
+def _gains(best: tuple[dict[Any, dict[str, float]], dict[Any, dict[str, float]]], first: str, second: str,
+           slow: tuple[str, str], fast: tuple[str, str], rows: dict[str, Any], say: Callable[[str], None],
+           title: str, margin: float = 0.03, challenger: str = "fast") -> list:
+    """The points ``(order, gain)`` of the keys ``(first, second, order)`` of :func:`_best_over_rounds`'
+    result, ``slow`` and ``fast`` each (way, name in the progress line): the gain is slow time / fast time
+    of the warm calls beyond their noise; where cold calls were timed, that and the same of the cold calls
+    taken together by :func:`_combined` for the ``challenger`` way ("fast" or "slow"; the other is the
+    baseline, the path in force without the choice).  Each point is also a row ``[second, order, slow s,
+    fast s, ratio, control]`` of ``rows[first]`` (with cold calls, followed by ``cold slow s, cold fast s,
+    cold ratio, cold control``) and a progress line."""
+    warm, cold = best
     pts = []
-    for (f, s, n), b in best.items():
+    for (f, s, n), b in warm.items():
         if f == first and s == second:
-            ratio = b[slow[0]] / b[fast[0]]
             base = next(iter(b))  # the way timed twice
-            control = b[base] / b["control"]
-            pts.append((n, above_noise(ratio, control)))
-            rows.setdefault(first, []).append([second, n, b[slow[0]], b[fast[0]], ratio, control])
-            say(f"{title} n={n}: {slow[1]} {b[slow[0]] * 1e6:.2f} us, {fast[1]} {b[fast[0]] * 1e6:.2f} us "
-                f"({fast[1]} {ratio:.2f}x, control {control:.2f}x)")
+            ratio, control = b[slow[0]] / b[fast[0]], b[base] / b["control"]
+            row = [second, n, b[slow[0]], b[fast[0]], ratio, control]
+            line = (f"{title} n={n}: {slow[1]} {b[slow[0]] * 1e6:.2f} us, {fast[1]} {b[fast[0]] * 1e6:.2f} us "
+                    f"({fast[1]} {ratio:.2f}x, control {control:.2f}x)")
+            gain = above_noise(ratio, control)
+            c = cold.get((f, s, n))
+            if c:
+                cratio, ccontrol = c[slow[0]] / c[fast[0]], c[base] / c["control"]
+                row += [c[slow[0]], c[fast[0]], cratio, ccontrol]
+                line += (f"; cold {slow[1]} {c[slow[0]] * 1e6:.0f} us, {fast[1]} {c[fast[0]] * 1e6:.0f} us "
+                         f"({cratio:.2f}x, control {ccontrol:.2f}x)")
+                cgain = above_noise(cratio, ccontrol)
+                gain = (_combined(gain, cgain, margin) if challenger == "fast"
+                        else 1.0 / _combined(1.0 / gain, 1.0 / cgain, margin))
+            pts.append((n, gain))
+            rows.setdefault(first, []).append(row)
+            say(line)
     return pts
 
 
 def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
                       one_orders: Sequence[int] = (16, 32, 48, 64, 80, 96, 112, 128),
                       split_orders: Sequence[int] = (64, 80, 96, 112, 128, 144, 160, 176), reps: int = 5,
-                      settle: float = 0.2, margin: float = 0.03,
+                      settle: float = 0.2, margin: float = 0.03, idle: float = 0.2,
                       progress: Callable[[str], None] | None = None) -> tuple[dict[str, tuple[float, float]], dict]:
     """Measure where the C path's gemm route of real syrk/syr2k beats the rank-k call (see the module
     notes): ``({'dsyrk': (one_call, split)}, rows measured)``.  Needs the C small-call path on the default
     runtime; where it is off (no extension, ``TILEBLAS_SMALL_PATH=0``, a runtime in force) the result is
-    empty and the rows say why.  The C path's settings are restored afterwards."""
+    empty and the rows say why.  The C path's settings are restored afterwards.  ``idle``: the pause before
+    each cold call (0: warm calls only; see the module notes)."""
     from tileblas import blas as tb
 
     for r in routines:
@@ -398,7 +445,7 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
                 points.append(((name, mode, n), setter, (getattr(tb, name), (1.0, *ops)),
                                1 if mode == "one_call" else None))
     try:
-        best = _best_over_rounds(points, {"rank_k": False, "gemm": True}, reps, settle, say)
+        best = _best_over_rounds(points, {"rank_k": False, "gemm": True}, reps, settle, say, idle)
     finally:
         _fastpath.configure(saved)
     limits: dict[str, tuple[float, float]] = {}
@@ -406,7 +453,8 @@ def measure_rank_gemm(routines: Sequence[str] = RANK_GEMM_ROUTINES,
     for name in routines:
         found, heard = [], False
         for mode in modes:
-            pts = _gains(best, name, mode, ("rank_k", "rank-k"), ("gemm", "gemm"), rows, say, f"{name} {mode}")
+            pts = _gains(best, name, mode, ("rank_k", "rank-k"), ("gemm", "gemm"), rows, say, f"{name} {mode}",
+                         margin)
             heard = heard or any(r != 1.0 for _, r in pts)
             found.append(_gain_limit(pts, lambda m: _flops(name[1:], m, m, False), margin))
         if not heard:  # every point within its noise: the shipped limits stay
@@ -442,12 +490,13 @@ def one_thread_precisions(family: str) -> tuple[str, ...]:
 
 
 def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int] = (16, 24, 32, 48, 64, 80, 96, 128),
-                       reps: int = 5, settle: float = 0.2, margin: float = 0.03,
+                       reps: int = 5, settle: float = 0.2, margin: float = 0.03, idle: float = 0.2,
                        progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], dict]:
     """Measure per family the flops below which the C path's calls are faster on the one-thread instance
     than on the pool's (see the module notes): ``({'trmm': flops}, rows measured)``, from square calls in
     double and double complex (the Hermitian families: double complex).  Empty where the C path is off or
-    runs on one thread anyway; the C path's settings are restored afterwards."""
+    runs on one thread anyway; the C path's settings are restored afterwards.  ``idle``: the pause before
+    each cold call (0: warm calls only; see the module notes)."""
     from tileblas import blas as tb
     from tileblas.policy._dropin import FAMILIES
 
@@ -472,7 +521,7 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
             for n in sorted({int(x) for x in orders}):
                 points.append(((fam, p, n), setter, (getattr(tb, p + fam), _square_args(rng, fam, dt, n)), None))
     try:
-        best = _best_over_rounds(points, {"pool": 0.0, "one": 1e300}, reps, settle, say)
+        best = _best_over_rounds(points, {"pool": 0.0, "one": 1e300}, reps, settle, say, idle)
     finally:
         _fastpath.configure(saved)
     limits: dict[str, float] = {}
@@ -480,7 +529,7 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
     for fam in families:
         found, heard = [], False
         for p in one_thread_precisions(fam):
-            pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}")
+            pts = _gains(best, fam, p, ("pool", "pool"), ("one", "one thread"), rows, say, f"{p}{fam}", margin)
             heard = heard or any(r != 1.0 for _, r in pts)
             found.append(_gain_limit(pts, lambda m, p=p: _flops(fam, m, m, p == "z"), margin))
         if not heard:  # every point within its noise: the shipped limit stays
@@ -492,12 +541,13 @@ def measure_one_thread(families: Sequence[str] = ("trmm",), orders: Sequence[int
 
 def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
                   orders: Sequence[int] = (24, 32, 48, 64, 80, 96, 128, 160), reps: int = 5, settle: float = 0.2,
-                  margin: float = 0.03,
+                  margin: float = 0.03, idle: float = 0.2,
                   progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], dict]:
     """Measure per routine of :data:`~tileblas.policy._paths.SPLIT_TUNE` the flops from which the C path's
     calls are faster in parts on the pool than as one call on OpenBLAS's threads (see the module notes):
     ``({'dgemm': flops}, rows measured)``, ``inf`` where the parts won at no order measured.  Empty where
-    the C path is off or does not split here (one thread, no pool); its settings are restored afterwards."""
+    the C path is off or does not split here (one thread, no pool); its settings are restored afterwards.
+    ``idle``: the pause before each cold call (0: warm calls only; see the module notes)."""
     from tileblas import blas as tb
 
     for r in routines:
@@ -528,7 +578,7 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
                 points.append(((name, side, n), setter,
                                (functools.partial(call, side=int(side == "R"), lower=1), (1.0, a, b)), None))
     try:
-        best = _best_over_rounds(points, {"one": False, "split": True}, reps, settle, say)
+        best = _best_over_rounds(points, {"one": False, "split": True}, reps, settle, say, idle)
     finally:
         _fastpath.configure(saved)
     limits: dict[str, float] = {}
@@ -538,7 +588,8 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
             return _flops(name[1:], m, m, name[0] in "cz")
 
         shapes = ("L", "R") if name[1:] in ("trmm", "trsm") else ("square",)
-        per = [dict(_gains(best, name, sh, ("split", "split"), ("one", "one call"), rows, say, f"{name} {sh}"))
+        per = [dict(_gains(best, name, sh, ("split", "split"), ("one", "one call"), rows, say, f"{name} {sh}",
+                           margin, challenger="slow"))
                for sh in shapes]
         # the shapes together: per order the geometric mean of their ratios (each beyond its noise)
         pts = [(n, math.prod(p[n] for p in per) ** (1.0 / len(per))) for n in ladder]
