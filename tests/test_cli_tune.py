@@ -131,7 +131,7 @@ def test_the_split_must_not_lose_cold_calls(monkeypatch):
     from tileblas import blas
 
     blas.dgemm(1.0, [[1.0]], [[1.0]])
-    if not (fp.config()["pool_slot"] >= 0 and fp.config()["split"]):
+    if not _pathtune._splits(fp.config()):
         pytest.skip("one thread here: the C path does not split")
     monkeypatch.setattr(_pathtune, "interleaved", _warm_cold({"one": 1.8, "split": 1.0, "control": 1.8},
                                                              {"one": 1.0, "split": 1.15, "control": 1.0}))

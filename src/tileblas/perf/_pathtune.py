@@ -354,9 +354,9 @@ def _best_over_rounds(points: Sequence[tuple[Any, Callable[[Any], None], tuple, 
             with threadpool_limits(threads) if threads is not None else contextlib.nullcontext():
                 got = interleaved(turns, 1, fresh=True, settle=settle, warmup=1, block_s=0.03, max_block=20000,
                                   block_from=first).best
-                # one call each, the first after the idle pause
-                for k, v in (interleaved(turns, 1, fresh=True, settle=idle).best if idle > 0 else {}).items():
-                    cold[key][k].append(v)
+                if idle > 0:  # one call each, the first after the idle pause
+                    for k, v in interleaved(turns, 1, fresh=True, settle=idle).best.items():
+                        cold[key][k].append(v)
             for k, v in got.items():
                 best[key][k] = min(best[key][k], v)
     medians = {key: {k: float(np.median(v)) for k, v in c.items()} for key, c in cold.items()} if idle > 0 else {}
@@ -373,7 +373,7 @@ def _combined(warm: float, cold: float, margin: float) -> float:
 
 def _gains(best: tuple[dict[Any, dict[str, float]], dict[Any, dict[str, float]]], first: str, second: str,
            slow: tuple[str, str], fast: tuple[str, str], rows: dict[str, Any], say: Callable[[str], None],
-           title: str, margin: float = 0.03, challenger: str = "fast") -> list:
+           title: str, margin: float, challenger: str = "fast") -> list:
     """The points ``(order, gain)`` of the keys ``(first, second, order)`` of :func:`_best_over_rounds`'
     result, ``slow`` and ``fast`` each (way, name in the progress line): the gain is slow time / fast time
     of the warm calls beyond their noise; where cold calls were timed, that and the same of the cold calls
