@@ -884,7 +884,11 @@ class Sim:
             sim.log.append(("destroy", int(h)))
 
         def set_stream(h, ptr):
-            handle(h)["stream"] = int(ptr)
+            d = handle(h)
+            if not sim.stream_alive(int(ptr)):  # CuPy's setStream asks cudaStreamIsCapturing(stream) first
+                raise CudaError(709, f"cudaErrorContextIsDestroyed: cublasSetStream to stream {int(ptr):#x}, "
+                                     "destroyed")
+            d["stream"] = int(ptr)
 
         def set_mode(h, m):
             handle(h)["mode"] = int(m)

@@ -6,6 +6,7 @@ with NumPy copies.  Everything that needs CuPy and a GPU is marked ``gpu`` and s
 
 from __future__ import annotations
 
+import gc
 import itertools
 
 import numpy as np
@@ -137,8 +138,8 @@ def test_gpu_strided_views_and_native(cp, kind):
     a = tri_matrix(rng, 70)
     b = rng.standard_normal((70, 9))
     want = reference(kind, 2.0, a, b, "L", "L", "T", "N")
-    big = cp.zeros((140, 20))
-    view = big[::2, 1::2]
+    big = cp.zeros((140, 18))
+    view = big[::2, 1::2]  # 70 x 9, both strides 2
     view[...] = cp.asarray(b)
     gpu_recursive(kind, 2.0, cp.asarray(a), view, "L", "L", "T", "N", stop=8)
     np.testing.assert_allclose(cp.asnumpy(view), want, atol=1e-9)
@@ -223,6 +224,34 @@ def test_cupy_backend_with_stand_in_cublas(fake_cp, kind, side, uplo, trans, dia
             bh = np.array(b, order="F")
             host_sync(kind, 1.5, a, bh, side, uplo, trans, diag, recursive=True, stop=stop)
             np.testing.assert_allclose(bh, want, atol=tol)
+
+
+def test_cupys_handle_left_on_a_destroyed_stream(fake_cp):
+    """CuPy binds its cuBLAS handle to the current stream at each of its calls and leaves it there; when
+    that stream is destroyed (a closed device's, an earlier host_async's), the recursion still runs and
+    leaves the handle on the default stream (the first GPU run failed here with cudaErrorContextIsDestroyed)."""
+    from tileblas.kernels._gpu_recursive import gpu_recursive
+
+    rng = np.random.default_rng(3)
+    a = tri_matrix(rng, 40)
+    b = rng.standard_normal((40, 3))
+    want = reference("trsm", 1.0, a, b, "L", "L", "N", "N")
+    from cupy_backends.cuda.libs import cublas as cb
+
+    h = fake_cp.cuda.device.get_cublas_handle()
+    st = fake_cp.cuda.Stream(non_blocking=True)
+    with st:
+        cb.setStream(h, fake_cp.cuda.get_current_stream().ptr)  # what CuPy's own calls do (its _setStream)
+    gone = cb.getStream(h)
+    assert gone == st.ptr
+    del st
+    gc.collect()
+    with pytest.raises(Exception, match="destroyed"):
+        cb.setStream(h, gone)  # what restoring the handle's stream did
+    b_d = fake_cp.asarray(b, order="F")
+    gpu_recursive("trsm", 1.0, fake_cp.asarray(a), b_d, "L", "L", "N", "N", stop=8)
+    np.testing.assert_allclose(np.asarray(b_d), want, atol=1e-10)
+    assert cb.getStream(h) == 0  # the legacy default stream, never destroyed
 
 
 def test_host_async_packs_and_unpacks_on_the_pool(stand_in, monkeypatch):

@@ -86,17 +86,24 @@ class CupyBackend:
     @contextlib.contextmanager
     def _handle(self) -> Any:
         """CuPy's cuBLAS handle of this thread and device, bound to the backend's stream with host scalars
-        for the ``with`` block, then bound back to the stream and pointer mode it had."""
+        for the ``with`` block, then bound to the legacy default stream (never destroyed) with the pointer
+        mode it had.
+
+        Not to the stream it had: CuPy binds its handle to the current stream before each of its own calls
+        and leaves it there, so the stream found may be one destroyed since (a stream of a closed
+        :class:`~tileblas.devices.GPUDevice`, of an earlier ``host_async`` call); binding a handle to it
+        fails (``cudaErrorContextIsDestroyed`` from CuPy's capture check) or crashes.  Nor to the current
+        stream, which may be a per-call stream about to be destroyed (``host_async``'s)."""
         cb = self.cublas
         h = self.cp.cuda.device.get_cublas_handle()
         stream = self.stream if self.stream is not None else self.cp.cuda.get_current_stream()
-        prev_stream, prev_mode = cb.getStream(h), cb.getPointerMode(h)
+        prev_mode = cb.getPointerMode(h)
         cb.setStream(h, stream.ptr)
         cb.setPointerMode(h, cb.CUBLAS_POINTER_MODE_HOST)
         try:
             yield h
         finally:
-            cb.setStream(h, prev_stream)
+            cb.setStream(h, 0)
             cb.setPointerMode(h, prev_mode)
 
     @staticmethod
