@@ -132,6 +132,52 @@ def _gpu_runtime(extra: str = "", timeline: bool = False) -> Any:
     return tileblas.Runtime(devs), devs[0]
 
 
+def _best_quiet(calls: list[Callable[[], Any]], trials: int, gap: float = 0.3) -> list[float]:
+    """Best wall time of each of ``calls`` over ``trials`` rounds, after one untimed call of each; the
+    calls alternate and each timed call comes ``gap`` seconds after the last one (another library's threads
+    are asleep by then)."""
+    best = [float("inf")] * len(calls)
+    for r in range(trials + 1):
+        for i, call in enumerate(calls):
+            time.sleep(gap)
+            t0 = time.perf_counter()
+            call()
+            _sync()
+            if r:
+                best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def _registrations(grt: Any) -> dict[str, int]:
+    """The host registry's counts: operands page-locked in place, let go, refused (none without GPUs)."""
+    from tileblas.devices import _hostmem
+
+    return dict(_hostmem.REGISTRY.counts) if grt is not None else {}
+
+
+def _side_stats(before: dict, after: dict, reg_after: dict, reg_before: dict, calls: int) -> dict[str, Any]:
+    """What the GPU side's runtime did over ``calls`` calls: per device, the share of the flops and the
+    busy and overhead seconds per call; the host registrations per call."""
+    devs = {}
+    total = 0.0
+    for name, t in after.get("devices", {}).items():
+        b = before.get("devices", {}).get(name, {})
+        d = {k: (t.get(k, 0) - b.get(k, 0)) for k in ("flops", "tasks", "busy_s", "overhead_s") if k in t}
+        devs[name] = d
+        total += d.get("flops", 0.0)
+    share = {name: round(d.get("flops", 0.0) / total, 4) for name, d in devs.items() if total and d.get("flops")}
+    per_call = {name: {k: v / calls for k, v in d.items() if k in ("tasks", "busy_s", "overhead_s")}
+                for name, d in devs.items() if d.get("tasks")}
+    regs = {k: (reg_after.get(k, 0) - reg_before.get(k, 0)) / calls for k in reg_after}
+    return {"flop_share": share, "per_call": per_call, "registrations_per_call": regs}
+
+
+def _side_text(side: dict) -> str:
+    share = ", ".join(f"{k} {v:.0%}" for k, v in sorted(side["flop_share"].items(), key=lambda kv: -kv[1])[:3])
+    regs = side["registrations_per_call"].get("registered")
+    return f"flops {share or '-'}" + (f", {regs:.1f} registrations a call" if regs is not None else "")
+
+
 def _best_fresh(call: Callable[[Any], Any], make: Callable[[], Any], trials: int) -> float:
     """Like :func:`_best` for a call that works in place: ``make()`` (untimed) gives each run its operand."""
     call(make())
@@ -456,12 +502,16 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
           + ", ".join(f"{r} {rep['crossover'].get(r)}" for r, _ in _DROPIN), flush=True)
     grt = _dispatch.gpu_runtime(search=False)
     rate: dict[str, float] = {}  # the host's best measured flop/s per routine so far (to predict the next size)
+    spent: dict[str, tuple[int, float]] = {}  # per routine: (n, wall seconds of its whole case) last measured
     try:
         for n in args.dropin_sizes:
             for routine, dt in _DROPIN:
-                if left() < 15:
-                    out["skipped"].append(f"drop-in {routine} n={n}: budget")
+                last = spent.get(routine)
+                case_pred = 0.0 if last is None else last[1] * (n / last[0]) ** 3  # the case at the last size
+                if left() < 15 + case_pred:
+                    out["skipped"].append(f"drop-in {routine} n={n}: budget (case predicted {case_pred:.0f} s)")
                     continue
+                t_case = time.perf_counter()
                 fl = flops(routine, n)
                 host, kw, check = _dropin_operands(routine, n, dt)
                 fn = getattr(tb, routine)
@@ -471,18 +521,23 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                 row["cpu_predicted_s"] = cpu_pred
                 if cpu_pred <= args.dropin_cpu_cap and left() > 15 + 6 * cpu_pred:
                     sp = _scipy(routine)
-                    row["scipy_s"] = _best(lambda: sp(*host, **kw), args.trials)
                     _dispatch.set_devices("cpu")
-                    row["cpu_s"] = _best(lambda: fn(*host, **kw), args.trials)
+                    # SciPy and the CPU path alternate, each after a quiet gap: OpenBLAS's threads spin for
+                    # a while after a call (about 0.1 s) and would take the other library's cores
+                    row["scipy_s"], row["cpu_s"] = _best_quiet([lambda: sp(*host, **kw), lambda: fn(*host, **kw)],
+                                                               args.trials)
                     rate[routine] = max(rate.get(routine, 0.0), fl / min(row["scipy_s"], row["cpu_s"]))
                 _dispatch.set_devices("gpu")
-                before = grt.stats()["calls"] if grt is not None else 0
+                before = grt.stats() if grt is not None else {"calls": 0, "devices": {}}
+                reg_before = _registrations(grt)
                 t0 = time.perf_counter()
                 fn(*host, **kw)  # the first call on these operands: page-locking them included
                 _sync()
                 row["gpu_first_s"] = time.perf_counter() - t0
                 row["gpu_s"] = _best(lambda: fn(*host, **kw), args.trials)
-                on_gpu = grt is not None and grt.stats()["calls"] > before
+                after = grt.stats() if grt is not None else {"calls": 0, "devices": {}}
+                on_gpu = after["calls"] > before["calls"]
+                row["gpu_side"] = _side_stats(before, after, _registrations(grt), reg_before, args.trials + 2)
                 row["gpu_error"] = check(fn(*host, **kw)) if on_gpu else None
                 if not on_gpu:
                     row["gpu_s"] = row["gpu_first_s"] = None  # below the floor: the GPU path is the CPU path
@@ -499,7 +554,10 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                 else:
                     row["faster"] = None
                 row["right"] = None if row["faster"] is None else row["chosen"] == row["faster"]
+                chosen_s = row.get("gpu_s") if row["chosen"] == "gpu" else row.get("cpu_s")
+                row["chosen_vs_scipy"] = (row["scipy_s"] / chosen_s) if row.get("scipy_s") and chosen_s else None
                 out["rows"].append(row)
+                spent[routine] = (n, time.perf_counter() - t_case)
 
                 def ms(x: Any) -> str:
                     return "-" if x is None else f"{x * 1e3:.1f} ms"
@@ -507,8 +565,9 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                 print(f"  {routine} n={n}: SciPy {ms(row.get('scipy_s'))}, CPU path {ms(row.get('cpu_s'))}, "
                       f"GPU path {ms(row['gpu_s'])} (first call {ms(row['gpu_first_s'])}), cuBLAS resident "
                       f"{ms(row['cublas_resident_s'])}; chose "
-                      f"{row['chosen']} ({'right' if row['right'] else 'WRONG' if row['right'] is False else '?'}), "
-                      f"error {row['error']:.1e}", flush=True)
+                      f"{row['chosen']} ({'right' if row['right'] else 'WRONG' if row['right'] is False else '?'}"
+                      + (f", {row['chosen_vs_scipy']:.2f}x SciPy" if row["chosen_vs_scipy"] else "")
+                      + f"), error {row['error']:.1e}; GPU side: {_side_text(row['gpu_side'])}", flush=True)
                 host = None
     finally:
         _dispatch.set_devices(None)

@@ -69,6 +69,9 @@ def standin(monkeypatch):
 
     def make(name=b"NVIDIA H100 80GB HBM3"):
         sim = install(monkeypatch, devices=1)
+        # the search's timing of the per-call cost reads the stand-in's times, not a GPU's: none here (its
+        # own tests below)
+        monkeypatch.setattr(_dispatch, "_call_cost", lambda rt: (0.0, 0.0))
         return _named(monkeypatch, sim, name) if name else sim
 
     yield make
@@ -217,6 +220,47 @@ def test_a_choice_is_made_again_when_the_machines_figures_change(h100, tuned):
     tuned(core_flops=1e14)
     tb.dgemm(1.0, a, b)
     assert h100.calls.get("dgemm", 0) == 3
+
+
+def test_the_per_call_cost_is_fitted_from_two_timed_orders(monkeypatch):
+    """_call_cost: the best of two timed calls at each order, less the prediction, fitted as seconds a call
+    plus seconds an output byte (a runtime whose calls take 3 ms + 2 ns a byte of c beyond a prediction
+    of 1 ms)."""
+    import time
+
+    from tileblas.runtime import _shares
+
+    class Slow:
+        calls = 0
+        devices = ()
+
+        def tile_size_for(self, name, m, n, k, dtype):
+            return 4096
+
+        def run(self, name, alpha, a, b, beta, c):
+            Slow.calls += 1
+            time.sleep(1e-3 + 3e-3 + 2e-9 * c.nbytes)
+
+    monkeypatch.setattr(_shares, "predict_seconds", lambda *args: 1e-3)
+    fixed, per_byte = _dispatch._call_cost(Slow())
+    assert Slow.calls == 3 * len(_dispatch.CALL_COST_ORDERS)
+    assert 2.5e-3 <= fixed <= 5e-3 and 1.5e-9 <= per_byte <= 3e-9, (fixed, per_byte)
+
+
+def test_the_measured_per_call_cost_moves_the_crossover(h100):
+    """A per-call cost measured at the search enters the prediction: with 20 ms a call, dgemm goes to the
+    GPU only from a larger order, and a call between the two crossovers stays on the CPU."""
+    before = _dispatch.gpu_report()["crossover"]["dgemm"]
+    _dispatch._GPU.call_cost = (0.02, 0.0)  # as if the search had measured it (a new search: new choices)
+    _dispatch._GPU.choices = {}
+    rep = _dispatch.gpu_report()
+    after = rep["crossover"]["dgemm"]
+    assert rep["call_cost"]["seconds"] == 0.02
+    assert before is not None and (after is None or after > before), (before, after)
+    n = before + 1
+    calls = h100.calls.get("dgemm", 0)
+    tb.dgemm(1.0, rnd((n, n)), rnd((n, n)))
+    assert h100.calls.get("dgemm", 0) == calls
 
 
 def test_gpu_alone_takes_every_call_from_the_floor(h100, tuned):

@@ -205,6 +205,7 @@ class _Gpus:
         self.choices: dict[tuple, bool] = {}  # (routine, m, n, k, dtype, threads) -> to the GPUs
         self.choices_for: tuple = ()  # what the choices were made with (GPU runtime, config, Tuning)
         self.stale: list = []  # a fork child's inherited GPU runtimes, kept from any teardown
+        self.call_cost = (0.0, 0.0)  # measured at the search: seconds a call, seconds a byte of the output
 
 
 _GPU = _Gpus()
@@ -320,6 +321,7 @@ def _search() -> None:
                 raise RuntimeError(f"a 64 x 64 dgemm on {d.name} was off by {err:.3g} (at most {bound:.3g} "
                                    "expected): its cuBLAS gives wrong results")
             d.model  # noqa: B018 - the figures the choice reads (measured here where there is no preset)
+        _GPU.call_cost = _call_cost(rt)
     except Exception as exc:  # noqa: BLE001 - no CuPy, no device, a broken driver or cuBLAS: the CPU path
         _GPU.cuda = sys.modules.get("cupy") is not None  # CuPy imported: CUDA may have been reached
         if rt is not None:
@@ -338,6 +340,43 @@ def _search() -> None:
     if _GPU.note.startswith(f"{s.source} names"):
         _say_unusable(s)
     atexit.register(_close_at_exit, rt, os.getpid())
+
+
+#: The orders of the dgemm calls :func:`_call_cost` times (fresh outputs, as the drop-in's calls have).
+CALL_COST_ORDERS = (512, 1024)
+
+
+def _call_cost(rt: Any) -> tuple[float, float]:
+    """What a drop-in call on the GPUs of ``rt`` costs beyond the runtime's prediction, measured once at
+    the search (about 0.1 s): the best of two dgemm calls at each order of :data:`CALL_COST_ORDERS`, each
+    with a new output as the drop-in's calls have (page-locking it included), less the predicted seconds;
+    the excess fitted as seconds a call plus seconds a byte of the output (both at least 0).  The first
+    GPU run found the GPU path's calls 10-160 ms over the prediction (docs/measurements/gpu.md), which
+    put the crossover too low."""
+    import time
+
+    import numpy as np
+
+    from tileblas.runtime import _planner as P
+    from tileblas.runtime import _shares
+
+    excess, sizes = [], []
+    for n in CALL_COST_ORDERS:
+        a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
+        tile = P.bounded_tile(n, n, n, rt.tile_size_for("gemm", n, n, n, np.float64))
+        pred = _shares.predict_seconds("gemm", n, n, n, np.float64, n if n <= tile else tile, rt.devices)
+        best = float("inf")
+        for trial in range(3):  # the first untimed: it page-locks a and loads the kernels
+            c = np.empty((n, n), order="F")
+            t0 = time.perf_counter()
+            rt.run("gemm", 1.0, a, a, 0.0, c)
+            if trial:
+                best = min(best, time.perf_counter() - t0)
+            del c
+        excess.append(max(best - pred, 0.0))
+        sizes.append(8.0 * n * n)
+    per_byte = max((excess[1] - excess[0]) / (sizes[1] - sizes[0]), 0.0)
+    return max(excess[0] - per_byte * sizes[0], 0.0), per_byte
 
 
 def _close_at_exit(rt: Any, pid: int) -> None:  # pragma: no cover - interpreter exit
@@ -408,7 +447,8 @@ def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt
                cfg: _dropin.DropInConfig) -> bool:
     """Whether a call of routine ``name``, shape (m, n, k) and ``dtype`` goes to the GPUs of ``grt``
     rather than the CPU path of ``threads`` threads of ``host``'s kind: the GPUs' predicted seconds (in
-    the tiles their runtime would take) against the CPU path's, by :func:`tileblas.policy._offload.gpu_first`."""
+    the tiles their runtime would take, plus the per-call cost measured at the search: :func:`_call_cost`)
+    against the CPU path's, by :func:`tileblas.policy._offload.gpu_first`."""
     import numpy as np
 
     from tileblas.runtime import _planner as P
@@ -418,7 +458,9 @@ def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt
     tile = P.bounded_tile(m, n, k, grt.tile_size_for(name, m, n, k, dtype))
     if max(m, n, k) <= tile:
         tile = max(m, n, k, 1)  # one task, one tile covering the call
-    gpu_s = _shares.predict_seconds(name, m, n, k, dtype, tile, grt.devices)
+    call_s, byte_s = _GPU.call_cost
+    out_bytes = m * n * np.dtype(dtype).itemsize
+    gpu_s = _shares.predict_seconds(name, m, n, k, dtype, tile, grt.devices) + call_s + byte_s * out_bytes
     flops = P.flop_count(name, m, n, k) * (4.0 if np.dtype(dtype).kind == "c" else 1.0)
     cpu_s = flops / (threads * _shares.host_model(host).rate(dtype, max(min(m, n, k), 1)))
     return _offload.gpu_first(gpu_s, cpu_s, cfg.gpu_margin)
@@ -450,6 +492,7 @@ def _release_locked() -> None:
     _GPU.searched = False
     _GPU.note = ""
     _GPU.maybe = True
+    _GPU.call_cost = (0.0, 0.0)
     if rt is not None:
         rt.close()
 
@@ -495,7 +538,8 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     grt = gpu_runtime(search) if _gpu_possible() or _GPU.searched else None
     cfg, floors = _config(threads)
     out: dict[str, Any] = {"setting": s.describe(), "cpu_threads": threads, "gpus": [], "note": _GPU.note,
-                           "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {}}
+                           "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {},
+                           "call_cost": {"seconds": _GPU.call_cost[0], "seconds_per_byte": _GPU.call_cost[1]}}
     if not s.wants_gpus:
         out["note"] = "refused: no GPU is looked for" if s.note else "no GPU is looked for"
     if grt is None or not _setting().wants_gpus:

@@ -201,6 +201,10 @@ def _print_dropin_gpu(d: dict[str, Any]) -> None:
     print(f"             to the GPUs from (order n of a square call, from the model; never below "
           f"{d.get('min_flops', 0):.3g} flops or in a C-path split range): "
           + "; ".join(f"{f} {', '.join(v)}" for f, v in fams.items()))
+    cost = d.get("call_cost") or {}
+    if cost:
+        print(f"             a call's cost on the GPUs beyond the model, measured at the start: "
+              f"{cost['seconds'] * 1e3:.3g} ms + {cost['seconds_per_byte'] * 1e12:.3g} ms per GB of output")
 
 
 def _print_paths(p: dict[str, Any]) -> None:
