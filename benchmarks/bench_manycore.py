@@ -1,0 +1,174 @@
+"""Where the drop-in's time goes on a many-core host: back-to-back (warm) calls against SciPy, with what
+tileblas' pool and the scheduler did meanwhile.
+
+The first many-core grid (the GPU test machine's 16-core host, docs/measurements/drop-in.md, "A 16-core
+host") found warm calls of order 1024 at 0.51-0.81x SciPy (dgemm, dsyrk, dtrmm, dtrsm, zgemm) while the
+same calls cold ran 0.67-2.25x.  At 16 threads every such call is one call on tileblas' OpenBLAS instance,
+its jobs on tileblas' pool (SciPy's path), so this measures, per routine and order, in one process:
+
+* ``warm``: blocks of back-to-back calls (about 0.05 s, after a 0.2 s pause and one untimed call),
+  SciPy and tileblas interleaved, best and median of the rounds (``tileblas._timing.interleaved``);
+* per tileblas block, per call: the pool's counters (OpenBLAS parallel calls, sleeps, wakes, calling
+  threads that slept waiting for jobs) and the process's voluntary and involuntary context switches,
+  SciPy's blocks' context switches beside them;
+* the same warm blocks with the pool's workers spinning 2 ms instead of 200 us between calls
+  (``_pool.configure(spin_ns=...)``), to tell waking from the work itself;
+* ``cold``: single calls 0.2 s after the other library's call, both orders, medians.
+
+    python benchmarks/bench_manycore.py [--routines dgemm,dsyrk,dtrmm,dtrsm,zgemm] [--sizes 256,1024]
+        [--rounds 5] [--budget 150] [--json PATH]
+
+Ratios are SciPy's time over tileblas' (above 1: tileblas faster).  A point whose cost the budget would
+not cover is skipped and listed.  On the 2-core machine it runs too (the flow; the figures are that
+machine's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+import tileblas.blas as tb  # noqa: E402
+from tileblas._timing import interleaved  # noqa: E402
+from tileblas.kernels import _pool  # noqa: E402
+
+
+def _operands(routine: str, n: int) -> tuple[list, dict]:
+    rng = np.random.default_rng(n)
+    dt = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[routine[0]]
+
+    def mat() -> np.ndarray:
+        x = rng.standard_normal((n, n))
+        if np.dtype(dt).kind == "c":
+            x = x + 1j * rng.standard_normal((n, n))
+        return np.asfortranarray(x.astype(dt))
+
+    fam = routine[1:]
+    if fam in ("gemm", "symm", "syr2k"):
+        return [1.0, mat(), mat()], {}
+    if fam == "syrk":
+        return [1.0, mat()], {}
+    t = np.asfortranarray(np.tril(mat()) / n + 2 * np.eye(n, dtype=dt))
+    return [1.0, t, mat()], {"lower": 1}
+
+
+def _switches() -> tuple[int, int]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_nvcsw, r.ru_nivcsw
+
+
+def _counted(call: Callable[[], Any], tally: dict[str, float]) -> Callable[[], Any]:
+    """``call``, adding its calls, context switches and (tileblas) pool counters to ``tally``."""
+    def run() -> Any:
+        p0, (v0, i0) = _pool.stats(), _switches()
+        out = call()
+        p1, (v1, i1) = _pool.stats(), _switches()
+        tally["calls"] = tally.get("calls", 0) + 1
+        tally["voluntary"] = tally.get("voluntary", 0) + v1 - v0
+        tally["involuntary"] = tally.get("involuntary", 0) + i1 - i0
+        for k in ("jobs", "sleeps", "wakes", "waits_asleep"):
+            tally[k] = tally.get(k, 0) + p1[k] - p0[k]
+        return out
+    return run
+
+
+def _per_call(tally: dict[str, float]) -> dict[str, float]:
+    calls = max(tally.get("calls", 0), 1)
+    return {k: round(v / calls, 2) for k, v in tally.items() if k != "calls"}
+
+
+def warm(routine: str, n: int, rounds: int, spin_ns: int | None = None) -> dict[str, Any]:
+    args, kw = _operands(routine, n)
+    f_s, f_t = getattr(__import__("scipy.linalg.blas", fromlist=["x"]), routine), getattr(tb, routine)
+    saved = _pool.configure()["spin_ns"]
+    tallies: dict[str, dict[str, float]] = {"scipy": {}, "tileblas": {}}
+    try:
+        if spin_ns is not None:
+            _pool.configure(spin_ns=spin_ns)
+        t = interleaved({"scipy": _counted(lambda: f_s(*args, **kw), tallies["scipy"]),
+                         "tileblas": _counted(lambda: f_t(*args, **kw), tallies["tileblas"])},
+                        rounds, settle=0.2, warmup=1, block_s=0.05, max_block=10_000, block_from="scipy")
+    finally:
+        _pool.configure(spin_ns=saved)
+    med = {k: statistics.median(v) for k, v in t.samples.items()}
+    return {"scipy_s": t.best["scipy"], "tileblas_s": t.best["tileblas"],
+            "ratio": t.best["scipy"] / t.best["tileblas"], "ratio_median": med["scipy"] / med["tileblas"],
+            "block": t.block["scipy"], "per_call": {k: _per_call(v) for k, v in tallies.items()}}
+
+
+def cold(routine: str, n: int, rounds: int, idle: float = 0.2) -> dict[str, Any]:
+    args, kw = _operands(routine, n)
+    f_s, f_t = getattr(__import__("scipy.linalg.blas", fromlist=["x"]), routine), getattr(tb, routine)
+    got: dict[str, list[float]] = {"scipy": [], "tileblas": []}
+    for r in range(rounds):
+        order = [("scipy", f_t, f_s), ("tileblas", f_s, f_t)]
+        for name, before, timed in (order if r % 2 == 0 else order[::-1]):
+            before(*args, **kw)
+            time.sleep(idle)
+            t0 = time.perf_counter()
+            timed(*args, **kw)
+            got[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in got.items()}
+    return {"scipy_s": med["scipy"], "tileblas_s": med["tileblas"], "ratio_median": med["scipy"] / med["tileblas"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--routines", default="dgemm,dsyrk,dtrmm,dtrsm,zgemm")
+    p.add_argument("--sizes", default="256,1024")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--budget", type=float, default=150.0, help="seconds; points that would not fit are skipped")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1; got {args.rounds}")
+    routines = [r.strip() for r in args.routines.split(",") if r.strip()]
+    for r in routines:
+        if not hasattr(tb, r) or r[1:] not in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm"):
+            p.error(f"--routines: {r!r} is not a Level-3 routine of tileblas.blas")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"cpu_count": os.cpu_count(), "pool": _pool.configure(), "points": [], "skipped": []}
+    print(f"{os.cpu_count()} CPUs; ratio = SciPy / tileblas; per call: tileblas' pool counters and context "
+          "switches (voluntary/involuntary)", flush=True)
+    spent: dict[str, float] = {}
+    for n in sizes:
+        for r in routines:
+            pred = spent.get(r, 0.0) * (n / spent.get(r + "/n", n)) ** 1.5 if r in spent else 0.0
+            if time.perf_counter() - t0 + pred > args.budget:
+                out["skipped"].append(f"{r} {n}")
+                continue
+            t1 = time.perf_counter()
+            row = {"routine": r, "n": n, "warm": warm(r, n, args.rounds),
+                   "warm_spin_2ms": warm(r, n, args.rounds, spin_ns=2_000_000), "cold": cold(r, n, args.rounds)}
+            out["points"].append(row)
+            spent[r], spent[r + "/n"] = time.perf_counter() - t1, n
+            w, w2, c = row["warm"], row["warm_spin_2ms"], row["cold"]
+            pc = w["per_call"]["tileblas"]
+            print(f"{r:6s} {n:5d}  warm {w['ratio']:.2f}x (median {w['ratio_median']:.2f}x; SciPy "
+                  f"{w['scipy_s'] * 1e3:.3f} ms, tileblas {w['tileblas_s'] * 1e3:.3f} ms, block {w['block']})  "
+                  f"spin 2 ms {w2['ratio']:.2f}x  cold {c['ratio_median']:.2f}x  | tileblas a call: jobs "
+                  f"{pc.get('jobs', 0)}, wakes {pc.get('wakes', 0)}, sleeps {pc.get('sleeps', 0)}, waits asleep "
+                  f"{pc.get('waits_asleep', 0)}, switches {pc.get('voluntary', 0)}/{pc.get('involuntary', 0)}; "
+                  f"SciPy {w['per_call']['scipy'].get('voluntary', 0)}/{w['per_call']['scipy'].get('involuntary', 0)}",
+                  flush=True)
+    if out["skipped"]:
+        print("skipped (budget):", ", ".join(out["skipped"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
