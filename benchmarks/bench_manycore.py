@@ -1,8 +1,8 @@
 """Where the drop-in's time goes on a many-core host: back-to-back (warm) calls against SciPy, with what
 tileblas' pool and the scheduler did meanwhile.
 
-The first many-core grid (the GPU test machine's 16-core host, docs/measurements/drop-in.md, "A 16-core
-host") found warm calls of order 1024 at 0.51-0.81x SciPy (dgemm, dsyrk, dtrmm, dtrsm, zgemm) while the
+The first many-core grid (the GPU test machine's 16-core host;
+docs/measurements/drop-in.md, "A 16-core host") found warm calls of order 1024 at 0.51-0.81x SciPy (dgemm, dsyrk, dtrmm, dtrsm, zgemm) while the
 same calls cold ran 0.67-2.25x.  At 16 threads every such call is one call on tileblas' OpenBLAS instance,
 its jobs on tileblas' pool (SciPy's path), so this measures, per routine and order, in one process:
 
