@@ -25,6 +25,8 @@ time limit of its own).  Steps (docs/measurements/gpu.md has the plan, the predi
   (benchmarks/bench_async.py's part 4).
 * ``trace``: the Perfetto trace and timeline PNG of one out-of-core dgemm, and the simulated H100's
   timeline of the same call.
+* ``tiles``: the in-core gemm with each tile forced (dgemm n = 8192 and 16384, zgemm n = 8192) against
+  one ``cupy.matmul`` on device operands: which tile the GPU and its link want.
 
 Sizing.  Every step runs its cases in order of priority.  Before a case its cost on the device is
 estimated (the predicted seconds of every timed call and warm-up, the baseline's included, plus filling
@@ -67,9 +69,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PREDICTED = os.path.join(HERE, "bench_gpu_part2_predicted.json")
-STEPS = ("incore", "ooc", "hybrid", "kblas", "async", "trace")
+STEPS = ("incore", "ooc", "hybrid", "kblas", "async", "trace", "tiles")
 #: Seconds each step may use by default (benchmarks/gpu_part2.sh gives each a little more as its limit).
-BUDGETS = {"incore": 130, "ooc": 150, "hybrid": 60, "kblas": 70, "async": 50, "trace": 40}
+BUDGETS = {"incore": 130, "ooc": 150, "hybrid": 60, "kblas": 70, "async": 50, "trace": 40, "tiles": 60}
 #: Bytes a second the host operands are filled at (made on the GPU, copied to pageable host memory,
 #: first touch): an assumption of the sizing, not a measurement.
 HOST_FILL_BPS = 2e9
@@ -116,6 +118,11 @@ def plan_step(step: str, tiny: bool = False) -> list[dict]:
                  "repeats": 1 if tiny else 2}]
     if step == "trace":
         return [{"id": "trace/dgemm/ooc", "n": 96 if tiny else 16384, "ratio": 3.0}]
+    if step == "tiles":
+        groups = [("d", 96, (16, 32))] if tiny else \
+            [("d", 8192, (1024, 2048, 4096)), ("z", 8192, (2048, 4096)), ("d", 16384, (2048, 4096, 8192))]
+        return [{"id": f"tiles/{p}gemm/n={n}/tile={t}", "prefix": p, "n": n, "tile": t}
+                for p, n, tiles in groups for t in tiles]
     raise ValueError(f"step must be one of {', '.join(STEPS)}; got {step!r}")
 
 
@@ -161,7 +168,7 @@ def case_cost(step: str, case: dict, pred: dict, trials: int, predict: Callable[
     the prediction of another case (cuBLAS-XT, which has no model, is sized as twice the round robin)."""
     calls = 1 + trials
     n = case["n"]
-    if step == "incore":
+    if step in ("incore", "tiles"):
         return calls * (pred["seconds"] + pred["baseline_s"]) + _fill(n, case["prefix"]) + SETUP_S
     if step == "ooc":
         mode = case["mode"]
@@ -256,9 +263,9 @@ def predict_case(step: str, case: dict) -> dict:
     from tileblas.devices.sim import sim_machine
 
     model = _h100()
-    if step == "incore":
+    if step in ("incore", "tiles"):
         p, n = case["prefix"], case["n"]
-        out = _sim_gemm(n, p, [SimDevice.h100()])
+        out = _sim_gemm(n, p, [SimDevice.h100()], tile=case.get("tile"))
         out["baseline_s"] = model.kernel_seconds(_flops("gemm", n, p), _DT[p], n)
         return out
     if step in ("ooc", "trace"):
@@ -354,7 +361,7 @@ def analytic_prediction(step: str, case: dict) -> dict:
     dt = _DT[p]
     mem = _tile_memory(n, case["ratio"]) if "ratio" in case else None
     devs = [SimDevice.h100(memory=mem)]
-    t = _shares.accelerator_tile("gemm", n, n, n, dt, devs)
+    t = case.get("tile") or _shares.accelerator_tile("gemm", n, n, n, dt, devs)
     secs = _shares.predict_seconds("gemm", n, n, n, dt, t, devs)
     base = model.kernel_seconds(_flops("gemm", n, p), dt, n)
     if step == "hybrid":
@@ -373,7 +380,7 @@ def run_predict(steps: list[str], write: str | None, tiny: bool = False) -> dict
         print(f"== {step} (simulated H100: one GPU, {_cpu_workers(16)} CPU workers where the step has them)",
               flush=True)
         for case in plan_step(step, tiny):
-            if step == "incore" and tiny or step == "ooc" and tiny or step == "trace" and tiny:
+            if tiny and step in ("incore", "ooc", "trace", "tiles"):
                 pred = analytic_prediction(step, case)  # the tiny sizes fit one H100 tile
             else:
                 pred = predict_case(step, case)
@@ -591,6 +598,46 @@ def _report(case: dict, measured: float, predicted: float | None, extra: str = "
 
 
 # ------------------------------------------------------------------------------------------ steps
+def step_tiles(ctx: Ctx) -> None:
+    """The in-core gemm at each tile size forced (the runtime's own choice is the incore step's): which
+    tile the GPU and its link want, against one ``cupy.matmul`` on device operands timed once per order."""
+    cp = ctx.cp
+    base: dict[tuple, float] = {}
+    for case in plan_step("tiles", ctx.tiny):
+        p, n, tile = case["prefix"], case["n"], case["tile"]
+        pred = ctx.prediction(case)
+        if not ctx.fits(case, ctx.cost(case)):
+            continue
+        a, ad = ctx.host_matrix(n, n, p, 1, keep_device=True)
+        b, bd = ctx.host_matrix(n, n, p, 2, keep_device=True)
+        if (p, n) not in base:
+            cd = cp.empty((n, n), dtype=_DT[p], order="F")
+            base[(p, n)] = ctx.best(lambda: cp.matmul(ad, bd, out=cd))
+            cd = None
+        ad = bd = None
+        ctx.free()
+        c = np.zeros((n, n), dtype=_DT[p], order="F")
+        gpu = ctx.gpu()
+        rt = ctx.runtime([gpu])
+        try:
+            t = ctx.best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=tile))
+            prof = rt.last_profile()
+        finally:
+            rt.shutdown()
+            gpu.close()
+            ctx.free()
+        err = sample_error(a, b, c)
+        _check(ctx, err, _gemm_bound(n, p), case["id"])
+        t_mm = base[(p, n)]
+        row = {"id": case["id"], "n": n, "dtype": np.dtype(_DT[p]).name, "tile": prof.tile_size, "tiles_s": t,
+               "cupy_matmul_s": t_mm, "ratio": t_mm / t, "bar": BARS["incore"],
+               "bytes_moved": sum(d.bytes_moved for d in prof.devices), "max_rel_error": err, "predicted": pred}
+        ctx.add(row)
+        print(_report(case, t, pred.get("seconds"), f"; cupy.matmul {t_mm:.4g} s -> {row['ratio']:.3f}x, tile "
+                                                    f"{prof.tile_size}, error {err:.1e}"), flush=True)
+        del a, b, c
+
+
 def step_incore(ctx: Ctx) -> None:
 
     cp = ctx.cp
@@ -908,7 +955,8 @@ def step_trace(ctx: Ctx) -> None:
 
 
 STEP_FUNCS: dict[str, Callable[[Ctx], None]] = {"incore": step_incore, "ooc": step_ooc, "hybrid": step_hybrid,
-                                                "kblas": step_kblas, "async": step_async, "trace": step_trace}
+                                                "kblas": step_kblas, "async": step_async, "trace": step_trace,
+                                                "tiles": step_tiles}
 
 
 # ------------------------------------------------------------------------------------------ results

@@ -15,6 +15,8 @@
 #   kblas     85   recursive in-place d/z trmm/trsm n = 4096-16384, 64/512/n right-hand sides, vs cuBLAS
 #   async     65   Brodtkorb's loop, GPU + CPU workers vs the GPU alone (bar 1.0x)
 #   trace     55   Perfetto trace and timeline PNG of one out-of-core dgemm (n = 16384, 3x), the simulated one
+#   tiles     75   the in-core gemm at each tile forced: dgemm n = 8192 (1024-4096) and 16384 (2048-8192),
+#                  zgemm n = 8192 (2048, 4096), vs cupy.matmul (the first run's tile 4096 at dgemm 8192: 0.69x)
 #
 # A step's budget is its limit less 15 s (start-up, writing): it skips the cases its predicted cost does not
 # fit and stops cleanly (bench_gpu_part2.py's notes).  Before the steps: the C extensions built in place and
@@ -44,7 +46,7 @@ if [ "${1:-}" = "--dry" ]; then
 fi
 steps=${1:-}
 if [ -z "$steps" ]; then
-    echo "usage: bash benchmarks/gpu_part2.sh [--dry] STEP[,STEP...] [OUTDIR]; steps: incore ooc hybrid kblas async trace" >&2
+    echo "usage: bash benchmarks/gpu_part2.sh [--dry] STEP[,STEP...] [OUTDIR]; steps: incore ooc hybrid kblas async trace tiles" >&2
     exit 2
 fi
 out=${2:-${OUT:-gpu-results}}
@@ -62,12 +64,13 @@ printf '%-7s %6s %6s %4s  %s\n' step limit used rc result > "$summary"
 limit_of() {
     case $1 in
         incore) echo 145 ;; ooc) echo 165 ;; hybrid) echo 75 ;; kblas) echo 85 ;; async) echo 65 ;; trace) echo 55 ;;
+        tiles) echo 75 ;;
         *) echo 0 ;;
     esac
 }
 for s in ${steps//,/ }; do
     if [ "$(limit_of "$s")" = 0 ]; then
-        echo "unknown step '$s'; steps: incore ooc hybrid kblas async trace" >&2
+        echo "unknown step '$s'; steps: incore ooc hybrid kblas async trace tiles" >&2
         exit 2
     fi
 done

@@ -131,7 +131,7 @@ def test_the_predictions_cover_every_case_the_device_run_times():
     assert made["model"]["name"].startswith("H100")
 
 
-@pytest.mark.parametrize("step", ["incore", "ooc", "hybrid", "kblas", "async", "trace"])
+@pytest.mark.parametrize("step", ["incore", "ooc", "hybrid", "kblas", "async", "trace", "tiles"])
 def test_each_step_fits_its_budget_by_the_predictions(step):
     b = _bench()
     plan = b.step_plan(step, 2)
