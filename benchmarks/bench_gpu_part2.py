@@ -112,6 +112,14 @@ def plan_step(step: str, tiny: bool = False) -> list[dict]:
                         r = n if nr == "square" else nr
                         out.append({"id": f"kblas/{p}{kind}/n={n}/nrhs={r}", "prefix": p, "kind": kind, "n": n,
                                     "nrhs": r})
+        # then where the recursion stops (the default's 128 lost 0.23-0.87x to Hopper's cuBLAS with 64-512
+        # right-hand sides in the first run): double precision, larger leaves
+        for n in ((96,) if tiny else (8192, 16384)):
+            for r in ((16,) if tiny else (64, 512)):
+                for stop in ((32,) if tiny else (512, 2048)):
+                    for kind in ("trmm", "trsm"):
+                        out.append({"id": f"kblas/d{kind}/n={n}/nrhs={r}/stop={stop}", "prefix": "d", "kind": kind,
+                                    "n": n, "nrhs": r, "stop": stop})
         return out
     if step == "async":
         return [{"id": "async/paper-loop", "n": 64 if tiny else 1000, "count": 12 if tiny else 300,
@@ -285,7 +293,7 @@ def predict_case(step: str, case: dict) -> dict:
         return {"gpu_s": alone["seconds"], "gpu_cpu_s": both["seconds"], "host_flop_share": both["host_flop_share"],
                 "cpu_workers": len(sim_machine("h100")) - 1, "source": "sim"}
     if step == "kblas":
-        return predict_recursive(case["kind"], case["n"], case["nrhs"], case["prefix"])
+        return predict_recursive(case["kind"], case["n"], case["nrhs"], case["prefix"], case.get("stop"))
     if step == "async":
         return _predict_async(case)
     raise ValueError(f"step must be one of {', '.join(STEPS)}; got {step!r}")
@@ -353,7 +361,7 @@ def analytic_prediction(step: str, case: dict) -> dict:
 
     model = _h100()
     if step == "kblas":
-        return predict_recursive(case["kind"], case["n"], case["nrhs"], case["prefix"])
+        return predict_recursive(case["kind"], case["n"], case["nrhs"], case["prefix"], case.get("stop"))
     if step == "async":
         return {"source": "none"}
     p = case.get("prefix", "d")
@@ -865,15 +873,15 @@ def step_hybrid(ctx: Ctx) -> None:
 
 def step_kblas(ctx: Ctx) -> None:
     bt = _bench_module("bench_trmm_trsm")
-    groups: dict[tuple, list[dict]] = {}  # trmm and trsm of one order and right-hand sides: one call
+    groups: dict[tuple, list[dict]] = {}  # trmm and trsm of one order, right-hand sides and stop: one call
     for case in plan_step("kblas", ctx.tiny):
-        groups.setdefault((case["prefix"], case["n"], case["nrhs"]), []).append(case)
-    for (p, n, nr), cases in groups.items():
+        groups.setdefault((case["prefix"], case["n"], case["nrhs"], case.get("stop")), []).append(case)
+    for (p, n, nr, stop), cases in groups.items():
         preds = [ctx.prediction(c) for c in cases]
         if not ctx.fits({"id": "/".join(c["id"] for c in cases)}, sum(ctx.cost(c) for c in cases)):
             continue
-        rows = bt.bench_gpu(n, [nr], ctx.trials, dtype=_DT[p], kinds=tuple(c["kind"] for c in cases), host=False,
-                            settle=0.0, quiet=True)
+        rows = bt.bench_gpu(n, [nr], ctx.trials, stop=stop, dtype=_DT[p], kinds=tuple(c["kind"] for c in cases),
+                            host=False, settle=0.0, quiet=True)
         for case, pred, row in zip(cases, preds, rows):
             row.update(id=case["id"], predicted=pred)
             ctx.add(row)

@@ -12,7 +12,8 @@
 #   ooc      165   dgemm n = 32768 and 16384, operands 1.5x and 3x the tile memory, vs in-core cupy.matmul
 #                  (bar 0.90x); bytes moved vs the lower bound; static round robin without caches; cuBLAS-XT
 #   hybrid    75   GPU + CPU workers (cores less 4) vs the GPU alone, d/zgemm (bar 1.0x), CPU flop share
-#   kblas     85   recursive in-place d/z trmm/trsm n = 4096-16384, 64/512/n right-hand sides, vs cuBLAS
+#   kblas     85   recursive in-place d/z trmm/trsm n = 4096-16384, 64/512/n right-hand sides, vs cuBLAS;
+#                  then d, n = 8192/16384, 64/512 right-hand sides, the recursion stopping at 512 and 2048
 #   async     65   Brodtkorb's loop, GPU + CPU workers vs the GPU alone (bar 1.0x)
 #   trace     55   Perfetto trace and timeline PNG of one out-of-core dgemm (n = 16384, 3x), the simulated one
 #   tiles     75   the in-core gemm at each tile forced: dgemm n = 8192 (1024-4096) and 16384 (2048-8192),
