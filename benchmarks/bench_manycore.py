@@ -18,6 +18,9 @@ its jobs on tileblas' pool (SciPy's path), so this measures, per routine and ord
     python benchmarks/bench_manycore.py [--routines dgemm,dsyrk,dtrmm,dtrsm,zgemm] [--sizes 256,1024]
         [--rounds 5] [--budget 150] [--json PATH]
 
+Run it once more with ``TILEBLAS_POOL=0`` (OpenBLAS's own threads run tileblas' instance, as SciPy's
+run SciPy's): the difference between the two runs is the pool's.
+
 Ratios are SciPy's time over tileblas' (above 1: tileblas faster).  A point whose cost the budget would
 not cover is skipped and listed.  On the 2-core machine it runs too (the flow; the figures are that
 machine's).
@@ -138,8 +141,12 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--routines: {r!r} is not a Level-3 routine of tileblas.blas")
     sizes = [int(s) for s in args.sizes.split(",")]
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"cpu_count": os.cpu_count(), "pool": _pool.configure(), "points": [], "skipped": []}
-    print(f"{os.cpu_count()} CPUs; ratio = SciPy / tileblas; per call: tileblas' pool counters and context "
+    from tileblas.kernels import _openblas
+
+    pool_on = bool(_openblas.pool_info()["enabled"])
+    out: dict[str, Any] = {"cpu_count": os.cpu_count(), "pool": _pool.configure(), "pool_enabled": pool_on,
+                           "points": [], "skipped": []}
+    print(f"{os.cpu_count()} CPUs; tileblas' pool {'on' if pool_on else 'off (TILEBLAS_POOL=0)'}; ratio = SciPy / tileblas; per call: tileblas' pool counters and context "
           "switches (voluntary/involuntary)", flush=True)
     spent: dict[str, float] = {}
     for n in sizes:
