@@ -343,7 +343,7 @@ def _search() -> None:
 
 
 #: The orders of the dgemm calls :func:`_call_cost` times (fresh outputs, as the drop-in's calls have).
-CALL_COST_ORDERS = (512, 1024)
+CALL_COST_ORDERS = (512, 2048)
 
 
 def _call_cost(rt: Any) -> tuple[float, float]:
