@@ -175,7 +175,10 @@ def _side_stats(before: dict, after: dict, reg_after: dict, reg_before: dict, ca
 def _side_text(side: dict) -> str:
     share = ", ".join(f"{k} {v:.0%}" for k, v in sorted(side["flop_share"].items(), key=lambda kv: -kv[1])[:3])
     regs = side["registrations_per_call"].get("registered")
-    return f"flops {share or '-'}" + (f", {regs:.1f} registrations a call" if regs is not None else "")
+    last = side.get("last_call")
+    inner = (f", the runtime's own {last['wall_s'] * 1e3:.1f} ms of the last call ({last['path']}, "
+             f"{last['tasks']} task(s), tile {last['tile_size']})") if last else ""
+    return f"flops {share or '-'}" + (f", {regs:.1f} registrations a call" if regs is not None else "") + inner
 
 
 def _best_fresh(call: Callable[[Any], Any], make: Callable[[], Any], trials: int) -> float:
@@ -538,6 +541,8 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                 after = grt.stats() if grt is not None else {"calls": 0, "devices": {}}
                 on_gpu = after["calls"] > before["calls"]
                 row["gpu_side"] = _side_stats(before, after, _registrations(grt), reg_before, args.trials + 2)
+                prof = grt.last_profile() if on_gpu else None  # the last timed call, as the runtime saw it
+                row["gpu_side"]["last_call"] = prof.to_dict() if prof is not None else None
                 row["gpu_error"] = check(fn(*host, **kw)) if on_gpu else None
                 if not on_gpu:
                     row["gpu_s"] = row["gpu_first_s"] = None  # below the floor: the GPU path is the CPU path
