@@ -606,88 +606,64 @@ def _report(case: dict, measured: float, predicted: float | None, extra: str = "
 
 
 # ------------------------------------------------------------------------------------------ steps
+def _gemm_against_matmul(ctx: Ctx, case: dict, base: dict[tuple, float]) -> dict | None:
+    """One in-core case: the runtime's gemm on GPU 0 over host operands (``case["tile"]`` forced where the
+    case names one) against one ``cupy.matmul`` on device operands (timed once per precision and order,
+    kept in ``base``); its result row, or None where it was skipped."""
+    cp = ctx.cp
+    p, n, tile = case["prefix"], case["n"], case.get("tile")
+    pred = ctx.prediction(case)
+    if not ctx.fits(case, ctx.cost(case)):
+        return None
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if _operand_bytes(n, p) > 0.9 * free:
+        ctx.step_res["skipped"].append({"id": case["id"], "why": "operands > 90% of free GPU memory"})
+        return None
+    a, ad = ctx.host_matrix(n, n, p, 1, keep_device=True)
+    b, bd = ctx.host_matrix(n, n, p, 2, keep_device=True)
+    if (p, n) not in base:
+        cd = cp.empty((n, n), dtype=_DT[p], order="F")
+        base[(p, n)] = ctx.best(lambda: cp.matmul(ad, bd, out=cd))
+        cd = None
+    ad = bd = None
+    ctx.free()
+    c = np.zeros((n, n), dtype=_DT[p], order="F")
+    gpu = ctx.gpu()
+    rt = ctx.runtime([gpu])
+    try:
+        t = ctx.best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=tile))
+        prof = rt.last_profile()
+    finally:
+        rt.shutdown()
+        gpu.close()
+        ctx.free()
+    err = sample_error(a, b, c)
+    _check(ctx, err, _gemm_bound(n, p), case["id"])
+    fl = _flops("gemm", n, p)
+    t_mm = base[(p, n)]
+    row = {"id": case["id"], "n": n, "dtype": np.dtype(_DT[p]).name, "tiles_s": t, "cupy_matmul_s": t_mm,
+           "ratio": t_mm / t, "bar": BARS["incore"], "tiles_tflops": fl / t / 1e12, "cupy_tflops": fl / t_mm / 1e12,
+           "tile": prof.tile_size, "bytes_moved": sum(d.bytes_moved for d in prof.devices), "max_rel_error": err,
+           "predicted": pred}
+    ctx.add(row)
+    print(_report(case, t, pred.get("seconds"), f"; cupy.matmul {t_mm:.4g} s (predicted "
+                                                f"{pred['baseline_s']:.4g}) -> {row['ratio']:.3f}x "
+                                                f"(bar 0.95), tile {prof.tile_size}, error {err:.1e}"), flush=True)
+    return row
+
+
 def step_tiles(ctx: Ctx) -> None:
     """The in-core gemm at each tile size forced (the runtime's own choice is the incore step's): which
-    tile the GPU and its link want, against one ``cupy.matmul`` on device operands timed once per order."""
-    cp = ctx.cp
+    tile the GPU and its link want."""
     base: dict[tuple, float] = {}
     for case in plan_step("tiles", ctx.tiny):
-        p, n, tile = case["prefix"], case["n"], case["tile"]
-        pred = ctx.prediction(case)
-        if not ctx.fits(case, ctx.cost(case)):
-            continue
-        a, ad = ctx.host_matrix(n, n, p, 1, keep_device=True)
-        b, bd = ctx.host_matrix(n, n, p, 2, keep_device=True)
-        if (p, n) not in base:
-            cd = cp.empty((n, n), dtype=_DT[p], order="F")
-            base[(p, n)] = ctx.best(lambda: cp.matmul(ad, bd, out=cd))
-            cd = None
-        ad = bd = None
-        ctx.free()
-        c = np.zeros((n, n), dtype=_DT[p], order="F")
-        gpu = ctx.gpu()
-        rt = ctx.runtime([gpu])
-        try:
-            t = ctx.best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=tile))
-            prof = rt.last_profile()
-        finally:
-            rt.shutdown()
-            gpu.close()
-            ctx.free()
-        err = sample_error(a, b, c)
-        _check(ctx, err, _gemm_bound(n, p), case["id"])
-        t_mm = base[(p, n)]
-        row = {"id": case["id"], "n": n, "dtype": np.dtype(_DT[p]).name, "tile": prof.tile_size, "tiles_s": t,
-               "cupy_matmul_s": t_mm, "ratio": t_mm / t, "bar": BARS["incore"],
-               "bytes_moved": sum(d.bytes_moved for d in prof.devices), "max_rel_error": err, "predicted": pred}
-        ctx.add(row)
-        print(_report(case, t, pred.get("seconds"), f"; cupy.matmul {t_mm:.4g} s -> {row['ratio']:.3f}x, tile "
-                                                    f"{prof.tile_size}, error {err:.1e}"), flush=True)
-        del a, b, c
+        _gemm_against_matmul(ctx, case, base)
 
 
 def step_incore(ctx: Ctx) -> None:
-
-    cp = ctx.cp
+    base: dict[tuple, float] = {}
     for case in plan_step("incore", ctx.tiny):
-        p, n = case["prefix"], case["n"]
-        pred = ctx.prediction(case)
-        if not ctx.fits(case, ctx.cost(case)):
-            continue
-        free, _ = cp.cuda.runtime.memGetInfo()
-        if _operand_bytes(n, p) > 0.9 * free:
-            ctx.step_res["skipped"].append({"id": case["id"], "why": "operands > 90% of free GPU memory"})
-            continue
-        a, ad = ctx.host_matrix(n, n, p, 1, keep_device=True)
-        b, bd = ctx.host_matrix(n, n, p, 2, keep_device=True)
-        cd = cp.empty((n, n), dtype=_DT[p], order="F")
-        t_mm = ctx.best(lambda: cp.matmul(ad, bd, out=cd))
-        ad = bd = cd = None
-        ctx.free()
-        c = np.zeros((n, n), dtype=_DT[p], order="F")
-        gpu = ctx.gpu()
-        rt = ctx.runtime([gpu])
-        try:
-            t = ctx.best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c))
-            prof = rt.last_profile()
-        finally:
-            rt.shutdown()
-            gpu.close()
-            ctx.free()
-        err = sample_error(a, b, c)
-        _check(ctx, err, _gemm_bound(n, p), case["id"])
-        fl = _flops("gemm", n, p)
-        row = {"id": case["id"], "n": n, "dtype": np.dtype(_DT[p]).name, "tiles_s": t, "cupy_matmul_s": t_mm,
-               "ratio": t_mm / t, "bar": BARS["incore"], "tiles_tflops": fl / t / 1e12,
-               "cupy_tflops": fl / t_mm / 1e12, "tile": prof.tile_size,
-               "bytes_moved": sum(d.bytes_moved for d in prof.devices), "max_rel_error": err,
-               "predicted": pred}
-        ctx.add(row)
-        print(_report(case, t, pred.get("seconds"), f"; cupy.matmul {t_mm:.4g} s (predicted "
-                                                    f"{pred['baseline_s']:.4g}) -> {row['ratio']:.3f}x "
-                                                    f"(bar 0.95), tile {prof.tile_size}, error {err:.1e}"),
-              flush=True)
-        del a, b, c
+        _gemm_against_matmul(ctx, case, base)
 
 
 def _cublasxt_child(n: int, block: int, trials: int) -> dict:
