@@ -25,8 +25,9 @@ time limit of its own).  Steps (docs/measurements/gpu.md has the plan, the predi
   (benchmarks/bench_async.py's part 4).
 * ``trace``: the Perfetto trace and timeline PNG of one out-of-core dgemm, and the simulated H100's
   timeline of the same call.
-* ``tiles``: the in-core gemm with each tile forced (dgemm n = 8192 and 16384, zgemm n = 8192) against
-  one ``cupy.matmul`` on device operands: which tile the GPU and its link want.
+* ``tiles``: the in-core gemm with each tile forced (dgemm n = 8192 and 16384, zgemm n = 8192), and dgemm
+  n = 16384 out of core (operands 3x the tile memory) with tile 2048 and with 2 streams, against one
+  ``cupy.matmul`` on device operands: which tile and how many streams the GPU and its link want.
 
 Sizing.  Every step runs its cases in order of priority.  Before a case its cost on the device is
 estimated (the predicted seconds of every timed call and warm-up, the baseline's included, plus filling
@@ -129,8 +130,16 @@ def plan_step(step: str, tiny: bool = False) -> list[dict]:
     if step == "tiles":
         groups = [("d", 96, (16, 32))] if tiny else \
             [("d", 8192, (1024, 2048, 4096)), ("z", 8192, (2048, 4096)), ("d", 16384, (2048, 4096, 8192))]
-        return [{"id": f"tiles/{p}gemm/n={n}/tile={t}", "prefix": p, "n": n, "tile": t}
-                for p, n, tiles in groups for t in tiles]
+        out = [{"id": f"tiles/{p}gemm/n={n}/tile={t}", "prefix": p, "n": n, "tile": t}
+               for p, n, tiles in groups for t in tiles]
+        # out of core, operands 3x the tile memory (the ooc step's 0.83x at n = 16384 moved 1.69x the bound
+        # with tile 4096 and 4 streams: 12 of the 16 tiles the memory holds are in flight): a smaller tile,
+        # fewer streams
+        n = 96 if tiny else 16384
+        for t, st in (((16, None), (32, 2)) if tiny else ((2048, None), (4096, 2), (2048, 2))):
+            out.append({"id": f"tiles/dgemm/n={n}/x3/tile={t}" + (f"/streams={st}" if st else ""), "prefix": "d",
+                        "n": n, "tile": t, "ratio": 3.0, "streams": st})
+        return out
     raise ValueError(f"step must be one of {', '.join(STEPS)}; got {step!r}")
 
 
@@ -273,7 +282,8 @@ def predict_case(step: str, case: dict) -> dict:
     model = _h100()
     if step in ("incore", "tiles"):
         p, n = case["prefix"], case["n"]
-        out = _sim_gemm(n, p, [SimDevice.h100()], tile=case.get("tile"))
+        mem = _tile_memory(n, case["ratio"], p) if case.get("ratio") else None
+        out = _sim_gemm(n, p, [SimDevice.h100(memory=mem, streams=case.get("streams"))], tile=case.get("tile"))
         out["baseline_s"] = model.kernel_seconds(_flops("gemm", n, p), _DT[p], n)
         return out
     if step in ("ooc", "trace"):
@@ -368,7 +378,7 @@ def analytic_prediction(step: str, case: dict) -> dict:
     n = case["n"]
     dt = _DT[p]
     mem = _tile_memory(n, case["ratio"]) if "ratio" in case else None
-    devs = [SimDevice.h100(memory=mem)]
+    devs = [SimDevice.h100(memory=mem, streams=case.get("streams"))]
     t = case.get("tile") or _shares.accelerator_tile("gemm", n, n, n, dt, devs)
     secs = _shares.predict_seconds("gemm", n, n, n, dt, t, devs)
     base = model.kernel_seconds(_flops("gemm", n, p), dt, n)
@@ -525,17 +535,19 @@ class Ctx:
         del d
         return h
 
-    def gpu(self, memory: int | None = None, timeline: bool = False) -> Any:
-        """GPU 0 for the runtime; on the stand-in with an H100 model of small tiles (tiled at tiny sizes)."""
+    def gpu(self, memory: int | None = None, timeline: bool = False, streams: int | None = None) -> Any:
+        """GPU 0 for the runtime (``streams``: default 4); on the stand-in with an H100 model of small tiles
+        (tiled at tiny sizes)."""
         from tileblas.devices.gpu import GPUDevice
 
+        kw = {"streams": streams} if streams else {}
         if self.tiny:
             from tileblas.devices import DeviceModel
 
             model = DeviceModel.h100(memory=memory or (64 << 20), tile_candidates=(32, 16), knee=8.0,
-                                     step_overhead_s=1e-6)
-            return GPUDevice(0, memory=memory or (64 << 20), timeline=timeline, model=model)
-        return GPUDevice(0, memory=memory, timeline=timeline)
+                                     step_overhead_s=1e-6, **kw)
+            return GPUDevice(0, memory=memory or (64 << 20), timeline=timeline, model=model, **kw)
+        return GPUDevice(0, memory=memory, timeline=timeline, **kw)
 
     def runtime(self, devices: list, **kw: Any) -> Any:
         """A Runtime on ``devices``; on the stand-in every call is tiled (no one-task path for small calls)."""
@@ -607,9 +619,10 @@ def _report(case: dict, measured: float, predicted: float | None, extra: str = "
 
 # ------------------------------------------------------------------------------------------ steps
 def _gemm_against_matmul(ctx: Ctx, case: dict, base: dict[tuple, float]) -> dict | None:
-    """One in-core case: the runtime's gemm on GPU 0 over host operands (``case["tile"]`` forced where the
-    case names one) against one ``cupy.matmul`` on device operands (timed once per precision and order,
-    kept in ``base``); its result row, or None where it was skipped."""
+    """One case: the runtime's gemm on GPU 0 over host operands (``case["tile"]`` forced where the case
+    names one; out of core where it names a ``ratio`` of the operands to the tile memory; ``streams``)
+    against one ``cupy.matmul`` on device operands (timed once per precision and order, kept in
+    ``base``); its result row, or None where it was skipped."""
     cp = ctx.cp
     p, n, tile = case["prefix"], case["n"], case.get("tile")
     pred = ctx.prediction(case)
@@ -628,7 +641,8 @@ def _gemm_against_matmul(ctx: Ctx, case: dict, base: dict[tuple, float]) -> dict
     ad = bd = None
     ctx.free()
     c = np.zeros((n, n), dtype=_DT[p], order="F")
-    gpu = ctx.gpu()
+    ratio = case.get("ratio")
+    gpu = ctx.gpu(memory=_tile_memory(n, ratio, p) if ratio else None, streams=case.get("streams"))
     rt = ctx.runtime([gpu])
     try:
         t = ctx.best(lambda: rt.run("gemm", 1.0, a, b, 0.0, c, tile_size=tile))
@@ -642,13 +656,15 @@ def _gemm_against_matmul(ctx: Ctx, case: dict, base: dict[tuple, float]) -> dict
     fl = _flops("gemm", n, p)
     t_mm = base[(p, n)]
     row = {"id": case["id"], "n": n, "dtype": np.dtype(_DT[p]).name, "tiles_s": t, "cupy_matmul_s": t_mm,
-           "ratio": t_mm / t, "bar": BARS["incore"], "tiles_tflops": fl / t / 1e12, "cupy_tflops": fl / t_mm / 1e12,
+           "ratio": t_mm / t, "bar": BARS["ooc" if ratio else "incore"], "tiles_tflops": fl / t / 1e12,
+           "cupy_tflops": fl / t_mm / 1e12,
            "tile": prof.tile_size, "bytes_moved": sum(d.bytes_moved for d in prof.devices), "max_rel_error": err,
            "predicted": pred}
     ctx.add(row)
     print(_report(case, t, pred.get("seconds"), f"; cupy.matmul {t_mm:.4g} s (predicted "
                                                 f"{pred['baseline_s']:.4g}) -> {row['ratio']:.3f}x "
-                                                f"(bar 0.95), tile {prof.tile_size}, error {err:.1e}"), flush=True)
+                                                f"(bar {row['bar']}), tile {prof.tile_size}, moved "
+                                                f"{row['bytes_moved'] / 1e9:.3g} GB, error {err:.1e}"), flush=True)
     return row
 
 

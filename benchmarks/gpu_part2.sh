@@ -17,7 +17,8 @@
 #   async     65   Brodtkorb's loop, GPU + CPU workers vs the GPU alone (bar 1.0x)
 #   trace     55   Perfetto trace and timeline PNG of one out-of-core dgemm (n = 16384, 3x), the simulated one
 #   tiles     75   the in-core gemm at each tile forced: dgemm n = 8192 (1024-4096) and 16384 (2048-8192),
-#                  zgemm n = 8192 (2048, 4096), vs cupy.matmul (the first run's tile 4096 at dgemm 8192: 0.69x)
+#                  zgemm n = 8192 (2048, 4096), vs cupy.matmul (the first run's tile 4096 at dgemm 8192: 0.69x);
+#                  dgemm n = 16384 with operands 3x the tile memory at tile 2048, and with 2 streams
 #
 # A step's budget is its limit less 15 s (start-up, writing): it skips the cases its predicted cost does not
 # fit and stops cleanly (bench_gpu_part2.py's notes).  Before the steps: the C extensions built in place and
