@@ -1,0 +1,79 @@
+"""One call right after another library's call: SciPy's dgemm and tileblas' dgemm, each timed after a
+pause (the baseline), right after NumPy's ``a @ a``, right after SciPy's dgemm and right after tileblas'.
+
+NumPy, SciPy and tileblas each load their own OpenBLAS.  NumPy's and SciPy's threads spin for about 0.1 s
+after a call; a call whose threads meet them on a core slows down.  tileblas' pool sleeps 200 us after a
+call.  Every timed call comes ``--pause`` seconds after the last call of the round, right after one call of
+the library named (none: after the pause alone); medians of ``--rounds``.  The loops of bench_mixed.py time
+many such calls in a row; this times one.
+
+    python benchmarks/bench_after.py [--sizes 256,512,1024] [--rounds 11] [--pause 0.3] [--json PATH]
+
+Figures: docs/measurements/drop-in.md, "Mixing with NumPy and SciPy".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import scipy.linalg.blas as sb
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+import tileblas.blas as tb  # noqa: E402
+
+
+def measure(n: int, rounds: int, pause: float) -> dict[str, dict[str, float]]:
+    """Median seconds of each library's dgemm of order n right after each other call (None: a pause)."""
+    a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
+    calls = {"numpy": lambda: a @ a, "scipy": lambda: sb.dgemm(1.0, a, a), "tileblas": lambda: tb.dgemm(1.0, a, a)}
+    for _ in range(3):
+        for f in calls.values():
+            f()
+    out: dict[str, dict[str, float]] = {}
+    for timed in ("scipy", "tileblas"):
+        for before in ("pause", "numpy", "scipy", "tileblas"):
+            got = []
+            for _ in range(rounds):
+                time.sleep(pause)
+                if before != "pause":
+                    calls[before]()
+                t0 = time.perf_counter()
+                calls[timed]()
+                got.append(time.perf_counter() - t0)
+            out.setdefault(timed, {})[before] = statistics.median(got)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="256,512,1024")
+    p.add_argument("--rounds", type=int, default=11)
+    p.add_argument("--pause", type=float, default=0.3)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1; got {args.rounds}")
+    if not args.pause >= 0:
+        p.error(f"--pause must be >= 0 seconds; got {args.pause}")
+    res = {}
+    print(f"{'timed':9s} {'right after':12s} " + " ".join(f"{'n = ' + s:>10s}" for s in args.sizes.split(",")))
+    for n in (int(s) for s in args.sizes.split(",")):
+        res[n] = measure(n, args.rounds, args.pause)
+    for timed in ("scipy", "tileblas"):
+        for before in ("pause", "numpy", "scipy", "tileblas"):
+            print(f"{timed:9s} {before:12s} " + " ".join(f"{res[n][timed][before] * 1e3:8.2f} ms" for n in res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({str(n): v for n, v in res.items()}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
