@@ -9,7 +9,7 @@ many such calls in a row; this times one.
 
     python benchmarks/bench_after.py [--sizes 256,512,1024] [--rounds 11] [--pause 0.3] [--json PATH]
 
-Figures: docs/measurements/drop-in.md, "Mixing with NumPy and SciPy".
+Figures: docs/measurements/drop-in.md, "One call right after another library's".
 """
 
 from __future__ import annotations
