@@ -64,6 +64,11 @@ def test_each_mode_runs_end_to_end_and_writes_mode_and_determinism(mode, tmp_pat
     assert "crowded" not in out
     data = json.loads(js.read_text())
     assert data["meta"]["modes"] == [mode] and data["meta"]["det_calls"] == 4 and not data["meta"]["partial"]
+    import scipy
+
+    versions = data["meta"]["versions"]  # what the figures depend on besides the machine
+    assert versions["scipy"] == scipy.__version__ and versions["numpy"] == np.__version__
+    assert any(b["version"] for b in versions["blas"]), versions
     (p,) = data["points"]
     assert p["mode"] == mode and p["routine"] == "dgemm" and p["n"] == 16 and p["det_calls"] == 4
     assert p["det_distinct"] == {"scipy": 1, "tileblas": 1} and p["nondeterministic"] is False

@@ -64,6 +64,7 @@ import itertools
 import json
 import math
 import numbers
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -365,6 +366,26 @@ def _timed(mode: str, f_s: Callable, f_t: Callable, args: tuple, kw: dict, round
                        block_s=block_s, max_block=max_block, block_from="scipy")
 
 
+def _versions() -> dict[str, Any]:
+    """What the figures depend on besides the machine: NumPy, SciPy, tileblas, and every BLAS library in
+    the process with its version and threads (threadpoolctl's view, where it is installed)."""
+    import numpy
+    import scipy
+
+    import tileblas
+
+    out: dict[str, Any] = {"numpy": numpy.__version__, "scipy": scipy.__version__, "tileblas": tileblas.__version__}
+    try:
+        from threadpoolctl import threadpool_info
+
+        out["blas"] = [{"file": os.path.basename(i.get("filepath", "")), "version": i.get("version"),
+                        "threads": i.get("num_threads"), "architecture": i.get("architecture")}
+                       for i in threadpool_info() if i.get("user_api") == "blas"]
+    except ImportError:
+        out["blas"] = "threadpoolctl not installed"
+    return out
+
+
 def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s: float = 0.05,
              max_block: int = 100_000, progress: Callable[[Point], None] | None = None, *, idle: float = 0.2,
              det_calls: int = 40, load: BusyNeighbours | None = None) -> list[Point]:
@@ -638,7 +659,6 @@ def plot_grid(points: list[Point], path: str, title: str = "", mode: str | None 
 def plot_modes(points: list[Point], path: str) -> list[str]:
     """One heat map per mode of ``points``: ``path`` itself for a single mode, else ``path`` with
     ``-MODE`` before its extension for each (``grid.png`` -> ``grid-warm.png``, ``grid-cold.png``)."""
-    import os
 
     modes = _modes_of(p for p in points if math.isfinite(p.tileblas_s)) or ["warm"]
     if len(modes) == 1:
@@ -650,7 +670,6 @@ def plot_modes(points: list[Point], path: str) -> list[str]:
 def write_json(points: list[Point], path: str, meta: dict[str, Any]) -> str:
     """The points (with ratio, control, their medians, the determinism fields and flops) and ``meta`` as
     JSON (written to a temporary file and renamed, so an interrupted run never leaves a half-written file)."""
-    import os
 
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
@@ -683,7 +702,6 @@ def read_points(path: str) -> list[Point]:
 def machine_load() -> str:
     """The 1/5/15-minute load averages, as text."""
     try:
-        import os
 
         a, b, c = os.getloadavg()
         return f"load average {a:.2f} {b:.2f} {c:.2f}"
@@ -788,7 +806,6 @@ def check_arguments(args: Any) -> dict[str, Any]:
 def grid_main(args: Any) -> int:
     """Run the grid as the parsed ``args`` say: estimate, time (with a progress bar; the busy processes of
     the load mode around it all), summarize, write."""
-    import os
 
     opts = check_arguments(args)
     rounds, modes = opts["rounds"], opts["modes"]
@@ -816,7 +833,8 @@ def grid_main(args: Any) -> int:
             "load_procs": args.load_procs, "det_calls": args.det_calls, "det_gaps_s": list(DET_GAPS),
             "statistic": "ratio, control and the heat map: best of rounds; median_s, ratio_median, "
                          "control_median: median of rounds",
-            "estimate_s": est, "quick": args.quick, "cpu_count": os.cpu_count(), "load_before": machine_load()}
+            "estimate_s": est, "quick": args.quick, "cpu_count": os.cpu_count(), "load_before": machine_load(),
+            "versions": _versions()}
 
     def merged() -> list[Point]:
         return [done.get(point_key(p), p) for p in points
