@@ -9,8 +9,9 @@ its jobs on tileblas' pool (SciPy's path), so this measures, per routine and ord
 * ``warm``: blocks of back-to-back calls (about 0.05 s, after a 0.2 s pause and one untimed call),
   SciPy and tileblas interleaved, best and median of the rounds (``tileblas._timing.interleaved``);
 * per tileblas block, per call: the pool's counters (OpenBLAS parallel calls, sleeps, wakes, calling
-  threads that slept waiting for jobs) and the process's voluntary and involuntary context switches,
-  SciPy's blocks' context switches beside them;
+  threads that slept waiting for jobs) and the process's voluntary and involuntary context switches and
+  minor page faults (a new output faulted in on every call would cost milliseconds at order 1024), SciPy's
+  blocks' beside them;
 * the same warm blocks with the pool's workers spinning 2 ms instead of 200 us between calls
   (``_pool.configure(spin_ns=...)``), to tell waking from the work itself;
 * ``cold``: single calls 0.2 s after the other library's call, both orders, medians.
@@ -65,20 +66,22 @@ def _operands(routine: str, n: int) -> tuple[list, dict]:
     return [1.0, t, mat()], {"lower": 1}
 
 
-def _switches() -> tuple[int, int]:
+def _switches() -> tuple[int, int, int]:
+    """The process's voluntary and involuntary context switches and minor page faults so far."""
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_nvcsw, r.ru_nivcsw
+    return r.ru_nvcsw, r.ru_nivcsw, r.ru_minflt
 
 
 def _counted(call: Callable[[], Any], tally: dict[str, float]) -> Callable[[], Any]:
-    """``call``, adding its calls, context switches and (tileblas) pool counters to ``tally``."""
+    """``call``, adding its calls, context switches, page faults and (tileblas) pool counters to ``tally``."""
     def run() -> Any:
-        p0, (v0, i0) = _pool.stats(), _switches()
+        p0, (v0, i0, f0) = _pool.stats(), _switches()
         out = call()
-        p1, (v1, i1) = _pool.stats(), _switches()
+        p1, (v1, i1, f1) = _pool.stats(), _switches()
         tally["calls"] = tally.get("calls", 0) + 1
         tally["voluntary"] = tally.get("voluntary", 0) + v1 - v0
         tally["involuntary"] = tally.get("involuntary", 0) + i1 - i0
+        tally["faults"] = tally.get("faults", 0) + f1 - f0
         for k in ("jobs", "sleeps", "wakes", "waits_asleep"):
             tally[k] = tally.get(k, 0) + p1[k] - p0[k]
         return out
@@ -166,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{w['scipy_s'] * 1e3:.3f} ms, tileblas {w['tileblas_s'] * 1e3:.3f} ms, block {w['block']})  "
                   f"spin 2 ms {w2['ratio']:.2f}x  cold {c['ratio_median']:.2f}x  | tileblas a call: jobs "
                   f"{pc.get('jobs', 0)}, wakes {pc.get('wakes', 0)}, sleeps {pc.get('sleeps', 0)}, waits asleep "
-                  f"{pc.get('waits_asleep', 0)}, switches {pc.get('voluntary', 0)}/{pc.get('involuntary', 0)}; "
-                  f"SciPy {w['per_call']['scipy'].get('voluntary', 0)}/{w['per_call']['scipy'].get('involuntary', 0)}",
+                  f"{pc.get('waits_asleep', 0)}, switches {pc.get('voluntary', 0)}/{pc.get('involuntary', 0)}, "
+                  f"page faults {pc.get('faults', 0)}; SciPy: switches {w['per_call']['scipy'].get('voluntary', 0)}/"
+                  f"{w['per_call']['scipy'].get('involuntary', 0)}, page faults {w['per_call']['scipy'].get('faults', 0)}",
                   flush=True)
     if out["skipped"]:
         print("skipped (budget):", ", ".join(out["skipped"]))
