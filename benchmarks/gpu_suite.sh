@@ -18,7 +18,7 @@
 #   wheels    30   the wheels of .whl/ unpacked into a private site dir (no index)    < 1 GiB
 #   env       40   versions, the GPUs, nvidia-smi, the libcublas tileblas calls and   < 1 GiB
 #                  the one CuPy's bindings call, the cuBLAS _v2 symbols it lacks
-#   pytest   170   pytest -m gpu on the GPU test files only                          < 2 GiB
+#   pytest   170   pytest -m gpu on the GPU test files, then the GPU guide's examples        < 2 GiB
 #   bench    170   benchmarks/bench_gpu.py --parts quick,dropin:                     ~ 14 GiB
 #                  quick: dgemm n = 8192 in core and out of core (1 GiB tile memory) vs
 #                  cupy.matmul, recursive trmm/trsm vs cuBLAS;
@@ -130,12 +130,16 @@ EOF
 export -f env_report
 step env 40 "$out/env.txt" env_report
 
-# 4. the GPU tests, by file name (the other test files need what this machine lacks)
+# 4. the GPU tests, by file name (the other test files need what this machine lacks), then the GPU guide's
+# examples (doctests, skipped on machines without a GPU)
 gpu_tests() {
-    local opts=()
+    local opts=() rc=0
     "$py" -c "import pytest_timeout" 2> /dev/null && opts+=(--timeout 120)
     cd "$root" && "$py" -m pytest -q -m gpu -p no:cacheprovider "${opts[@]}" --junitxml "$scratch/pytest-gpu.xml" \
-        tests/test_gpu_*.py
+        tests/test_gpu_*.py || rc=$?
+    "$py" -m pytest -q -p no:cacheprovider "${opts[@]}" --junitxml "$scratch/pytest-guide.xml" \
+        "tests/test_docs.py::test_guide_examples_run[gpu]" || rc=$?
+    return $rc
 }
 export -f gpu_tests
 step pytest 170 "$out/pytest.txt" gpu_tests
@@ -152,7 +156,8 @@ export -f bench
 step bench 170 "$out/bench.txt" bench
 
 # results: anything beyond the seven files goes into extra.tar.gz
-tar -czf "$out/extra.tar.gz" -C "$scratch" $(cd "$scratch" && ls -d pytest-gpu.xml 2> /dev/null) --files-from /dev/null
+tar -czf "$out/extra.tar.gz" -C "$scratch" $(cd "$scratch" && ls -d pytest-gpu.xml pytest-guide.xml 2> /dev/null) \
+    --files-from /dev/null
 printf 'total %s s of %s\n' "$(( $(date +%s) - t_start ))" "$total" >> "$summary"
 cat "$summary"
 rm -rf "$scratch"
