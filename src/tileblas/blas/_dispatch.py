@@ -349,7 +349,8 @@ CALL_COST_ORDERS = (512, 2048)
 def _call_cost(rt: Any) -> tuple[float, float]:
     """What a drop-in call on the GPUs of ``rt`` costs beyond the runtime's prediction, measured once at
     the search (about 0.1 s): the best of two dgemm calls at each order of :data:`CALL_COST_ORDERS`, each
-    with a new output as the drop-in's calls have (page-locking it included), less the predicted seconds;
+    with a new output as the drop-in's calls have (its staging or page-locking included), less the
+    predicted seconds;
     the excess fitted as seconds a call plus seconds a byte of the output (both at least 0).  The first
     GPU run found the GPU path's calls 10-160 ms over the prediction (docs/measurements/gpu.md), which
     put the crossover too low."""

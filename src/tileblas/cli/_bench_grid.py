@@ -659,7 +659,6 @@ def plot_grid(points: list[Point], path: str, title: str = "", mode: str | None 
 def plot_modes(points: list[Point], path: str) -> list[str]:
     """One heat map per mode of ``points``: ``path`` itself for a single mode, else ``path`` with
     ``-MODE`` before its extension for each (``grid.png`` -> ``grid-warm.png``, ``grid-cold.png``)."""
-
     modes = _modes_of(p for p in points if math.isfinite(p.tileblas_s)) or ["warm"]
     if len(modes) == 1:
         return [plot_grid(points, path, mode=modes[0])]
@@ -670,7 +669,6 @@ def plot_modes(points: list[Point], path: str) -> list[str]:
 def write_json(points: list[Point], path: str, meta: dict[str, Any]) -> str:
     """The points (with ratio, control, their medians, the determinism fields and flops) and ``meta`` as
     JSON (written to a temporary file and renamed, so an interrupted run never leaves a half-written file)."""
-
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump({"meta": meta, "points": [p.to_json() for p in points]}, f, indent=1)
@@ -702,7 +700,6 @@ def read_points(path: str) -> list[Point]:
 def machine_load() -> str:
     """The 1/5/15-minute load averages, as text."""
     try:
-
         a, b, c = os.getloadavg()
         return f"load average {a:.2f} {b:.2f} {c:.2f}"
     except OSError:
@@ -806,7 +803,6 @@ def check_arguments(args: Any) -> dict[str, Any]:
 def grid_main(args: Any) -> int:
     """Run the grid as the parsed ``args`` say: estimate, time (with a progress bar; the busy processes of
     the load mode around it all), summarize, write."""
-
     opts = check_arguments(args)
     rounds, modes = opts["rounds"], opts["modes"]
     points = grid_points(args.quick, opts["sizes"], args.prefixes, opts["routines"], opts["orders"], opts["shapes"],
