@@ -372,9 +372,9 @@ def _versions() -> dict[str, Any]:
     import numpy
     import scipy
 
-    import tileblas
+    from tileblas._version import __version__
 
-    out: dict[str, Any] = {"numpy": numpy.__version__, "scipy": scipy.__version__, "tileblas": tileblas.__version__}
+    out: dict[str, Any] = {"numpy": numpy.__version__, "scipy": scipy.__version__, "tileblas": __version__}
     try:
         from threadpoolctl import threadpool_info
 
