@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     pool_on = bool(_openblas.pool_info()["enabled"])
     out: dict[str, Any] = {"cpu_count": os.cpu_count(), "pool": _pool.configure(), "pool_enabled": pool_on,
                            "points": [], "skipped": []}
-    print(f"{os.cpu_count()} CPUs; tileblas' pool {'on' if pool_on else 'off (TILEBLAS_POOL=0)'}; ratio = SciPy / tileblas; per call: tileblas' pool counters and context "
-          "switches (voluntary/involuntary)", flush=True)
+    print(f"{os.cpu_count()} CPUs; tileblas' pool {'on' if pool_on else 'off (TILEBLAS_POOL=0)'}; ratio = SciPy / tileblas; per call: tileblas' pool counters, context "
+          "switches (voluntary/involuntary) and page faults", flush=True)
     spent: dict[str, float] = {}
     for n in sizes:
         for r in routines:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -336,3 +337,41 @@ def test_bench_first_calls_refuses_bad_options(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         bench_script("bench_first_calls").main(argv)
     assert exc.value.code == 2 and argv[0] in capsys.readouterr().err
+
+
+def test_bench_manycore_measures_warm_blocks_counters_and_cold_calls(tmp_path, capsys):
+    """benchmarks/bench_manycore.py (run on a many-core host when one is lent): one point, its warm blocks
+    with the pool's counters, context switches and page faults a call, the 2 ms spin variant and cold
+    calls, in its JSON; the pool's spin as it was afterwards; a routine outside Level 3 refused by name."""
+    from tileblas.kernels import _pool
+
+    script = bench_script("bench_manycore")
+    saved = _pool.configure()
+    js = tmp_path / "mc.json"
+    assert script.main(["--routines", "dgemm", "--sizes", "48", "--rounds", "1", "--json", str(js)]) == 0
+    assert _pool.configure() == saved
+    data = json.loads(js.read_text())
+    (pt,) = data["points"]
+    assert pt["routine"] == "dgemm" and pt["n"] == 48 and data["cpu_count"] == os.cpu_count()
+    for key in ("warm", "warm_spin_2ms"):
+        w = pt[key]
+        assert w["scipy_s"] > 0 and w["tileblas_s"] > 0 and w["ratio"] == pytest.approx(w["scipy_s"] / w["tileblas_s"])
+        assert {"voluntary", "involuntary", "faults", "jobs", "wakes"} <= set(w["per_call"]["tileblas"])
+    assert pt["cold"]["scipy_s"] > 0 and pt["cold"]["tileblas_s"] > 0
+    assert re.search(r"dgemm\s+48\s+warm", capsys.readouterr().out)
+    with pytest.raises(SystemExit):
+        script.main(["--routines", "dgemv"])
+
+
+def test_bench_after_times_each_library_right_after_each_other(tmp_path):
+    """benchmarks/bench_after.py: SciPy's and tileblas' dgemm after a pause and right after NumPy's, SciPy's
+    and tileblas' calls, one order, in its JSON; a negative pause refused."""
+    script = bench_script("bench_after")
+    js = tmp_path / "after.json"
+    assert script.main(["--sizes", "32", "--rounds", "1", "--pause", "0", "--json", str(js)]) == 0
+    got = json.loads(js.read_text())["32"]
+    assert set(got) == {"scipy", "tileblas"}
+    for timed in got.values():
+        assert set(timed) == {"pause", "numpy", "scipy", "tileblas"} and all(v > 0 for v in timed.values())
+    with pytest.raises(SystemExit):
+        script.main(["--pause", "-1"])
