@@ -493,6 +493,9 @@ def test_info_shows_the_devices_in_force_and_the_crossover(h100):
     assert "gpu0 (H100" in text and "GB/s" in text and "CPU workers (" in text
     n = _dispatch.gpu_report(search=False)["crossover"]["dgemm"]
     assert f"gemm s {_dispatch.gpu_report(search=False)['crossover']['sgemm']}, d {n}," in text
+    assert "a call's cost on the GPUs beyond the model, measured at the start: 0 ms + 0 ms per GB" in text
+    _dispatch._GPU.call_cost = (0.0125, 2e-10)  # as a search would have measured it
+    assert "measured at the start: 12.5 ms + 200 ms per GB of output" in _info_text()
 
 
 def test_info_says_why_there_is_no_gpu(monkeypatch):
