@@ -350,22 +350,18 @@ def _call_cost(rt: Any) -> tuple[float, float]:
     """What a drop-in call on the GPUs of ``rt`` costs beyond the runtime's prediction, measured once at
     the search (about 0.1 s): the best of two dgemm calls at each order of :data:`CALL_COST_ORDERS`, each
     with a new output as the drop-in's calls have (its staging or page-locking included), less the
-    predicted seconds;
-    the excess fitted as seconds a call plus seconds a byte of the output (both at least 0).  The first
+    runtime's prediction (:func:`_model_seconds`); the excess fitted as seconds a call plus seconds a byte
+    of the output (both at least 0).  The first
     GPU run found the GPU path's calls 10-160 ms over the prediction (docs/measurements/gpu.md), which
     put the crossover too low."""
     import time
 
     import numpy as np
 
-    from tileblas.runtime import _planner as P
-    from tileblas.runtime import _shares
-
     excess, sizes = [], []
     for n in CALL_COST_ORDERS:
         a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
-        tile = P.bounded_tile(n, n, n, rt.tile_size_for("gemm", n, n, n, np.float64))
-        pred = _shares.predict_seconds("gemm", n, n, n, np.float64, n if n <= tile else tile, rt.devices)
+        pred = _model_seconds("gemm", (n, n, n), np.float64, rt)
         best = float("inf")
         for trial in range(3):  # the first untimed: it page-locks a and loads the kernels
             c = np.empty((n, n), order="F")
@@ -444,6 +440,19 @@ def _gpu_target(rt: Any, name: str, args: tuple, kwargs: dict) -> Any:
     return grt if goes else None
 
 
+def _model_seconds(name: str, shape: tuple, dtype: Any, grt: Any) -> float:
+    """The seconds the GPUs' runtime ``grt`` predicts for a call of routine ``name``, shape (m, n, k) and
+    ``dtype`` in the tiles it would take (one tile covering a call that fits one)."""
+    from tileblas.runtime import _planner as P
+    from tileblas.runtime import _shares
+
+    m, n, k = shape
+    tile = P.bounded_tile(m, n, k, grt.tile_size_for(name, m, n, k, dtype))
+    if max(m, n, k) <= tile:
+        tile = max(m, n, k, 1)  # one task, one tile covering the call
+    return _shares.predict_seconds(name, m, n, k, dtype, tile, grt.devices)
+
+
 def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any,
                cfg: _dropin.DropInConfig) -> bool:
     """Whether a call of routine ``name``, shape (m, n, k) and ``dtype`` goes to the GPUs of ``grt``
@@ -456,12 +465,8 @@ def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt
     from tileblas.runtime import _shares
 
     m, n, k = shape
-    tile = P.bounded_tile(m, n, k, grt.tile_size_for(name, m, n, k, dtype))
-    if max(m, n, k) <= tile:
-        tile = max(m, n, k, 1)  # one task, one tile covering the call
     call_s, byte_s = _GPU.call_cost
-    out_bytes = m * n * np.dtype(dtype).itemsize
-    gpu_s = _shares.predict_seconds(name, m, n, k, dtype, tile, grt.devices) + call_s + byte_s * out_bytes
+    gpu_s = _model_seconds(name, shape, dtype, grt) + call_s + byte_s * m * n * np.dtype(dtype).itemsize
     flops = P.flop_count(name, m, n, k) * (4.0 if np.dtype(dtype).kind == "c" else 1.0)
     cpu_s = flops / (threads * _shares.host_model(host).rate(dtype, max(min(m, n, k), 1)))
     return _offload.gpu_first(gpu_s, cpu_s, cfg.gpu_margin)
