@@ -132,22 +132,6 @@ def _gpu_runtime(extra: str = "", timeline: bool = False) -> Any:
     return tileblas.Runtime(devs), devs[0]
 
 
-def _best_quiet(calls: list[Callable[[], Any]], trials: int, gap: float = 0.3) -> list[float]:
-    """Best wall time of each of ``calls`` over ``trials`` rounds, after one untimed call of each; the
-    calls alternate and each timed call comes ``gap`` seconds after the last one (another library's threads
-    are asleep by then)."""
-    best = [float("inf")] * len(calls)
-    for r in range(trials + 1):
-        for i, call in enumerate(calls):
-            time.sleep(gap)
-            t0 = time.perf_counter()
-            call()
-            _sync()
-            if r:
-                best[i] = min(best[i], time.perf_counter() - t0)
-    return best
-
-
 def _registrations(grt: Any) -> dict[str, int]:
     """The host registry's counts: operands page-locked in place, let go, refused (none without GPUs)."""
     from tileblas.devices import _hostmem
@@ -155,7 +139,7 @@ def _registrations(grt: Any) -> dict[str, int]:
     return dict(_hostmem.REGISTRY.counts) if grt is not None else {}
 
 
-def _side_stats(before: dict, after: dict, reg_after: dict, reg_before: dict, calls: int) -> dict[str, Any]:
+def _side_stats(before: dict, after: dict, reg_before: dict, reg_after: dict, calls: int) -> dict[str, Any]:
     """What the GPU side's runtime did over ``calls`` calls: per device, the share of the flops and the
     busy and overhead seconds per call; the host registrations per call."""
     devs = {}
@@ -449,6 +433,7 @@ def _scipy(routine: str) -> Callable[..., Any]:
 
 def part_dropin(args: argparse.Namespace, res: dict) -> None:
     import tileblas.blas as tb
+    from tileblas._timing import interleaved
     from tileblas.blas import _dispatch
     from tileblas.devices.gpu import GPUDevice
     from tileblas.runtime._planner import flop_count
@@ -527,8 +512,9 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                     _dispatch.set_devices("cpu")
                     # SciPy and the CPU path alternate, each after a quiet gap: OpenBLAS's threads spin for
                     # a while after a call (about 0.1 s) and would take the other library's cores
-                    row["scipy_s"], row["cpu_s"] = _best_quiet([lambda: sp(*host, **kw), lambda: fn(*host, **kw)],
-                                                               args.trials)
+                    both = interleaved({"scipy": lambda: sp(*host, **kw), "cpu": lambda: fn(*host, **kw)},
+                                       args.trials, settle=0.3, prime=1).best
+                    row["scipy_s"], row["cpu_s"] = both["scipy"], both["cpu"]
                     rate[routine] = max(rate.get(routine, 0.0), fl / min(row["scipy_s"], row["cpu_s"]))
                 _dispatch.set_devices("gpu")
                 before = grt.stats() if grt is not None else {"calls": 0, "devices": {}}
@@ -540,7 +526,7 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                 row["gpu_s"] = _best(lambda: fn(*host, **kw), args.trials)
                 after = grt.stats() if grt is not None else {"calls": 0, "devices": {}}
                 on_gpu = after["calls"] > before["calls"]
-                row["gpu_side"] = _side_stats(before, after, _registrations(grt), reg_before, args.trials + 2)
+                row["gpu_side"] = _side_stats(before, after, reg_before, _registrations(grt), args.trials + 2)
                 prof = grt.last_profile() if on_gpu else None  # the last timed call, as the runtime saw it
                 row["gpu_side"]["last_call"] = prof.to_dict() if prof is not None else None
                 row["gpu_error"] = check(fn(*host, **kw)) if on_gpu else None
