@@ -2,19 +2,21 @@
 tileblas' pool and the scheduler did meanwhile.
 
 The first many-core grid (the GPU test machine's 16-core host;
-docs/measurements/drop-in.md, "A 16-core host") found warm calls of order 1024 at 0.51-0.81x SciPy (dgemm, dsyrk, dtrmm, dtrsm, zgemm) while the
-same calls cold ran 0.67-2.25x.  At 16 threads every such call is one call on tileblas' OpenBLAS instance,
+docs/measurements/drop-in.md, "A 16-core host") found warm calls of order 1024 at 0.51-0.81x SciPy
+(dgemm, dsyrk, dtrmm, dtrsm, zgemm) while the same calls cold ran 0.67-2.25x.  At 16 threads every such call is one call on tileblas' OpenBLAS instance,
 its jobs on tileblas' pool (SciPy's path), so this measures, per routine and order, in one process:
 
-* ``warm``: blocks of back-to-back calls (about 0.05 s, after a 0.2 s pause and one untimed call),
-  SciPy and tileblas interleaved, best and median of the rounds (``tileblas._timing.interleaved``);
+* ``warm``: the grid's warm mode (``tileblas bench grid``: blocks of back-to-back calls of about 0.05 s,
+  each after a 0.2 s pause and one untimed call; SciPy, tileblas and SciPy again as the control,
+  interleaved), best and median of the rounds, on the path tuner's square operands;
 * per tileblas block, per call: the pool's counters (OpenBLAS parallel calls, sleeps, wakes, calling
   threads that slept waiting for jobs) and the process's voluntary and involuntary context switches and
   minor page faults (a new output faulted in on every call would cost milliseconds at order 1024), SciPy's
   blocks' beside them;
 * the same warm blocks with the pool's workers spinning 2 ms instead of 200 us between calls
   (``_pool.configure(spin_ns=...)``), to tell waking from the work itself;
-* ``cold``: single calls 0.2 s after the other library's call, both orders, medians.
+* ``cold``: the grid's cold mode (single calls 0.2 s after the other library's call, both orders over the
+  rounds, the control SciPy after SciPy), medians.
 
     python benchmarks/bench_manycore.py [--routines dgemm,dsyrk,dtrmm,dtrsm,zgemm] [--sizes 256,1024]
         [--rounds 5] [--budget 150] [--json PATH]
@@ -43,27 +45,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import tileblas.blas as tb  # noqa: E402
-from tileblas._timing import interleaved  # noqa: E402
+from tileblas._dtypes import DTYPE_OF  # noqa: E402
+from tileblas.cli._bench_grid import _timed  # noqa: E402
 from tileblas.kernels import _pool  # noqa: E402
-
-
-def _operands(routine: str, n: int) -> tuple[list, dict]:
-    rng = np.random.default_rng(n)
-    dt = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[routine[0]]
-
-    def mat() -> np.ndarray:
-        x = rng.standard_normal((n, n))
-        if np.dtype(dt).kind == "c":
-            x = x + 1j * rng.standard_normal((n, n))
-        return np.asfortranarray(x.astype(dt))
-
-    fam = routine[1:]
-    if fam in ("gemm", "symm", "syr2k"):
-        return [1.0, mat(), mat()], {}
-    if fam == "syrk":
-        return [1.0, mat()], {}
-    t = np.asfortranarray(np.tril(mat()) / n + 2 * np.eye(n, dtype=dt))
-    return [1.0, t, mat()], {"lower": 1}
+from tileblas.perf._pathtune import _square_args  # noqa: E402
+from tileblas.policy._dropin import FAMILIES  # noqa: E402
 
 
 def _switches() -> tuple[int, int, int]:
@@ -72,11 +58,11 @@ def _switches() -> tuple[int, int, int]:
     return r.ru_nvcsw, r.ru_nivcsw, r.ru_minflt
 
 
-def _counted(call: Callable[[], Any], tally: dict[str, float]) -> Callable[[], Any]:
-    """``call``, adding its calls, context switches, page faults and (tileblas) pool counters to ``tally``."""
-    def run() -> Any:
+def _counted(fn: Callable[..., Any], tally: dict[str, float]) -> Callable[..., Any]:
+    """``fn``, adding its calls, context switches, page faults and (tileblas) pool counters to ``tally``."""
+    def run(*args: Any, **kw: Any) -> Any:
         p0, (v0, i0, f0) = _pool.stats(), _switches()
-        out = call()
+        out = fn(*args, **kw)
         p1, (v1, i1, f1) = _pool.stats(), _switches()
         tally["calls"] = tally.get("calls", 0) + 1
         tally["voluntary"] = tally.get("voluntary", 0) + v1 - v0
@@ -93,39 +79,43 @@ def _per_call(tally: dict[str, float]) -> dict[str, float]:
     return {k: round(v / calls, 2) for k, v in tally.items() if k != "calls"}
 
 
+def _point(routine: str, n: int) -> tuple[Callable, Callable, tuple]:
+    """SciPy's and tileblas' ``routine`` and the arguments of a square call of order n (the path
+    tuner's)."""
+    import scipy.linalg.blas as sb
+
+    args = _square_args(np.random.default_rng(n), routine[1:], DTYPE_OF[routine[0]], n)
+    return getattr(sb, routine), getattr(tb, routine), args
+
+
 def warm(routine: str, n: int, rounds: int, spin_ns: int | None = None) -> dict[str, Any]:
-    args, kw = _operands(routine, n)
-    f_s, f_t = getattr(__import__("scipy.linalg.blas", fromlist=["x"]), routine), getattr(tb, routine)
+    """The grid's warm mode (``tileblas bench grid``: blocks of back-to-back calls after a 0.2 s pause and
+    one untimed call; SciPy, tileblas, SciPy again as the control), each side's calls counted."""
+    f_s, f_t, args = _point(routine, n)
     saved = _pool.configure()["spin_ns"]
     tallies: dict[str, dict[str, float]] = {"scipy": {}, "tileblas": {}}
     try:
         if spin_ns is not None:
             _pool.configure(spin_ns=spin_ns)
-        t = interleaved({"scipy": _counted(lambda: f_s(*args, **kw), tallies["scipy"]),
-                         "tileblas": _counted(lambda: f_t(*args, **kw), tallies["tileblas"])},
-                        rounds, settle=0.2, warmup=1, block_s=0.05, max_block=10_000, block_from="scipy")
+        t = _timed("warm", _counted(f_s, tallies["scipy"]), _counted(f_t, tallies["tileblas"]), args, {}, rounds,
+                   0.2, 0.05, 10_000, 0.0)
     finally:
         _pool.configure(spin_ns=saved)
     med = {k: statistics.median(v) for k, v in t.samples.items()}
     return {"scipy_s": t.best["scipy"], "tileblas_s": t.best["tileblas"],
             "ratio": t.best["scipy"] / t.best["tileblas"], "ratio_median": med["scipy"] / med["tileblas"],
-            "block": t.block["scipy"], "per_call": {k: _per_call(v) for k, v in tallies.items()}}
+            "control": t.best["scipy"] / t.best["control"], "block": t.block["scipy"],
+            "per_call": {k: _per_call(v) for k, v in tallies.items()}}
 
 
 def cold(routine: str, n: int, rounds: int, idle: float = 0.2) -> dict[str, Any]:
-    args, kw = _operands(routine, n)
-    f_s, f_t = getattr(__import__("scipy.linalg.blas", fromlist=["x"]), routine), getattr(tb, routine)
-    got: dict[str, list[float]] = {"scipy": [], "tileblas": []}
-    for r in range(rounds):
-        order = [("scipy", f_t, f_s), ("tileblas", f_s, f_t)]
-        for name, before, timed in (order if r % 2 == 0 else order[::-1]):
-            before(*args, **kw)
-            time.sleep(idle)
-            t0 = time.perf_counter()
-            timed(*args, **kw)
-            got[name].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) for k, v in got.items()}
-    return {"scipy_s": med["scipy"], "tileblas_s": med["tileblas"], "ratio_median": med["scipy"] / med["tileblas"]}
+    """The grid's cold mode: each timed call the first after ``idle`` seconds, following the other
+    library's call (both orders over the rounds; the control SciPy after SciPy); medians."""
+    f_s, f_t, args = _point(routine, n)
+    t = _timed("cold", f_s, f_t, args, {}, rounds, 0.0, 0.0, 1, idle)
+    med = {k: statistics.median(v) for k, v in t.samples.items()}
+    return {"scipy_s": med["scipy"], "tileblas_s": med["tileblas"], "ratio_median": med["scipy"] / med["tileblas"],
+            "control_median": med["scipy"] / med["control"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--rounds must be at least 1; got {args.rounds}")
     routines = [r.strip() for r in args.routines.split(",") if r.strip()]
     for r in routines:
-        if not hasattr(tb, r) or r[1:] not in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm"):
+        if r[1:] not in FAMILIES or r[:1] not in DTYPE_OF or not hasattr(tb, r):
             p.error(f"--routines: {r!r} is not a Level-3 routine of tileblas.blas")
     sizes = [int(s) for s in args.sizes.split(",")]
     t0 = time.perf_counter()
@@ -166,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
             w, w2, c = row["warm"], row["warm_spin_2ms"], row["cold"]
             pc = w["per_call"]["tileblas"]
             print(f"{r:6s} {n:5d}  warm {w['ratio']:.2f}x (median {w['ratio_median']:.2f}x; SciPy "
-                  f"{w['scipy_s'] * 1e3:.3f} ms, tileblas {w['tileblas_s'] * 1e3:.3f} ms, block {w['block']})  "
-                  f"spin 2 ms {w2['ratio']:.2f}x  cold {c['ratio_median']:.2f}x  | tileblas a call: jobs "
+                  f"{w['scipy_s'] * 1e3:.3f} ms, tileblas {w['tileblas_s'] * 1e3:.3f} ms, block {w['block']}, control "
+                  f"{w['control']:.2f})  spin 2 ms {w2['ratio']:.2f}x  cold {c['ratio_median']:.2f}x (control "
+                  f"{c['control_median']:.2f})  | tileblas a call: jobs "
                   f"{pc.get('jobs', 0)}, wakes {pc.get('wakes', 0)}, sleeps {pc.get('sleeps', 0)}, waits asleep "
                   f"{pc.get('waits_asleep', 0)}, switches {pc.get('voluntary', 0)}/{pc.get('involuntary', 0)}, "
                   f"page faults {pc.get('faults', 0)}; SciPy: switches {w['per_call']['scipy'].get('voluntary', 0)}/"

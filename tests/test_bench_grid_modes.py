@@ -357,7 +357,8 @@ def test_bench_manycore_measures_warm_blocks_counters_and_cold_calls(tmp_path, c
         w = pt[key]
         assert w["scipy_s"] > 0 and w["tileblas_s"] > 0 and w["ratio"] == pytest.approx(w["scipy_s"] / w["tileblas_s"])
         assert {"voluntary", "involuntary", "faults", "jobs", "wakes"} <= set(w["per_call"]["tileblas"])
-    assert pt["cold"]["scipy_s"] > 0 and pt["cold"]["tileblas_s"] > 0
+        assert w["control"] > 0
+    assert pt["cold"]["scipy_s"] > 0 and pt["cold"]["tileblas_s"] > 0 and pt["cold"]["control_median"] > 0
     assert re.search(r"dgemm\s+48\s+warm", capsys.readouterr().out)
     with pytest.raises(SystemExit):
         script.main(["--routines", "dgemv"])
