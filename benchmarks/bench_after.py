@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 import scipy.linalg.blas as sb
@@ -27,27 +28,34 @@ import scipy.linalg.blas as sb
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import tileblas.blas as tb  # noqa: E402
+from tileblas._timing import interleaved  # noqa: E402
 
 
 def measure(n: int, rounds: int, pause: float) -> dict[str, dict[str, float]]:
-    """Median seconds of each library's dgemm of order n right after each other call (None: a pause)."""
+    """Median seconds of each library's dgemm of order n right after each other call ("pause": after the
+    pause alone), every pairing one contender of the project's interleaved timing (a round times each
+    once, each after the pause)."""
     a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
     calls = {"numpy": lambda: a @ a, "scipy": lambda: sb.dgemm(1.0, a, a), "tileblas": lambda: tb.dgemm(1.0, a, a)}
+
+    def after(before: str, timed: str) -> Callable[[], float]:
+        def run() -> float:
+            if before != "pause":
+                calls[before]()
+            t0 = time.perf_counter()
+            calls[timed]()
+            return time.perf_counter() - t0
+        return run
+
+    pairs = {(timed, before): after(before, timed) for timed in ("scipy", "tileblas")
+             for before in ("pause", "numpy", "scipy", "tileblas")}
     for _ in range(3):
         for f in calls.values():
             f()
+    t = interleaved({f"{k[0]} after {k[1]}": f for k, f in pairs.items()}, rounds, self_timed=True, settle=pause)
     out: dict[str, dict[str, float]] = {}
-    for timed in ("scipy", "tileblas"):
-        for before in ("pause", "numpy", "scipy", "tileblas"):
-            got = []
-            for _ in range(rounds):
-                time.sleep(pause)
-                if before != "pause":
-                    calls[before]()
-                t0 = time.perf_counter()
-                calls[timed]()
-                got.append(time.perf_counter() - t0)
-            out.setdefault(timed, {})[before] = statistics.median(got)
+    for timed, before in pairs:
+        out.setdefault(timed, {})[before] = statistics.median(t.samples[f"{timed} after {before}"])
     return out
 
 
