@@ -141,10 +141,11 @@ def main(argv: list[str] | None = None) -> int:
                            "points": [], "skipped": []}
     print(f"{os.cpu_count()} CPUs; tileblas' pool {'on' if pool_on else 'off (TILEBLAS_POOL=0)'}; ratio = SciPy / tileblas; per call: tileblas' pool counters, context "
           "switches (voluntary/involuntary) and page faults", flush=True)
-    spent: dict[str, float] = {}
+    spent: dict[str, tuple[int, float]] = {}  # per routine: (n, seconds of its point) last measured
     for n in sizes:
         for r in routines:
-            pred = spent.get(r, 0.0) * (n / spent.get(r + "/n", n)) ** 1.5 if r in spent else 0.0
+            last = spent.get(r)
+            pred = 0.0 if last is None else last[1] * (n / last[0]) ** 1.5
             if time.perf_counter() - t0 + pred > args.budget:
                 out["skipped"].append(f"{r} {n}")
                 continue
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"routine": r, "n": n, "warm": warm(r, n, args.rounds),
                    "warm_spin_2ms": warm(r, n, args.rounds, spin_ns=2_000_000), "cold": cold(r, n, args.rounds)}
             out["points"].append(row)
-            spent[r], spent[r + "/n"] = time.perf_counter() - t1, n
+            spent[r] = (n, time.perf_counter() - t1)
             w, w2, c = row["warm"], row["warm_spin_2ms"], row["cold"]
             pc = w["per_call"]["tileblas"]
             print(f"{r:6s} {n:5d}  warm {w['ratio']:.2f}x (median {w['ratio_median']:.2f}x; SciPy "
