@@ -244,6 +244,42 @@ def test_a_new_process_gives_the_same_bits(reference):
     assert not _differ(reference, got)
 
 
+def test_the_first_call_gives_the_bits_of_the_calls_after_it(reference):
+    """The first call after the default runtime is made (that of a process, or after it was replaced)
+    takes the path of the calls after it."""
+    from tileblas.runtime import _runtime
+
+    got = {}
+    for c in CASES:
+        _runtime.set_runtime(None)  # the next call makes the default runtime, as a process's first does
+        got[c] = _digest(*c)
+    assert not _differ(reference, got)
+
+
+def test_the_first_call_of_a_process_gives_the_bits_of_the_calls_after_it():
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "import test_determinism as t\n"
+            "first = t._digest('dsyr2k', 160, 'F')\n"
+            "print(first == t._digest('dsyr2k', 160, 'F'))\n") % os.path.dirname(__file__)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True"]
+
+
+def test_lists_give_the_bits_of_the_arrays_they_convert_to():
+    """Lists take the path of the arrays they convert to (the C path passes them to the Python
+    implementation, which converts them and hands them back)."""
+    differ = []
+    for c in CASES:
+        args, kwargs = _case(*c)
+        f = getattr(tb, c[0])
+        lists = tuple(x.tolist() if isinstance(x, np.ndarray) else x for x in args)
+        arrays = tuple(np.asarray(x, dtype=DTYPE[c[0][0]]) if isinstance(x, list) else x for x in lists)
+        if not np.array_equal(f(*lists, **kwargs), f(*arrays, **kwargs)):
+            differ.append(c)
+    assert not differ
+
+
 def test_runtime_tiles_give_the_same_bits_whichever_worker_runs_them():
     """On host workers a tiled call's tiles and its split-k reduction order are fixed: the threaded
     scheduler (any worker may take or steal a tile), the synchronous one and a busy machine agree."""

@@ -265,18 +265,20 @@ def _not_handled(*args: Any) -> Any:
     return NotImplemented
 
 
-def front(small: Callable[..., Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+def front(small: Callable[..., Any], fn: Callable[..., Any],
+          fallback: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """The routine as users get it: the small-call path ``small`` (a bare ``Level12`` from
     :func:`small_path`, or a ``Level3``, of :mod:`tileblas.blas._fastpath`) in front of its Python
     implementation ``fn`` (named and documented).  Called as ``fn`` is -- positionally or by
     keyword -- it binds the arguments in C and computes a common call at once; every other call, and
     every binding it does not do, goes to ``fn`` as made, which converts, checks and raises.
     ``__name__``, ``__doc__``, ``__wrapped__`` (so ``inspect.signature``) are ``fn``'s; pickled by name.
-    Without the compiled module, ``fn`` itself."""
+    ``fallback``: what the C path calls instead of ``fn`` (taking ``fn``'s arguments).  Without the
+    compiled module, ``fn`` itself."""
     if small is _not_handled:  # pragma: no cover - a build without the C module
         return fn
     code = fn.__code__
-    routine = small.front(fn, code.co_varnames[: code.co_argcount], fn.__defaults__ or ())
+    routine = small.front(fallback or fn, code.co_varnames[: code.co_argcount], fn.__defaults__ or ())
     return functools.update_wrapper(routine, fn)
 
 

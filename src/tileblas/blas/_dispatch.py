@@ -48,7 +48,7 @@ from typing import Any
 
 from tileblas.policy import _dropin, _offload
 
-__all__ = ["level3", "apply_policy", "c_config", "fastpath_off", "set_small_path", "set_devices", "gpu_runtime",
+__all__ = ["level3", "c_path_again", "apply_policy", "c_config", "fastpath_off", "set_small_path", "set_devices", "gpu_runtime",
            "gpu_report", "release_gpus"]
 
 _APPLIED = [False]
@@ -90,7 +90,9 @@ def c_config(rt: Any = None) -> dict[str, Any]:
     cfg.update(enabled=True, contextvar=_runtime._CURRENT, entries={r: lib.fortran(r) for r in names},
                one_thread_entries={}, pool_slot=-1, get_num_threads=0)
     if threads > 1:  # the one-thread instance: below the one-thread limits, and the parts of split calls
-        one = _openblas.get_library(1)
+        # room for the buffers of a split call's parts, run on it at once, and for those the other
+        # instance's jobs map at its first parallel call (which may come after this)
+        one = _openblas.get_library(1, callers=2 * threads - 1)
         cfg["one_thread_entries"] = {r: one.fortran(r) for r in names}
         if lib.pool_slot is not None:
             cfg["pool_slot"] = lib.pool_slot
@@ -138,6 +140,42 @@ def level3(name: str, *args: Any, **kwargs: Any) -> None:
         _sync_fastpath(rt)
 
 
+#: The thread handing a call back to the C path (:func:`c_path_again`): a call it hands back once goes on
+#: down the Python path
+_AGAIN = threading.local()
+
+
+def c_path_again(routine: Any, converted: bool, args: tuple, kwargs: dict) -> Any:
+    """Hand a call that reached a routine's Python implementation back to its C path ``routine`` (the
+    public routine object), so that the call takes the path every such call takes: where the C path was
+    not on yet (the first call of a process, the first after the default runtime was replaced), it is
+    turned on first; where it was on, only a call whose array arguments the caller converted
+    (``converted``: lists, other dtypes, byte-swapped or unaligned arrays, as ``np.asarray`` and
+    ``astype`` make them) is handed back, the C path having seen and passed on the others.  The result,
+    or NotImplemented where the call goes on down the Python path (no C path, it is not allowed or not
+    on for the current runtime, or this thread is already handing a call back)."""
+    if _fastpath is None or not _ALLOWED[0] or getattr(_AGAIN, "on", False):
+        return NotImplemented
+    if _FAST[0] is None:
+        from tileblas.runtime import _runtime
+
+        rt = _runtime.get_runtime()
+        if not _stands_in_for(rt):
+            return NotImplemented
+        if not _APPLIED[0]:
+            apply_policy()
+        _sync_fastpath(rt)
+        if _FAST[0] is None:
+            return NotImplemented
+    elif not converted:
+        return NotImplemented
+    _AGAIN.on = True
+    try:
+        return routine(*args, **kwargs)
+    finally:
+        _AGAIN.on = False
+
+
 def set_small_path(enabled: bool) -> bool:
     """Allow (True) or forbid (False) the C small-call path of the Level-3 routines; returns the previous
     setting.  Forbidden, every call goes through the Python path and the current runtime (whose profile
@@ -149,19 +187,26 @@ def set_small_path(enabled: bool) -> bool:
     return prev
 
 
+def _stands_in_for(rt: Any) -> bool:
+    """Whether the C small-call path may stand in for ``rt``: allowed, no runtime of the caller's in force,
+    and ``rt`` the open default runtime tileblas made itself, with host threads."""
+    from tileblas.runtime import _runtime
+
+    return bool(_ALLOWED[0] and _runtime._CURRENT.get() is None and _runtime._DEFAULT is rt and _threads(rt) > 0
+                and not rt.closed and getattr(rt, "_made_default", False))
+
+
 def _sync_fastpath(rt: Any) -> None:
     """Turn the C small-call path on when ``rt`` is the default runtime tileblas made itself (not one a
     caller made or set: its profile records every call) and takes the path policy's native path (host
     devices only), with the OpenBLAS instance of its thread count; else off."""
     if _fastpath is None:
         return
-    from tileblas.runtime import _runtime
-
-    ok = (_ALLOWED[0] and _runtime._CURRENT.get() is None and _runtime._DEFAULT is rt and _threads(rt) > 0
-          and not rt.closed and getattr(rt, "_made_default", False))
-    if not ok:
+    if not _stands_in_for(rt):
         fastpath_off()
         return
+    from tileblas.runtime import _runtime
+
     _runtime.on_release(_release)  # off again when rt closes or stops being the default
     try:
         _configure(rt)

@@ -220,10 +220,39 @@ def _output(
 def _front(kind: str, prefix: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """Routine ``prefix + kind`` as users get it: its C small-call path (:mod:`tileblas.blas._fastpath`)
     in front of its Python implementation ``fn`` (:func:`tileblas.blas._common.front`).  Without the
-    compiled module, ``fn`` itself."""
+    compiled module, ``fn`` itself.
+
+    A call the C path passes on reaches ``fn`` through ``again``: its array arguments that are not yet
+    arrays of the routine's dtype (lists, other dtypes, byte-swapped or unaligned arrays) are converted
+    as ``fn`` would convert them, and the call is handed back to the C path
+    (:func:`tileblas.blas._dispatch.c_path_again`), so that it takes the path, and gives the bits, of the
+    same call made with the converted arrays; the first call of a process takes the path of the calls
+    after it."""
     if _Level3 is None:  # pragma: no cover - a build without the C module
         return fn
-    return front(_Level3(kind, prefix), fn)
+    routine = prefix + kind
+    dtype = _DTYPE[prefix]
+    names = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+    arrays = [(i, x) for i, x in enumerate(names) if x in ("a", "b", "c")]
+
+    def again(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(names) or getattr(_dispatch._AGAIN, "on", False):
+            return fn(*args, **kwargs)
+        args, converted = list(args), False
+        for i, name in arrays:
+            held = (args, i) if i < len(args) else (kwargs, name) if name in kwargs else None
+            x = held[0][held[1]] if held is not None else None
+            if x is None or (type(x) is np.ndarray and x.dtype == dtype and x.flags.aligned):
+                continue
+            try:
+                held[0][held[1]] = _cast(x, dtype, name, routine)  # type: ignore[index]
+            except (TypeError, ValueError, OverflowError):
+                return fn(*args, **kwargs)  # fn raises, naming the argument
+            converted = True
+        got = _dispatch.c_path_again(globals()[routine], converted, tuple(args), kwargs)
+        return fn(*args, **kwargs) if got is NotImplemented else got
+
+    return front(_Level3(kind, prefix), fn, again)
 
 
 def _make_gemm(prefix: str) -> Callable[..., np.ndarray]:

@@ -455,12 +455,13 @@ OPENBLAS_BUFFER = 32 << 20
 POOL_STACK = 1 << 20
 
 
-def _check_address_space(path: str, threads: int) -> None:
+def _check_address_space(path: str, threads: int, callers: int = 1) -> None:
     """MemoryError where an address-space limit (RLIMIT_AS) leaves too little room to load an instance.
 
     Loading maps the library (about its file's size) and OpenBLAS's buffer for the jobs of its calling
-    thread; a ``threads``-thread instance also starts ``threads - 1`` idle OpenBLAS server threads (a
-    default stack each) and as many pool workers.  Where OpenBLAS cannot map that buffer it ends the
+    thread, one for each of ``callers`` threads that call it at once (each call maps its own); a
+    ``threads``-thread instance also starts ``threads - 1`` idle OpenBLAS server threads (a default stack
+    each) and as many pool workers.  Where OpenBLAS cannot map that buffer it ends the
     process (``exit(1)``, "Memory allocation still failed"), so the room is checked first and its lack
     raised here, where a caller can catch it.  Without a limit (or where /proc is not there) nothing is read.
     """
@@ -477,18 +478,18 @@ def _check_address_space(path: str, threads: int) -> None:
         size = os.path.getsize(path)
     except (ImportError, OSError, ValueError, IndexError):
         return
-    need = size + OPENBLAS_BUFFER + (threads - 1) * (stack + POOL_STACK)
+    need = size + max(callers, 1) * OPENBLAS_BUFFER + (threads - 1) * (stack + POOL_STACK)
     if used + need > limit:
         raise MemoryError(
             f"tileblas cannot load its OpenBLAS instance of {threads} thread(s): it maps about {need >> 20} MiB "
             f"and the address-space limit (RLIMIT_AS, {limit >> 20} MiB) leaves {max(limit - used, 0) >> 20} MiB")
 
 
-def _load(path: str, threads: int, ilp64: bool = False) -> BlasLibrary:
+def _load(path: str, threads: int, ilp64: bool = False, callers: int = 1) -> BlasLibrary:
     """Load ``path`` as an instance of ``threads`` threads: the file itself for one thread, else a private
     copy (dlopen of a different file gives a separate instance with its own state; the copy is removed as
-    soon as it is mapped, so nothing is left behind)."""
-    _check_address_space(path, threads)
+    soon as it is mapped, so nothing is left behind).  ``callers``: see :func:`_check_address_space`."""
+    _check_address_space(path, threads, callers)
     if threads == 1:
         return BlasLibrary(path, threads, ilp64)
     tmpdir = tempfile.mkdtemp(prefix="tileblas-openblas-")
@@ -550,11 +551,13 @@ INT_LIMIT = [INT32_MAX]
 set_ilp64(_ILP64["enabled"])
 
 
-def get_library(threads: int = 1) -> BlasLibrary:
+def get_library(threads: int = 1, callers: int = 1) -> BlasLibrary:
     """The OpenBLAS instance that runs every call on ``threads`` threads (created on first use).
 
     ``threads=1`` is the instance tile workers share.  Any other count gets a private copy of the library
-    so that its thread setting cannot affect the single-threaded workers.
+    so that its thread setting cannot affect the single-threaded workers.  ``callers``: how many threads
+    will call it at once, each mapping a buffer of its own; where an address-space limit leaves no room
+    for their buffers, loading raises MemoryError (OpenBLAS would end the process in the call).
     """
     threads = int(threads)
     if threads < 1:
@@ -566,7 +569,7 @@ def get_library(threads: int = 1) -> BlasLibrary:
         lib = _LIBS.get(threads)
         if lib is not None:
             return lib
-        lib = _load(library_path(), threads)
+        lib = _load(library_path(), threads, callers=callers)
         _LIBS[threads] = lib
         # A thread limit in force (threadpoolctl's, see tileblas.kernels._threadpool) caps the new instance too.
         from . import _threadpool
