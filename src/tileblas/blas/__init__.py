@@ -17,8 +17,11 @@ from tileblas.blas._getfuncs import __all__ as _allg
 
 __all__ = [*_allg, *_all1, *_all2, *_all3]
 
-# The runtime's modules, which the first Level-3 call needs (it makes the default runtime): imported here,
-# with the drop-in, so that the first call of a process does not pay for them (about 25 ms).
+# The runtime's modules, the default runtime, the one-thread OpenBLAS instance and the C path's
+# configuration, which the first Level-3 call needs: made here, with the drop-in, as SciPy loads its OpenBLAS
+# at import, so that the first call of a process costs what the calls after it do (_dispatch.preload).
 from tileblas.runtime import _runtime  # noqa: E402
+from tileblas.blas import _dispatch  # noqa: E402
 
+_dispatch.preload()
 del _runtime

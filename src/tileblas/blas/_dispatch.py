@@ -4,15 +4,15 @@
 trsm) and the arguments of the matching array-level kernel in :mod:`tileblas.kernels._openblas`, already checked
 and converted by the caller, and computes in place on the *current runtime*
 (:func:`tileblas.runtime.get_runtime`: the innermost ``with tileblas.Runtime(...)`` of this context, else
-the process default).  It is the one seam between the drop-in API and the execution engine.  The runtime
-module is imported on the first call, so importing tileblas.blas stays cheap.
+the process default).  It is the one seam between the drop-in API and the execution engine.
 
 The C small-call path in front of the public routines (``tileblas.blas._fastpath``, where it exists) is
 configured here, in one ``configure`` call: what it decides with comes from
 :func:`tileblas.policy._dropin.config` (the shipped defaults, what ``tileblas tune`` stored, the thread
 setting), what it runs on from the kernels (the OpenBLAS instances' entry points, the pool slot), and
-whether it is on from the bookkeeping below.  It decides nothing itself.  The path policy is read on the
-first call; ``tileblas tune`` calls :func:`apply_policy` again after storing new crossovers.
+whether it is on from the bookkeeping below.  It decides nothing itself.  The path policy is read and the
+C path configured at the import of tileblas.blas (:func:`preload`; where ``TILEBLAS_DEVICES`` is set, at
+the first call); ``tileblas tune`` calls :func:`apply_policy` again after storing new crossovers.
 
 The C small-call path stands in for the default runtime tileblas made itself; when that runtime closes or
 the default is replaced, the runtime calls :func:`_release`, which this module registers with
@@ -90,15 +90,41 @@ def c_config(rt: Any = None) -> dict[str, Any]:
     cfg.update(enabled=True, contextvar=_runtime._CURRENT, entries={r: lib.fortran(r) for r in names},
                one_thread_entries={}, pool_slot=-1, get_num_threads=0)
     if threads > 1:  # the one-thread instance: below the one-thread limits, and the parts of split calls
-        # room for the buffers of a split call's parts, run on it at once, and for those the other
-        # instance's jobs map at its first parallel call (which may come after this)
-        one = _openblas.get_library(1, callers=2 * threads - 1)
+        one = _one_thread(threads)
         cfg["one_thread_entries"] = {r: one.fortran(r) for r in names}
         if lib.pool_slot is not None:
             cfg["pool_slot"] = lib.pool_slot
             cfg["get_num_threads"] = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"),
                                                       lib._ctypes.c_void_p).value
     return cfg
+
+
+def _one_thread(threads: int) -> Any:
+    """The one-thread instance, which the C path runs below its one-thread limits and for the parts of split
+    calls on ``threads`` threads.  Under an address-space limit it loads only with room for the buffers of
+    those parts, run at once, and for those the other instance's jobs map at its first parallel call (which
+    may come later); else MemoryError."""
+    from tileblas.kernels import _openblas
+
+    return _openblas.get_library(1, callers=2 * threads - 1)
+
+
+def preload() -> None:
+    """Configure the C path now, at the import of tileblas.blas, for the default runtime (made here where no
+    call made it yet), as SciPy loads its OpenBLAS at import: the first call then costs what the calls after
+    it do (loading the one-thread instance and configuring took 3-4 ms of the first call; the first dgemm
+    of order 512 ran at half SciPy's rate).  Where an address-space limit leaves no room for the one-thread
+    instance, the path stays off, as it would at the first call.  Where ``TILEBLAS_DEVICES`` is set, nothing
+    is done here: the first call reads that setting and says what is wrong with it, never the import."""
+    if _fastpath is None or not _ALLOWED[0] or os.environ.get(_offload.ENV, "").strip():
+        return
+    from tileblas.runtime import _runtime
+
+    rt = _runtime.get_runtime()
+    if _stands_in_for(rt):
+        if not _APPLIED[0]:
+            apply_policy()
+        _sync_fastpath(rt)
 
 
 def _configure(rt: Any) -> dict[str, Any] | None:
