@@ -266,17 +266,25 @@ def test_the_first_call_of_a_process_gives_the_bits_of_the_calls_after_it():
     assert out.stdout.split() == ["True"]
 
 
-def test_lists_give_the_bits_of_the_arrays_they_convert_to():
-    """Lists take the path of the arrays they convert to (the C path passes them to the Python
-    implementation, which converts them and hands them back)."""
+def test_converted_operands_give_the_bits_of_their_fortran_ordered_copies():
+    """Lists, operands of another dtype and byte-swapped ones give the bits of their Fortran-ordered copies
+    in the routine's dtype, whether the C path converts them itself (up to its conversion limit) or
+    passes them to the Python implementation, which converts them and hands them back."""
     differ = []
     for c in CASES:
         args, kwargs = _case(*c)
         f = getattr(tb, c[0])
-        lists = tuple(x.tolist() if isinstance(x, np.ndarray) else x for x in args)
-        arrays = tuple(np.asarray(x, dtype=DTYPE[c[0][0]]) if isinstance(x, list) else x for x in lists)
-        if not np.array_equal(f(*lists, **kwargs), f(*arrays, **kwargs)):
-            differ.append(c)
+        dt = DTYPE[c[0][0]]
+        other = {np.float32: np.float64, np.float64: np.float32, np.complex64: np.complex128,
+                 np.complex128: np.complex64}[dt]
+        forms = {"list": lambda x: x.tolist(), "other dtype": lambda x: x.astype(other),
+                 "byte-swapped": lambda x: x.astype(x.dtype.newbyteorder())}
+        for form, make in forms.items():
+            given = tuple(make(x) if isinstance(x, np.ndarray) else x for x in args)
+            copies = tuple(np.asfortranarray(np.asarray(x).astype(dt)) if isinstance(x, (list, np.ndarray)) else x
+                           for x in given)
+            if not np.array_equal(f(*given, **kwargs), f(*copies, **kwargs)):
+                differ.append((*c, form))
     assert not differ
 
 

@@ -224,7 +224,8 @@ def _front(kind: str, prefix: str, fn: Callable[..., Any]) -> Callable[..., Any]
 
     A call the C path passes on reaches ``fn`` through ``again``: its array arguments that are not yet
     arrays of the routine's dtype (lists, other dtypes, byte-swapped or unaligned arrays) are converted
-    as ``fn`` would convert them, and the call is handed back to the C path
+    to Fortran-ordered arrays of its dtype, as the C path converts those it takes, and the call is handed
+    back to the C path
     (:func:`tileblas.blas._dispatch.c_path_again`), so that it takes the path, and gives the bits, of the
     same call made with the converted arrays; the first call of a process takes the path of the calls
     after it."""
@@ -244,8 +245,8 @@ def _front(kind: str, prefix: str, fn: Callable[..., Any]) -> Callable[..., Any]
             x = held[0][held[1]] if held is not None else None
             if x is None or (type(x) is np.ndarray and x.dtype == dtype and x.flags.aligned):
                 continue
-            try:
-                held[0][held[1]] = _cast(x, dtype, name, routine)  # type: ignore[index]
+            try:  # in Fortran order, as the C path converts the arrays it takes (_fp_arrays.c, cast_copy)
+                held[0][held[1]] = np.asfortranarray(_cast(x, dtype, name, routine))  # type: ignore[index]
             except (TypeError, ValueError, OverflowError):
                 return fn(*args, **kwargs)  # fn raises, naming the argument
             converted = True
