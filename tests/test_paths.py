@@ -467,9 +467,12 @@ def test_measure_rank_gemm_measures_and_restores_the_c_path():
     before = fp.config()
     limits, rows = measure_rank_gemm(("ssyrk",), (16, 24), (64,), reps=1, settle=0.0, idle=0.01)
     assert fp.config() == before
-    assert set(limits) == {"ssyrk"}
-    one, split = limits["ssyrk"]
-    assert 0.0 <= one <= split <= 65.0 * 64 * 64 + 1
+    # every point within the control's noise (a loaded machine) stores nothing, and the rows say so
+    noisy = {x.split()[-1] for x in rows.get("within_noise", [])}
+    assert set(limits) | noisy == {"ssyrk"} and not set(limits) & noisy
+    if "ssyrk" in limits:
+        one, split = limits["ssyrk"]
+        assert 0.0 <= one <= split <= 65.0 * 64 * 64 + 1
     assert [r[:2] for r in rows["ssyrk"]][:2] == [["one_call", 16], ["one_call", 24]]
     assert all(r[2] > 0 and r[3] > 0 for r in rows["ssyrk"])
 
