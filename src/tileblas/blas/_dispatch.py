@@ -48,8 +48,8 @@ from typing import Any
 
 from tileblas.policy import _dropin, _offload
 
-__all__ = ["level3", "c_path_again", "apply_policy", "c_config", "fastpath_off", "set_small_path", "set_devices", "gpu_runtime",
-           "gpu_report", "release_gpus"]
+__all__ = ["level3", "c_path_again", "apply_policy", "c_config", "fastpath_off", "set_small_path", "set_devices",
+           "gpu_runtime", "gpu_report", "release_gpus"]
 
 _APPLIED = [False]
 
@@ -176,8 +176,8 @@ def c_path_again(routine: Any, converted: bool, args: tuple, kwargs: dict) -> An
     public routine object), so that the call takes the path every such call takes: where the C path was
     not on yet (the first call of a process, the first after the default runtime was replaced), it is
     turned on first; where it was on, only a call whose array arguments the caller converted
-    (``converted``: lists, other dtypes, byte-swapped or unaligned arrays, as ``np.asarray`` and
-    ``astype`` make them) is handed back, the C path having seen and passed on the others.  The result,
+    (``converted``: lists, other dtypes, byte-swapped or unaligned arrays, made Fortran-ordered arrays of
+    the routine's dtype) is handed back, the C path having seen and passed on the others.  The result,
     or NotImplemented where the call goes on down the Python path (no C path, it is not allowed or not
     on for the current runtime, or this thread is already handing a call back)."""
     if _fastpath is None or not _ALLOWED[0] or getattr(_AGAIN, "on", False):

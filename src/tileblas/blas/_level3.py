@@ -225,10 +225,9 @@ def _front(kind: str, prefix: str, fn: Callable[..., Any]) -> Callable[..., Any]
     A call the C path passes on reaches ``fn`` through ``again``: its array arguments that are not yet
     arrays of the routine's dtype (lists, other dtypes, byte-swapped or unaligned arrays) are converted
     to Fortran-ordered arrays of its dtype, as the C path converts those it takes, and the call is handed
-    back to the C path
-    (:func:`tileblas.blas._dispatch.c_path_again`), so that it takes the path, and gives the bits, of the
-    same call made with the converted arrays; the first call of a process takes the path of the calls
-    after it."""
+    back to the C path (:func:`tileblas.blas._dispatch.c_path_again`), so that it takes the path, and gives
+    the bits, of the same call made with the converted arrays; a first call made before the C path was
+    configured takes the path of the calls after it."""
     if _Level3 is None:  # pragma: no cover - a build without the C module
         return fn
     routine = prefix + kind
