@@ -90,23 +90,15 @@ def c_config(rt: Any = None) -> dict[str, Any]:
     cfg.update(enabled=True, contextvar=_runtime._CURRENT, entries={r: lib.fortran(r) for r in names},
                one_thread_entries={}, pool_slot=-1, get_num_threads=0)
     if threads > 1:  # the one-thread instance: below the one-thread limits, and the parts of split calls
-        one = _one_thread(threads)
+        # under an address-space limit it loads only with room for the buffers of those parts, run at once,
+        # and for those the other instance's jobs map at its first parallel call (which may come later)
+        one = _openblas.get_library(1, callers=2 * threads - 1)
         cfg["one_thread_entries"] = {r: one.fortran(r) for r in names}
         if lib.pool_slot is not None:
             cfg["pool_slot"] = lib.pool_slot
             cfg["get_num_threads"] = lib._ctypes.cast(lib._symbol("openblas_get_num_threads"),
                                                       lib._ctypes.c_void_p).value
     return cfg
-
-
-def _one_thread(threads: int) -> Any:
-    """The one-thread instance, which the C path runs below its one-thread limits and for the parts of split
-    calls on ``threads`` threads.  Under an address-space limit it loads only with room for the buffers of
-    those parts, run at once, and for those the other instance's jobs map at its first parallel call (which
-    may come later); else MemoryError."""
-    from tileblas.kernels import _openblas
-
-    return _openblas.get_library(1, callers=2 * threads - 1)
 
 
 def preload() -> None:
@@ -116,15 +108,22 @@ def preload() -> None:
     of order 512 ran at half SciPy's rate).  Where an address-space limit leaves no room for the one-thread
     instance, the path stays off, as it would at the first call.  Where ``TILEBLAS_DEVICES`` is set, nothing
     is done here: the first call reads that setting and says what is wrong with it, never the import."""
-    if _fastpath is None or not _ALLOWED[0] or os.environ.get(_offload.ENV, "").strip():
-        return
+    if _fastpath is not None and _ALLOWED[0] and not os.environ.get(_offload.ENV, "").strip():
+        _turn_on()
+
+
+def _turn_on() -> bool:
+    """Turn the C path on for the current runtime where it may stand in for it (the path policy read first,
+    where it was not yet); whether it is on."""
     from tileblas.runtime import _runtime
 
     rt = _runtime.get_runtime()
-    if _stands_in_for(rt):
-        if not _APPLIED[0]:
-            apply_policy()
-        _sync_fastpath(rt)
+    if not _stands_in_for(rt):
+        return False
+    if not _APPLIED[0]:
+        apply_policy()
+    _sync_fastpath(rt)
+    return _FAST[0] is not None
 
 
 def _configure(rt: Any) -> dict[str, Any] | None:
@@ -183,15 +182,7 @@ def c_path_again(routine: Any, converted: bool, args: tuple, kwargs: dict) -> An
     if _fastpath is None or not _ALLOWED[0] or getattr(_AGAIN, "on", False):
         return NotImplemented
     if _FAST[0] is None:
-        from tileblas.runtime import _runtime
-
-        rt = _runtime.get_runtime()
-        if not _stands_in_for(rt):
-            return NotImplemented
-        if not _APPLIED[0]:
-            apply_policy()
-        _sync_fastpath(rt)
-        if _FAST[0] is None:
+        if not _turn_on():
             return NotImplemented
     elif not converted:
         return NotImplemented
