@@ -510,7 +510,7 @@ def test_tune_measures_and_stores_the_rank_gemm_limits(tmp_path, monkeypatch, ca
         if "dsyrk" not in noisy:
             stored = tuple(data["rank_gemm"]["dsyrk"])
             blas.dgemm(1.0, [[1.0]], [[1.0]])
-            if stored == (0.0, 0.0):  # the rank-k call won everywhere: the route is never taken
+            if stored == (0.0, 0.0):  # not ahead of the rank-k call at any order: the route is never taken
                 assert "dsyrk  never as gemm" in out and "dsyrk" not in fp.config()["rank_gemm"]
             else:
                 assert "dsyrk  as gemm over all of C below" in out

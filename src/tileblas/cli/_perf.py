@@ -371,8 +371,10 @@ def _tune_paths(args: argparse.Namespace) -> int:
         print(f"  {name:6s} " + ("never split on the pool" if math.isinf(lo) else
                                  f"split on the pool from {lo:.3g} flops (to the shipped upper end)"))
     for name, (one, split_) in sorted(pol.rank_gemm.items()):
-        print(f"  {name:6s} as gemm over all of C below {one:.3g} flops (one call), {split_:.3g} (split)"
-              if one > 0 or split_ > 0 else f"  {name:6s} never as gemm (not ahead of the rank-k call at any order measured)")
+        if one > 0 or split_ > 0:
+            print(f"  {name:6s} as gemm over all of C below {one:.3g} flops (one call), {split_:.3g} (split)")
+        else:
+            print(f"  {name:6s} never as gemm (not ahead of the rank-k call at any order measured)")
     for item in noise:
         if not item.startswith(("tile_flops", "recursion")):
             print(f"  {item}: within the noise, shipped value kept")
