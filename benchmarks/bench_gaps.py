@@ -1,25 +1,28 @@
-"""Loops with the caller's own work between calls: tileblas.blas against scipy.linalg.blas, per pool wait.
+"""Loops with the caller's own work between calls: tileblas.blas against scipy.linalg.blas, per pool setting.
 
 What: a user's loop calls a Level-3 routine, then computes something of its own in Python for a while (the
-gap) before the next call.  tileblas' idle workers spin 200 µs after their work and then sleep, so after a
-longer gap the next call wakes them; SciPy's OpenBLAS threads spin (yielding) for 0.1 s and are still
-awake.  ``TILEBLAS_POOL_WAIT`` lets tileblas' workers stay awake longer.  This benchmark times such loops
-with SciPy's routine and with tileblas' under each wait of ``--waits``, in one process, interleaved, so
-that the cost of the wake and what a longer wait gives are seen against the same baseline.
+gap) before the next call.  tileblas' idle workers spin 200 µs after their work and then sleep; while they
+sleep, an idle-class watcher thread looks for their work for 100 ms and wakes them, so that the calling
+thread need not.  SciPy's OpenBLAS threads spin (yielding) for 0.1 s and are still awake.
+``TILEBLAS_POOL_WAIT`` keeps tileblas' workers awake longer, ``TILEBLAS_POOL_WATCH`` sets the watch (0:
+none).  This benchmark times such loops with SciPy's routine and with tileblas' under each setting of
+``--waits``, in one process, interleaved, so that the cost of the wake and what each setting gives are seen
+against the same baseline.
 
-How: for each routine and order, and each gap, the contenders take turns (SciPy, tileblas with each wait,
-SciPy again as the control; the order reversed every other round), each turn after a 0.25 s pause: one
-untimed call, then ``--calls`` timed calls, each followed by the gap, spent busy in Python.  A sample is
-the mean time of one call (the gaps are not timed); best of ``--rounds`` rounds, and the median of rounds
-beside it.  ratio = SciPy / tileblas (> 1: tileblas' calls are faster), control = SciPy / SciPy again.
-A wait is set on the pool for its turns only (``tileblas.kernels._pool.configure``, as the environment
-variable sets it at import).  ``--load N`` runs N busy processes beside the loops (those of ``tileblas
-bench grid --modes load``).
+How: for each routine and order, and each gap, the contenders take turns (SciPy, tileblas with each
+setting, SciPy again as the control; the order reversed every other round), each turn after a 0.25 s
+pause: one untimed call, then ``--calls`` timed calls, each followed by the gap, spent busy in Python.  A
+sample is the mean time of one call (the gaps are not timed); best of ``--rounds`` rounds, and the median
+of rounds beside it.  ratio = SciPy / tileblas (> 1: tileblas' calls are faster), control = SciPy / SciPy
+again.  A setting (``WAIT`` or ``WAIT/WATCH``) is set on the pool for its turns only
+(``tileblas.kernels._pool.configure``, as the environment variables set it at import).  ``--load N`` runs N
+busy processes beside the loops (those of ``tileblas bench grid --modes load``).
 
 Usage::
 
     python benchmarks/bench_gaps.py [--quick] [--points dgemm:128,zgemm:64,ctrmm:128,dtrsm:256,dsyrk:256,sgemm:512]
-        [--gaps 0.5,2,10,50] [--waits 200us,0.1s] [--rounds 7] [--calls 15] [--load 0] [--json PATH]
+        [--gaps 0.5,2,10,50] [--waits 200us/100ms,200us/0,0.1s/0] [--rounds 7] [--calls 15] [--load 0]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["measure", "main"]
+__all__ = ["parse_setting", "measure", "main"]
 
 
 def _busy(seconds: float) -> None:
@@ -57,6 +60,20 @@ def _timed_loop(call: Callable[[], Any], calls: int, gap: float, before: Callabl
     return total / calls
 
 
+def parse_setting(spec: str) -> dict:
+    """The pool's settings for ``WAIT`` or ``WAIT/WATCH`` (``200us/100ms``, ``0.1s/0``): the wait as
+    ``TILEBLAS_POOL_WAIT`` reads it, the watch as ``TILEBLAS_POOL_WATCH`` (the pool's own where left out).
+    ValueError naming ``--waits`` where either is not a duration."""
+    from tileblas.kernels import _openblas
+
+    wait, _, watch = spec.partition("/")
+    spin, yld = _openblas.parse_wait(wait, "--waits")
+    conf = {"spin_ns": spin, "yield_ns": yld}
+    if watch:
+        conf["watch_ns"] = _openblas.parse_watch(watch, "--waits")
+    return conf
+
+
 def measure(routine: str, n: int, gap: float, waits: list[str], *, rounds: int, calls: int) -> dict:
     """One point: SciPy, tileblas under each wait and SciPy again, interleaved; seconds per call."""
     import scipy.linalg.blas as sb
@@ -74,17 +91,17 @@ def measure(routine: str, n: int, gap: float, waits: list[str], *, rounds: int, 
     args = _square_args(np.random.default_rng(n), routine[1:], DTYPE_OF[routine[0]], n)
     scipy_fn, tileblas_fn = getattr(sb, routine), getattr(tb, routine)
     saved = _pool.configure()
-    settings = {w: _openblas.parse_wait(w, "--waits") for w in waits}
+    settings = {w: parse_setting(w) for w in waits}
     contenders: dict[str, Callable[[], float]] = {
         "scipy": lambda: _timed_loop(lambda: scipy_fn(*args), calls, gap, None)}
-    for w, (spin, yld) in settings.items():
-        contenders[w] = (lambda s=spin, y=yld: _timed_loop(lambda: tileblas_fn(*args), calls, gap,
-                                                            lambda: _pool.configure(spin_ns=s, yield_ns=y)))
+    for w, conf in settings.items():
+        contenders[w] = (lambda c=conf: _timed_loop(lambda: tileblas_fn(*args), calls, gap,
+                                                     lambda: _pool.configure(**c)))
     contenders["control"] = lambda: _timed_loop(lambda: scipy_fn(*args), calls, gap, None)
     try:
         t = interleaved(contenders, rounds, self_timed=True, settle=0.25, alternate=True)
     finally:
-        _pool.configure(spin_ns=saved["spin_ns"], yield_ns=saved["yield_ns"])
+        _pool.configure(**saved)
     med = {k: statistics.median(v) for k, v in t.samples.items()}
     return {"routine": routine, "n": n, "gap_s": gap, "scipy_s": t.best["scipy"],
             "tileblas_s": {w: t.best[w] for w in waits},
@@ -98,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", default="dgemm:128,zgemm:64,ctrmm:128,dtrsm:256,dsyrk:256,sgemm:512",
                     help="routine:order, comma-separated")
     ap.add_argument("--gaps", default="0.5,2,10,50", help="milliseconds of Python work between calls")
-    ap.add_argument("--waits", default="200us,0.1s", help="pool waits to compare (as TILEBLAS_POOL_WAIT)")
+    ap.add_argument("--waits", default="200us/100ms,200us/0,0.1s/0",
+                    help="pool settings to compare: WAIT or WAIT/WATCH (as TILEBLAS_POOL_WAIT, TILEBLAS_POOL_WATCH)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=15, help="timed calls per turn")
     ap.add_argument("--load", type=int, default=0, help="busy processes beside the loops (0: none)")
@@ -125,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     waits = [w.strip() for w in args.waits.split(",") if w.strip()]
     for w in waits:
         try:
-            _openblas.parse_wait(w, "--waits")
+            parse_setting(w)
         except ValueError as exc:
             ap.error(str(exc))
     if len(set(waits)) != len(waits) or not waits:

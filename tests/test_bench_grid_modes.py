@@ -306,14 +306,17 @@ def test_bench_gaps_times_each_wait_against_scipy_and_puts_the_pool_back(capsys)
         pytest.skip("no pool in this build")
     script = bench_script("bench_gaps")
     saved = _pool.configure()
-    pt = script.measure("dgemm", 32, 0.0005, ["200us", "5ms"], rounds=1, calls=2)
+    waits = ["200us", "5ms", "200us/0"]
+    pt = script.measure("dgemm", 32, 0.0005, waits, rounds=1, calls=2)
     assert _pool.configure() == saved
-    assert set(pt["ratio"]) == {"200us", "5ms"} and pt["scipy_s"] > 0 and pt["control"] > 0
-    for w in ("200us", "5ms"):
+    assert set(pt["ratio"]) == set(waits) and pt["scipy_s"] > 0 and pt["control"] > 0
+    for w in waits:
         assert pt["tileblas_s"][w] > 0 and pt["ratio"][w] == pytest.approx(pt["scipy_s"] / pt["tileblas_s"][w])
-    with pytest.raises(SystemExit):
-        script.main(["--waits", "soon"])
-    assert "--waits='soon'" in capsys.readouterr().err
+    assert script.parse_setting("0.1s/0")["watch_ns"] == 0 and "watch_ns" not in script.parse_setting("5ms")
+    for bad in ("soon", "200us/later"):
+        with pytest.raises(SystemExit):
+            script.main(["--waits", bad])
+        assert "--waits=" in capsys.readouterr().err
 
 
 def test_bench_first_calls_times_both_libraries_in_fresh_interpreters(capsys):

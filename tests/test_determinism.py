@@ -126,12 +126,13 @@ def test_repeated_calls_with_idle_gaps_give_one_result(reference, settings):
 def test_hot_and_sleeping_workers_give_the_same_bits(reference, settings):
     _pool.configure(spin_ns=1_000_000_000)  # hot: workers spin between calls
     assert not _differ(reference, _digests())
-    _pool.configure(spin_ns=0, yield_ns=0)  # asleep: every call wakes them
-    got = {}
-    for c in CASES:
-        time.sleep(0.001)
-        got[c] = _digest(*c)
-    assert not _differ(reference, got)
+    for watch in (0, 1_000_000_000):  # asleep: every call wakes them, itself or through their watchers
+        _pool.configure(spin_ns=0, yield_ns=0, watch_ns=watch)
+        got = {}
+        for c in CASES:
+            time.sleep(0.001)
+            got[c] = _digest(*c)
+        assert not _differ(reference, got), watch
     _pool.configure(spin_ns=0, yield_ns=1_000_000_000)  # awake, yielding their CPU (TILEBLAS_POOL_WAIT)
     got = {}
     for c in CASES:

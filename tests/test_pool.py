@@ -216,6 +216,80 @@ def test_the_wait_comes_from_the_environment():
     assert "TILEBLAS_POOL_WAIT='soon'" in out.stdout  # the note tileblas info shows
 
 
+def test_the_watch_setting_reads_durations_and_refuses_the_rest():
+    assert _openblas.parse_watch("100ms") == 100_000_000
+    assert _openblas.parse_watch("0") == _openblas.parse_watch("0s") == 0
+    assert _openblas.parse_watch("50us") == 50_000
+    for bad in ("", "5", "never", "-1ms", "2min"):
+        with pytest.raises(ValueError, match=r"TILEBLAS_POOL_WATCH=.*expected a duration"):
+            _openblas.parse_watch(bad)
+
+
+def test_the_watch_comes_from_the_environment():
+    code = ("import warnings; warnings.simplefilter('always')\n"
+            "from tileblas.kernels import _openblas, _pool\n"
+            "print(_pool.configure()['watch_ns'], _openblas.pool_info()['notes'])\n"
+            "from tileblas.cli._core import _print_pool; _print_pool(_openblas.pool_info())")
+    env = {**os.environ, "TILEBLAS_POOL_WATCH": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "0" and "then sleep until told of work" in out.stdout
+    env["TILEBLAS_POOL_WATCH"] = "later"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[0]) > 0  # the pool's own watch
+    assert "TILEBLAS_POOL_WATCH='later'" in out.stderr and "TILEBLAS_POOL_WATCH='later'" in out.stdout
+
+
+def _threads_named(name):
+    out = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == name:
+                    out.append(int(tid))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher is Linux's (SCHED_IDLE)")
+def test_a_sleeping_workers_watcher_wakes_it_in_the_idle_class(lib, settings):
+    """Each worker has a watcher of the idle scheduling class.  While the worker sleeps, the watcher looks
+    for work posted to it and wakes it, so that the calling thread only posts the work (left); the parts
+    still each run once; a watch of 0 leaves every wake to the calling thread."""
+    slot = lib.pool_slot
+    watchers = _threads_named("tileblas-watch")
+    assert len(watchers) >= lib.threads - 1
+    assert all(os.sched_getscheduler(t) == os.SCHED_IDLE for t in watchers)
+    _pool.configure(spin_ns=0, yield_ns=0, watch_ns=1_000_000_000)  # asleep at once, watched for 1 s
+    before = _pool.stats()
+    for _ in range(40):
+        time.sleep(0.002)
+        got = _pool.run_parts(slot, 4, spin_ns=50_000)
+        assert [i for i, _ in got] == list(range(4))
+    mid = _pool.stats()
+    assert mid["watch_wakes"] > before["watch_wakes"] and mid["left"] > before["left"]
+    assert sum(w for _ in range(3) for _, w in _pool.run_parts(slot, 4, spin_ns=2_000_000)) > 0
+    _pool.configure(watch_ns=0)
+    assert _wait_for(lambda: not any(_pool_watching()), timeout=3.0)
+    mid = _pool.stats()
+    for _ in range(20):
+        time.sleep(0.002)
+        _pool.run_parts(slot, 4, spin_ns=50_000)
+    after = _pool.stats()
+    assert after["left"] == mid["left"] and after["wakes"] > mid["wakes"]
+
+
+def _pool_watching():
+    """Whether each watcher is on a CPU or runnable (state R), from /proc."""
+    out = []
+    for tid in _threads_named("tileblas-watch"):
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            out.append(f.read().rsplit(")", 1)[1].split()[0] == "R")
+    return out
+
+
 def test_claimed_parts_each_run_once_by_whoever_is_there(lib, settings):
     slot = lib.pool_slot
     for nparts in (1, 2, 3, 7, 64):
@@ -277,9 +351,11 @@ def test_parts_from_many_threads_at_once_all_run(lib, settings):
 
 def test_configure_checks_every_setting_by_name(settings):
     settings = _pool.configure()
-    assert set(settings) == {"spin_ns", "yield_ns", "worker_delay_ns"}
+    assert set(settings) == {"spin_ns", "yield_ns", "worker_delay_ns", "watch_ns"}
     with pytest.raises(ValueError, match=r"spin_ns is -1"):
         _pool.configure(spin_ns=-1)
+    with pytest.raises(ValueError, match=r"watch_ns is -3"):
+        _pool.configure(watch_ns=-3)
     with pytest.raises(ValueError, match=r"yield_ns is -2"):
         _pool.configure(yield_ns=-2)
     with pytest.raises(TypeError, match=r"worker_delay_ns must be an int .*'soon'"):

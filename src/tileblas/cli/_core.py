@@ -177,7 +177,7 @@ def _print_pool(p: dict[str, Any]) -> None:
         return
     c, st = p["settings"], p["stats"]
     print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers "
-          f"{_openblas.wait_text(c)}, then sleep until told of work")
+          f"{_openblas.wait_text(c)}, then sleep until told of work{_openblas.watch_text(c)}")
     print("             split calls: fixed parts claimed by the calling thread and the workers (same bits whoever "
           "runs them)")
     print(f"             so far: {st['calls']} OpenBLAS parallel call(s), {st['batches']} split call(s) in "

@@ -43,6 +43,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import warnings
@@ -316,6 +317,8 @@ _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in 
 
 #: The environment variable: how long an idle worker of the pool stays awake after its work
 WAIT_ENV = "TILEBLAS_POOL_WAIT"
+#: The environment variable: how long the idle-class watcher of a sleeping worker looks for its work
+WATCH_ENV = "TILEBLAS_POOL_WATCH"
 #: the pool's busy spin as built (kernels/_pool.c, "Waiting for work"); a longer wait yields the CPU after it
 WAIT_SPIN_NS = int(_pool.configure()["spin_ns"]) if _pool.supported else 0
 _WAIT_UNITS = {"us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -346,25 +349,48 @@ def wait_text(settings: dict) -> str:
             + (f", yield {settings['yield_ns'] / 1e6:g} ms" if settings.get("yield_ns") else ""))
 
 
-def _wait_from_environment() -> None:
-    """Set the pool's wait from :data:`WAIT_ENV` where it is set; a value :func:`parse_wait` refuses is
-    one RuntimeWarning, the pool's own wait, and a note that ``tileblas info`` shows."""
-    text = os.environ.get(WAIT_ENV, "").strip()
-    if not text or not _pool.supported:
+def watch_text(settings: dict) -> str:
+    """The pool's watch in words: ``; an idle-class watcher wakes a sleeping worker for 100 ms after it
+    slept`` (Linux), or nothing where there is none."""
+    ns = settings.get("watch_ns", 0)
+    return (f"; an idle-class watcher wakes a sleeping worker for {ns / 1e6:g} ms after it slept"
+            if ns and sys.platform.startswith("linux") else "")
+
+
+def parse_watch(text: str, source: str = WATCH_ENV) -> int:
+    """The watch in nanoseconds for a duration such as ``100ms`` or ``0``: how long the idle-class thread
+    beside a sleeping worker looks for its work (kernels/_pool.c, "A worker's watcher"); 0: none.
+    ValueError naming ``source`` and the value as :func:`parse_wait`'s."""
+    spin, yld = parse_wait("0s" if text.strip() == "0" else text, source)
+    return spin + yld
+
+
+def _waits_from_environment() -> None:
+    """Set the pool's wait from :data:`WAIT_ENV` and its watch from :data:`WATCH_ENV` where they are set;
+    a value refused is one RuntimeWarning, the pool's own setting, and a note that ``tileblas info``
+    shows."""
+    if not _pool.supported:
         return
-    try:
-        spin, yld = parse_wait(text)
-    except ValueError as exc:
-        _POOL["wait_note"] = f"{exc}; the pool's own wait kept"
+    for env, parse, setting in ((WAIT_ENV, parse_wait, "wait"), (WATCH_ENV, parse_watch, "watch")):
+        text = os.environ.get(env, "").strip()
+        if not text:
+            continue
         try:
-            warnings.warn(f"tileblas: {_POOL['wait_note']}", RuntimeWarning, stacklevel=2)
-        except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
-            pass
-        return
-    _pool.configure(spin_ns=spin, yield_ns=yld)
+            value = parse(text)
+        except ValueError as exc:
+            _POOL[f"{setting}_note"] = f"{exc}; the pool's own {setting} kept"
+            try:
+                warnings.warn(f"tileblas: {_POOL[f'{setting}_note']}", RuntimeWarning, stacklevel=2)
+            except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
+                pass
+            continue
+        if setting == "wait":
+            _pool.configure(spin_ns=value[0], yield_ns=value[1])
+        else:
+            _pool.configure(watch_ns=value)
 
 
-_wait_from_environment()
+_waits_from_environment()
 
 #: At the interpreter's exit, before the libraries' destructors free OpenBLAS's buffers: wait (30 s at
 #: most) until no BLAS call of tileblas is in flight (a daemon thread's), and let none start again.
@@ -439,8 +465,7 @@ def pool_info() -> dict[str, Any]:
     else:
         why = ""
     notes = [f"instance of {lib.threads} threads{' (ILP64)' if lib.ilp64 else ''}: {lib.note}" for lib in libs if lib.note]
-    if _POOL.get("wait_note"):
-        notes.append(_POOL["wait_note"])
+    notes += [_POOL[k] for k in ("wait_note", "watch_note") if _POOL.get(k)]
     return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
             "settings": _pool.configure(), "stats": _pool.stats(), "notes": notes}
 

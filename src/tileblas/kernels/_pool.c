@@ -103,6 +103,10 @@
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #endif
 
 #if POOL_SUPPORTED
@@ -146,6 +150,14 @@ typedef struct Worker {
 #if defined(__linux__)
     cpu_set_t mask;                  /* its CPU mask before it left off_cpu out (restored on waking) */
 #endif
+    /* its watcher: a thread of the idle scheduling class that, while the worker sleeps, looks for work
+     * posted to it and wakes it, so that the calling thread need not (watcher_main) */
+    pthread_t watcher;
+    _Atomic int has_watcher;
+    _Atomic int watch_seq;           /* raised to wake the watcher (a futex) */
+    _Atomic int watching;            /* 1 while the watcher looks (awake, until watch_until) */
+    _Atomic long long watch_until;
+    _Atomic long long beat;          /* the watcher's clock at its last look */
 } Worker;
 
 typedef struct Slot {
@@ -177,11 +189,17 @@ static _Atomic int nslots = 0;
 static _Atomic long long spin_ns = 200000LL;    /* idle spin before sleeping; a waiter's spin before it sleeps */
 static _Atomic long long yield_ns = 0LL;        /* after the idle spin, a worker's yielding wait before it sleeps */
 static _Atomic long long worker_delay_ns = 0LL; /* tests: a worker's wait before it claims a part */
+static _Atomic long long watch_ns = 100000000LL; /* how long a sleeping worker's watcher looks for its work */
+
+/* A watcher whose last look is older than this is not on a CPU now: the calling thread wakes the worker. */
+#define BEAT_NS 20000LL
+/* How long the calling thread of OpenBLAS's jobs lets a watcher wake a worker before it wakes it. */
+#define WATCH_GRACE_NS 50000LL
 
 /* counters */
 static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_caller_parts = 0, n_alone = 0,
                          n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0, n_unwoken = 0,
-                         n_waits_asleep = 0;
+                         n_waits_asleep = 0, n_left = 0, n_watch_wakes = 0;
 static _Atomic int n_spinning = 0;
 
 static inline long long
@@ -382,6 +400,33 @@ out:
     return got;
 }
 
+/* Sleep until w has work.  On Linux a futex on w->asleep, which the thread that wakes it takes from 1 to
+ * 0 (wake): no lock, so a watcher that loses its CPU never holds up the worker or the calling thread. */
+static void
+worker_sleep(Worker *w)
+{
+    atomic_fetch_add_explicit(&n_sleeps, 1, memory_order_relaxed);
+#if defined(__linux__)
+    atomic_store(&w->asleep, 1); /* seq_cst: then its work is read; the poster stores work, then reads this */
+    while (atomic_load(&w->cmd) == CMD_NONE && atomic_load(&w->told) == w->seen) {
+        if (atomic_load(&w->asleep) == 0)
+            atomic_store(&w->asleep, 1);
+        syscall(SYS_futex, (int *)&w->asleep, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+    }
+    atomic_store(&w->asleep, 0);
+#else
+    pthread_mutex_lock(&w->lock);
+    atomic_store(&w->asleep, 1); /* seq_cst: pairs with the poster's store, then load of asleep */
+    while (atomic_load(&w->cmd) == CMD_NONE && atomic_load(&w->told) == w->seen)
+        pthread_cond_wait(&w->wake, &w->lock);
+    atomic_store(&w->asleep, 0);
+    pthread_mutex_unlock(&w->lock);
+#endif
+}
+
+static void arm_watcher(Worker *w);
+static void watcher_new(Worker *w);
+
 static void *
 worker_main(void *arg)
 {
@@ -392,15 +437,11 @@ worker_main(void *arg)
 #endif
     for (;;) {
         if (first || !spin_for_work(w)) {
+            if (!first)
+                arm_watcher(w);
             first = 0;
             sleep_off(w, atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
-            pthread_mutex_lock(&w->lock);
-            atomic_store(&w->asleep, 1); /* seq_cst: pairs with the poster's store, then load of asleep */
-            atomic_fetch_add_explicit(&n_sleeps, 1, memory_order_relaxed);
-            while (atomic_load(&w->cmd) == CMD_NONE && atomic_load(&w->told) == w->seen)
-                pthread_cond_wait(&w->wake, &w->lock);
-            atomic_store(&w->asleep, 0);
-            pthread_mutex_unlock(&w->lock);
+            worker_sleep(w);
             wake_on(w);
         }
         step_aside(atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
@@ -452,6 +493,7 @@ worker_new(Slot *s)
         return NULL;
     }
     atomic_fetch_add_explicit(&n_workers, 1, memory_order_relaxed);
+    watcher_new(w);
     return w;
 }
 
@@ -474,6 +516,16 @@ ensure_workers(Slot *s, int n)
 static inline int
 wake(Worker *w, int cpu)
 {
+#if defined(__linux__)
+    if (atomic_load(&w->asleep)) {
+        int off = cpu >= 0 && w->off_cpu == cpu; /* set before asleep, settled while it sleeps */
+        if (!atomic_exchange(&w->asleep, 0))
+            return 0; /* woken by another thread meanwhile, or awake */
+        syscall(SYS_futex, (int *)&w->asleep, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        atomic_fetch_add_explicit(&n_wakes, 1, memory_order_relaxed);
+        return off ? 2 : 1;
+    }
+#else
     if (atomic_load(&w->asleep)) {
         pthread_mutex_lock(&w->lock);
         int off = cpu >= 0 && atomic_load(&w->asleep) && w->off_cpu == cpu; /* asleep: off_cpu is settled */
@@ -482,7 +534,147 @@ wake(Worker *w, int cpu)
         atomic_fetch_add_explicit(&n_wakes, 1, memory_order_relaxed);
         return off ? 2 : 1;
     }
+#endif
     return 0;
+}
+
+/* Whether w's watcher is looking for its work now (awake, and on a CPU within the last BEAT_NS). */
+static inline int
+watched(Worker *w)
+{
+    return atomic_load(&w->watching) &&
+           now_ns() - atomic_load_explicit(&w->beat, memory_order_relaxed) < BEAT_NS;
+}
+
+/* As wake(), but where w sleeps and its watcher is looking, leave the wake to the watcher: 3. */
+static inline int
+wake_or_leave(Worker *w, int cpu)
+{
+    if (atomic_load(&w->asleep) && watched(w)) {
+        atomic_fetch_add_explicit(&n_left, 1, memory_order_relaxed);
+        return 3;
+    }
+    return wake(w, cpu);
+}
+
+/* A worker's watcher.  Waking a sleeping thread on another CPU costs the thread that wakes it 8-26 us on
+ * a virtual machine whose idle CPUs halt (an interrupt the hypervisor delivers), and the woken thread runs
+ * 25-90 us after the wake began.  A worker kept awake costs neither, but holds a CPU from the other
+ * threads that need it (another library's, the caller's own work).  The watcher keeps it awake in the
+ * idle scheduling class (SCHED_IDLE): for watch_ns after the worker fell asleep it spins looking for work
+ * posted to the worker, and wakes it there, on its own CPU, where the worker preempts it at once.  A
+ * thread of that class runs only where no other thread wants the CPU, and the kernel counts its CPU as
+ * idle when it places a woken thread, so other threads do not wait for it.  The calling thread then only
+ * posts the work (wake_or_leave); where the watcher is not on a CPU (its CPU taken by another thread), the
+ * calling thread wakes the worker itself.  Nothing it does changes how a call is divided. */
+#if defined(__linux__) && defined(SCHED_IDLE)
+#define HAVE_WATCHER 1
+static void *
+watcher_main(void *arg)
+{
+    Worker *w = (Worker *)arg;
+    /* the idle class, before it first looks (a thread may move itself to it, not back) */
+    struct sched_param sp = {0};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0) {
+        atomic_store(&w->has_watcher, 0);
+        return NULL;
+    }
+    pthread_setname_np(pthread_self(), "tileblas-watch");
+    cpu_set_t mask, off;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0)
+        CPU_ZERO(&mask);
+    for (;;) {
+        /* asleep until armed (arm_watcher raises watch_seq after it sets watch_until) */
+        int seq = atomic_load(&w->watch_seq);
+        if (now_ns() >= atomic_load(&w->watch_until)) {
+            syscall(SYS_futex, (int *)&w->watch_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+            continue;
+        }
+        atomic_store(&w->beat, now_ns());
+        atomic_store(&w->watching, 1);
+        /* off the calling thread's CPU, as the worker sleeps (sleep_off): it is woken where the watcher is */
+        int cpu = atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed);
+        off = mask;
+        if (cpu >= 0 && CPU_ISSET(cpu, &off) && CPU_COUNT(&off) > 1)
+            CPU_CLR(cpu, &off);
+        if (CPU_COUNT(&off) > 0)
+            sched_setaffinity(0, sizeof off, &off);
+        long long until = atomic_load(&w->watch_until);
+        for (;;) {
+            int found = 0;
+            for (int k = 0; k < 64 && !found; k++) {
+                if (has_work(w)) {
+                    found = 1;
+                    if (atomic_load(&w->asleep) && wake(w, -1))
+                        atomic_fetch_add_explicit(&n_watch_wakes, 1, memory_order_relaxed);
+                }
+                CPU_RELAX();
+            }
+            long long t = now_ns();
+            atomic_store_explicit(&w->beat, t, memory_order_relaxed);
+            if (!found && t < until) {
+                /* The idle class does not keep this thread off a CPU that another thread wants: the
+                 * scheduler may still give it a whole time slice there (1-3 ms).  A yield hands it back
+                 * at once. */
+                sched_yield();
+                until = atomic_load(&w->watch_until);
+                continue;
+            }
+            atomic_store(&w->watching, 0); /* seq_cst: then watch_until and the work are read once more */
+            if (found) {
+                /* the worker is awake: asleep until it arms this again, unless it did meanwhile */
+                atomic_compare_exchange_strong(&w->watch_until, &until, 0LL);
+                break;
+            }
+            if (now_ns() < (until = atomic_load(&w->watch_until))) {
+                atomic_store(&w->watching, 1); /* armed again meanwhile */
+                continue;
+            }
+            if (has_work(w) && atomic_load(&w->asleep) && wake(w, -1)) /* posted by a caller that saw it watch */
+                atomic_fetch_add_explicit(&n_watch_wakes, 1, memory_order_relaxed);
+            break;
+        }
+    }
+    return NULL;
+}
+#endif
+
+/* Start w's watcher looking for watch_ns (w is about to sleep). */
+static void
+arm_watcher(Worker *w)
+{
+#if HAVE_WATCHER
+    long long d = atomic_load_explicit(&watch_ns, memory_order_relaxed);
+    if (!atomic_load_explicit(&w->has_watcher, memory_order_relaxed) || d <= 0)
+        return;
+    atomic_store(&w->watch_until, now_ns() + d); /* seq_cst: then watching is read; the watcher: the reverse */
+    if (!atomic_load(&w->watching)) {
+        atomic_fetch_add(&w->watch_seq, 1);
+        syscall(SYS_futex, (int *)&w->watch_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+#else
+    (void)w;
+#endif
+}
+
+#define WATCHER_STACK ((size_t)64 << 10)
+
+/* Start w's watcher thread in the idle class (it sleeps until arm_watcher); none where that fails. */
+static void
+watcher_new(Worker *w)
+{
+    atomic_store(&w->has_watcher, 0);
+#if HAVE_WATCHER
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0)
+        return;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, WATCHER_STACK);
+    atomic_store(&w->has_watcher, 1); /* the watcher takes it back where it cannot enter the idle class */
+    if (pthread_create(&w->watcher, &attr, watcher_main, w) != 0)
+        atomic_store(&w->has_watcher, 0);
+    pthread_attr_destroy(&attr);
+#endif
 }
 
 /* -------------------------------------------------------------------------------- calls in flight */
@@ -552,7 +744,7 @@ post_job(Worker *w, dojob_fn fn, int index, void *data, int arg, int cpu)
     atomic_store_explicit(&w->done, 0, memory_order_relaxed);
     atomic_store_explicit(&w->started, 0, memory_order_relaxed);
     atomic_store(&w->cmd, CMD_JOB); /* seq_cst */
-    return wake(w, cpu);
+    return wake_or_leave(w, cpu);
 }
 
 
@@ -581,6 +773,20 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
     unsigned char woken[MAX_JOBS];
     for (int i = 1; i < numjobs; i++)
         woken[i] = (unsigned char)post_job(s->workers[i - 1], dojob, i, base + (size_t)i * elsize, arg, cpu);
+    /* A worker left to its watcher wakes within microseconds; where it has not within WATCH_GRACE_NS (its
+     * watcher lost its CPU meanwhile), this thread wakes it: job 0 would wait for it anyway. */
+    long long t0 = 0;
+    for (int i = 1; i < numjobs; i++) {
+        if (woken[i] != 3)
+            continue;
+        Worker *w = s->workers[i - 1];
+        if (t0 == 0)
+            t0 = now_ns();
+        while (atomic_load(&w->asleep) && now_ns() - t0 < WATCH_GRACE_NS)
+            for (int k = 0; k < 16; k++)
+                CPU_RELAX();
+        woken[i] = (unsigned char)wake(w, cpu);
+    }
     /* A worker woken from sleep may have been put on this CPU, behind this thread: job 0 would then wait
      * for it (the jobs wait for one another) until the kernel takes this thread off its CPU, a whole time
      * slice.  The kernel puts a thread woken onto this CPU in its queue before the wake returns, so one
@@ -655,7 +861,7 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
         Worker *w = s->workers[i];
         atomic_fetch_add(&w->told, 1); /* seq_cst, before wake() reads asleep */
         if (wake_sleepers)
-            wake(w, cpu);
+            wake_or_leave(w, cpu);
         else
             atomic_fetch_add_explicit(&n_unwoken, 1, memory_order_relaxed);
     }
@@ -757,9 +963,9 @@ static PyObject *
 settings_dict(void)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "yield_ns",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "yield_ns",
                          (long long)atomic_load(&yield_ns), "worker_delay_ns",
-                         (long long)atomic_load(&worker_delay_ns));
+                         (long long)atomic_load(&worker_delay_ns), "watch_ns", (long long)atomic_load(&watch_ns));
 #else
     return PyDict_New();
 #endif
@@ -768,14 +974,15 @@ settings_dict(void)
 static PyObject *
 pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"spin_ns", "yield_ns", "worker_delay_ns", NULL};
-    PyObject *vals[3] = {NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOO:configure", kwlist, &vals[0], &vals[1], &vals[2]))
+    static char *kwlist[] = {"spin_ns", "yield_ns", "worker_delay_ns", "watch_ns", NULL};
+    PyObject *vals[4] = {NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:configure", kwlist, &vals[0], &vals[1], &vals[2],
+                                     &vals[3]))
         return NULL;
 #if POOL_SUPPORTED
-    long long v[3];
+    long long v[4];
     /* check all before setting any, so a bad value leaves the settings as they were */
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (vals[i] == NULL || vals[i] == Py_None)
             continue;
         if (!PyLong_Check(vals[i]) || PyBool_Check(vals[i])) {
@@ -792,8 +999,8 @@ pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    _Atomic long long *targets[3] = {&spin_ns, &yield_ns, &worker_delay_ns};
-    for (int i = 0; i < 3; i++)
+    _Atomic long long *targets[4] = {&spin_ns, &yield_ns, &worker_delay_ns, &watch_ns};
+    for (int i = 0; i < 4; i++)
         if (vals[i] != NULL && vals[i] != Py_None)
             atomic_store(targets[i], v[i]);
 #endif
@@ -804,13 +1011,14 @@ static PyObject *
 pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
                          "jobs", (long long)atomic_load(&n_jobs), "batches", (long long)atomic_load(&n_batches),
                          "parts", (long long)atomic_load(&n_parts), "caller_parts",
                          (long long)atomic_load(&n_caller_parts), "alone", (long long)atomic_load(&n_alone),
                          "sleeps", (long long)atomic_load(&n_sleeps), "wakes", (long long)atomic_load(&n_wakes),
                          "moved", (long long)atomic_load(&n_moved), "unwoken", (long long)atomic_load(&n_unwoken),
-                         "waits_asleep", (long long)atomic_load(&n_waits_asleep), "workers", (long long)atomic_load(&n_workers),
+                         "waits_asleep", (long long)atomic_load(&n_waits_asleep), "left", (long long)atomic_load(&n_left),
+                         "watch_wakes", (long long)atomic_load(&n_watch_wakes), "workers", (long long)atomic_load(&n_workers),
                          "slots", (int)atomic_load(&nslots),
                          "spinning", (int)atomic_load(&n_spinning));
 #else
@@ -962,7 +1170,7 @@ static PyMethodDef methods[] = {
      "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
      "openblas_set_threads_callback_function is at address setter on this pool"},
     {"configure", (PyCFunction)(void (*)(void))pool_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, spin_ns=None, worker_delay_ns=None) -> settings"},
+     "configure(*, spin_ns=None, yield_ns=None, worker_delay_ns=None, watch_ns=None) -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
     {"hold", pool_hold, METH_VARARGS,
      "hold(slot, on): take (True) or give back (False) the slot's lock from this thread; meanwhile other "
