@@ -32,8 +32,11 @@
  * scheduler moves it to the idle one).  Where the user asks for a longer wait (TILEBLAS_POOL_WAIT, set
  * from Python), an idle worker yields (sched_yield) in a loop for yield_ns after its spin, as OpenBLAS's
  * threads do, and then sleeps: loops with the caller's own work between calls find it awake, at the
- * cost of the CPU it holds meanwhile from another library's threads.  No state of the
- * machine is read and nothing is decided from timings: the moment only chooses which thread runs a part.
+ * cost of the CPU it holds meanwhile from another library's threads.  While a worker sleeps, its watcher,
+ * a thread of the idle scheduling class, looks for work posted to it for watch_ns (100 ms, as long as
+ * OpenBLAS's threads stay awake) and wakes it: a sleeper's wake is then not the calling thread's cost
+ * (watcher_main).  No state of the machine is read and nothing is decided from timings: the moment only
+ * chooses which thread runs a part.
  *
  * Where a worker wakes: the kernel often puts a woken thread on the CPU of the thread that woke it, where
  * it waits for that thread's time slice (1-4 ms) while the other CPU idles.  So a worker about to sleep
@@ -63,18 +66,21 @@
  *   supported                      whether this build has the pool (POSIX threads)
  *   attach(setter, threads) -> int  set the callback through the library's setter (its address); makes
  *                                   threads - 1 workers; returns the slot number
- *   configure(spin_ns=, yield_ns=, worker_delay_ns=)
+ *   configure(spin_ns=, yield_ns=, worker_delay_ns=, watch_ns=)
  *                                   set (each optional, all checked before any is set); returns the
  *                                   settings.  yield_ns: an idle worker's yielding wait after its spin
  *                                   (0; TILEBLAS_POOL_WAIT sets it).  worker_delay_ns: each worker waits
  *                                   this long before it claims a part (0; for tests that force the
- *                                   calling thread to run them)
+ *                                   calling thread to run them).  watch_ns: how long a sleeping worker's
+ *                                   watcher looks for its work (100 ms; 0: no watch; TILEBLAS_POOL_WATCH)
  *   stats() -> dict                 counters: calls and jobs (OpenBLAS's parallel calls), batches and
  *                                   parts (tileblas' claimed parts), caller_parts (those the calling
  *                                   thread ran), alone (batches the calling thread ran by itself: slot
  *                                   busy or no workers), sleeps, wakes, unwoken (sleeping workers a short
  *                                   batch left asleep), waits_asleep (calling threads that slept waiting
- *                                   for others' parts or jobs), workers, slots, spinning (now)
+ *                                   for others' parts or jobs), left (wakes a calling thread left to a
+ *                                   watcher), watch_wakes (wakes by watchers), workers, slots, spinning
+ *                                   (now)
  *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
  *                                   other threads' batches on it run on their calling thread alone (tests)
  *   quiesce(timeout_s) -> bool      wait (up to timeout_s) until no call is in flight and let none start
