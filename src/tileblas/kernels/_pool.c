@@ -413,12 +413,12 @@ worker_sleep(Worker *w)
 {
     atomic_fetch_add_explicit(&n_sleeps, 1, memory_order_relaxed);
 #if defined(__linux__)
-    atomic_store(&w->asleep, 1); /* seq_cst: then its work is read; the poster stores work, then reads this */
-    while (atomic_load(&w->cmd) == CMD_NONE && atomic_load(&w->told) == w->seen) {
-        if (atomic_load(&w->asleep) == 0)
-            atomic_store(&w->asleep, 1);
+    /* seq_cst: then its work is read; the poster stores work, then reads this.  Only a thread that posted
+     * work takes asleep back to 0, so once it is 0 the work is there to see: the futex then returns at
+     * once and the loop ends (setting it to 1 again here would lose that wake). */
+    atomic_store(&w->asleep, 1);
+    while (atomic_load(&w->cmd) == CMD_NONE && atomic_load(&w->told) == w->seen)
         syscall(SYS_futex, (int *)&w->asleep, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
-    }
     atomic_store(&w->asleep, 0);
 #else
     pthread_mutex_lock(&w->lock);
