@@ -993,3 +993,28 @@ def test_a_calling_thread_that_waits_long_sleeps_until_told(lib, settings):
     _pool.configure(spin_ns=200_000, worker_delay_ns=0)
     for _ in range(20):
         assert sorted(i for i, _ in _pool.run_parts(slot, 4, spin_ns=50_000)) == [0, 1, 2, 3]
+
+
+def test_workers_falling_asleep_as_work_comes_never_miss_it():
+    """A worker that falls asleep just as a job is posted to it is woken, by the calling thread or its
+    watcher: thousands of OpenBLAS parallel calls (whose jobs wait for one another, so a missed wake would
+    hang the call), each after a pause around the end of the workers' spin, finish."""
+    code = (
+        "import random, time, numpy as np\n"
+        "from tileblas.kernels import _openblas, _pool\n"
+        "lib = _openblas.get_library(2)\n"
+        "assert lib.pool_slot is not None\n"
+        "rng = random.Random(5)\n"
+        "a = np.asfortranarray(np.random.rand(160, 160)); c = np.zeros((160, 160), order='F')\n"
+        "before = _pool.stats()['calls']\n"
+        "for watch in (0, 1_000_000_000):\n"
+        "    _pool.configure(spin_ns=20_000, watch_ns=watch)\n"
+        "    for _ in range(1500):\n"
+        "        end = time.perf_counter() + rng.uniform(0, 60e-6)\n"
+        "        while time.perf_counter() < end: pass\n"
+        "        _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
+        "print('calls', _pool.stats()['calls'] - before)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) >= 3000  # each call was a parallel one, on the pool
