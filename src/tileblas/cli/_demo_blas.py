@@ -107,8 +107,9 @@ def section(out: Callable[[str], None]) -> None:
     out(f"  loop of dgemm n={k} and NumPy's a @ b (20 iterations, best of 2, interleaved): tileblas.blas "
         f"{loops['tileblas']*1e3:.2f} ms per iteration, scipy {loops['scipy']*1e3:.2f} ms -> "
         f"{loops['scipy']/loops['tileblas']:.1f}x")
+    woken = stats1.get("watch_wakes", 0) - stats0.get("watch_wakes", 0)
     out(f"    tileblas' pool meanwhile: {stats1.get('sleeps', 0) - stats0.get('sleeps', 0)} sleep(s) of its "
-        f"workers (they {waits}), "
+        f"workers (they {waits}; {woken} woken by their idle-class watchers), "
         f"{stats1.get('caller_parts', 0) - stats0.get('caller_parts', 0)} part(s) of split calls run by the calling "
         "thread; SciPy's and NumPy's OpenBLAS threads spin 0.1 s after each call and take turns on the cores")
 
