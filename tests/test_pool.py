@@ -197,20 +197,24 @@ def test_the_wait_setting_reads_durations_and_refuses_the_rest():
             _openblas.parse_wait(bad)
 
 
+def _run_with(code, **env):
+    """``code`` run by a fresh interpreter with these environment variables set; it must succeed."""
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 @pytest.mark.skipif(not _pool.supported, reason="no pool in this build")
 def test_the_wait_comes_from_the_environment():
     code = ("import warnings; warnings.simplefilter('always')\n"
             "from tileblas.kernels import _openblas, _pool\n"
             "print(_pool.configure()['spin_ns'], _pool.configure()['yield_ns'], _openblas.pool_info()['notes'])\n"
             "from tileblas.cli._core import _print_pool; _print_pool(_openblas.pool_info())")
-    env = {**os.environ, "TILEBLAS_POOL_WAIT": "20ms"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _run_with(code, TILEBLAS_POOL_WAIT="20ms")
     assert out.stdout.split()[:2] == ["200000", "19800000"]
     assert "spin 200 us, yield 19.8 ms, then sleep" in out.stdout  # as tileblas info says it
-    env["TILEBLAS_POOL_WAIT"] = "soon"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _run_with(code, TILEBLAS_POOL_WAIT="soon")
     assert out.stdout.split()[:2] == ["200000", "0"]  # the pool's own wait
     assert "TILEBLAS_POOL_WAIT='soon'" in out.stderr and "RuntimeWarning" in out.stderr
     assert "TILEBLAS_POOL_WAIT='soon'" in out.stdout  # the note tileblas info shows
@@ -230,18 +234,15 @@ def test_the_watch_comes_from_the_environment():
             "from tileblas.kernels import _openblas, _pool\n"
             "print(_pool.configure()['watch_ns'], _openblas.pool_info()['notes'])\n"
             "from tileblas.cli._core import _print_pool; _print_pool(_openblas.pool_info())")
-    env = {**os.environ, "TILEBLAS_POOL_WATCH": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _run_with(code, TILEBLAS_POOL_WATCH="0")
     assert out.stdout.split()[0] == "0" and "then sleep until told of work" in out.stdout
-    env["TILEBLAS_POOL_WATCH"] = "later"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _run_with(code, TILEBLAS_POOL_WATCH="later")
     assert int(out.stdout.split()[0]) > 0  # the pool's own watch
     assert "TILEBLAS_POOL_WATCH='later'" in out.stderr and "TILEBLAS_POOL_WATCH='later'" in out.stdout
 
 
 def _threads_named(name):
+    """The ids of this process's threads of that name (/proc)."""
     out = []
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -931,15 +932,7 @@ def test_a_split_call_wakes_sleeping_workers_so_they_take_parts(lib, settings):
 
 def _pool_threads():
     """The thread ids of the pool's workers (named tileblas-pool)."""
-    out = []
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() == "tileblas-pool":
-                    out.append(int(tid))
-        except OSError:
-            pass
-    return out
+    return _threads_named("tileblas-pool")
 
 
 def _this_cpu():

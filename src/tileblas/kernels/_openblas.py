@@ -324,11 +324,9 @@ WAIT_SPIN_NS = int(_pool.configure()["spin_ns"]) if _pool.supported else 0
 _WAIT_UNITS = {"us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
-def parse_wait(text: str, source: str = WAIT_ENV) -> tuple[int, int]:
-    """``(spin_ns, yield_ns)`` for a wait such as ``200us``, ``5ms`` or ``0.1s``: the worker spins for the
-    first 200 µs of it (or all of a shorter wait), then calls ``sched_yield()`` in a loop for the rest, as
-    OpenBLAS's threads do for their 0.1 s, then sleeps until told of work.  ValueError naming ``source``
-    and the value where it is not a number >= 0 with one of the units us, ms, s."""
+def _parse_duration(text: str, source: str) -> int:
+    """Nanoseconds for a duration such as ``200us``, ``5ms`` or ``0.1s``.  ValueError naming ``source``
+    and the value where it is not a number >= 0 (up to 60 s) with one of the units us, ms, s."""
     t = text.strip().lower()
     unit = next((u for u in ("us", "ms", "s") if t.endswith(u)), None)
     try:
@@ -338,7 +336,15 @@ def parse_wait(text: str, source: str = WAIT_ENV) -> tuple[int, int]:
     if not (value >= 0 and value * _WAIT_UNITS[unit or "s"] <= 60e9):
         raise ValueError(f"{source}={text!r}: expected a duration from 0 to 60 s with its unit (us, ms or s), "
                          "such as 200us or 0.1s")
-    ns = int(round(value * _WAIT_UNITS[unit]))
+    return int(round(value * _WAIT_UNITS[unit]))
+
+
+def parse_wait(text: str, source: str = WAIT_ENV) -> tuple[int, int]:
+    """``(spin_ns, yield_ns)`` for a wait such as ``200us``, ``5ms`` or ``0.1s``: the worker spins for the
+    first 200 µs of it (or all of a shorter wait), then calls ``sched_yield()`` in a loop for the rest, as
+    OpenBLAS's threads do for their 0.1 s, then sleeps until told of work.  ValueError naming ``source``
+    and the value where it is not a number >= 0 with one of the units us, ms, s."""
+    ns = _parse_duration(text, source)
     return min(ns, WAIT_SPIN_NS), max(ns - WAIT_SPIN_NS, 0)
 
 
@@ -361,8 +367,7 @@ def parse_watch(text: str, source: str = WATCH_ENV) -> int:
     """The watch in nanoseconds for a duration such as ``100ms`` or ``0``: how long the idle-class thread
     beside a sleeping worker looks for its work (kernels/_pool.c, "A worker's watcher"); 0: none.
     ValueError naming ``source`` and the value as :func:`parse_wait`'s."""
-    spin, yld = parse_wait("0s" if text.strip() == "0" else text, source)
-    return spin + yld
+    return 0 if text.strip() == "0" else _parse_duration(text, source)
 
 
 def _waits_from_environment() -> None:

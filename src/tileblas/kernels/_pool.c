@@ -575,6 +575,14 @@ wake_or_leave(Worker *w, int cpu)
  * calling thread wakes the worker itself.  Nothing it does changes how a call is divided. */
 #if defined(__linux__) && defined(SCHED_IDLE)
 #define HAVE_WATCHER 1
+/* The watcher wakes w where it sleeps (wake() reads asleep), and counts it. */
+static inline void
+watcher_wake(Worker *w)
+{
+    if (wake(w, -1))
+        atomic_fetch_add_explicit(&n_watch_wakes, 1, memory_order_relaxed);
+}
+
 static void *
 watcher_main(void *arg)
 {
@@ -611,8 +619,7 @@ watcher_main(void *arg)
             for (int k = 0; k < 64 && !found; k++) {
                 if (has_work(w)) {
                     found = 1;
-                    if (atomic_load(&w->asleep) && wake(w, -1))
-                        atomic_fetch_add_explicit(&n_watch_wakes, 1, memory_order_relaxed);
+                    watcher_wake(w);
                 }
                 CPU_RELAX();
             }
@@ -636,8 +643,8 @@ watcher_main(void *arg)
                 atomic_store(&w->watching, 1); /* armed again meanwhile */
                 continue;
             }
-            if (has_work(w) && atomic_load(&w->asleep) && wake(w, -1)) /* posted by a caller that saw it watch */
-                atomic_fetch_add_explicit(&n_watch_wakes, 1, memory_order_relaxed);
+            if (has_work(w)) /* posted by a calling thread that saw it watch */
+                watcher_wake(w);
             break;
         }
     }
