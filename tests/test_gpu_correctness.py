@@ -561,15 +561,25 @@ def test_gpu_recursion_gives_cupys_handle_back(gpus):
 
     from tileblas.kernels import _gpu_recursive as g
 
+    # The handle comes back on the legacy default stream (0), never on the stream it had, which may have
+    # been destroyed since (CupyBackend._handle); with the pointer mode it had; and CuPy's own calls on
+    # its current stream still run on it.
     h = cp.cuda.device.get_cublas_handle()
     keep = cp.cuda.Stream(non_blocking=True)
     cublas.setStream(h, keep.ptr)
+    mode = cublas.getPointerMode(h)
     a = np.asfortranarray(np.triu(rnd((300, 300))) / 300 + 2 * np.eye(300))
     b = rnd((300, 20))
     want = np.linalg.solve(np.triu(a), b)
     g.host_async("trsm", 1.0, a, b, "L", "U", "N", "N", stop=64)
     np.testing.assert_allclose(b, want, atol=1e-9)
-    assert cublas.getStream(h) == keep.ptr
+    assert cublas.getStream(h) == 0
+    assert cublas.getPointerMode(h) == mode
+    x, y = rnd((64, 64)), rnd((64, 64))
+    with keep:
+        got = cp.asnumpy(cp.asarray(x) @ cp.asarray(y))
+    keep.synchronize()
+    np.testing.assert_allclose(got, x @ y, atol=64 * 2 * np.finfo(float).eps * (np.abs(x) @ np.abs(y)).max())
 
 
 @pytest.mark.gpu
