@@ -45,19 +45,42 @@ def _busy(seconds: float) -> None:
         pass
 
 
-def _timed_loop(call: Callable[[], Any], calls: int, gap: float, before: Callable[[], Any] | None) -> float:
-    """Mean seconds of ``calls`` calls, each followed by ``gap`` seconds of Python work (not timed)."""
+def _timed_loop(call: Callable[[], Any], calls: int, gap: float, before: Callable[[], Any] | None,
+                counters: dict | None = None) -> float:
+    """Mean seconds of ``calls`` calls, each followed by ``gap`` seconds of Python work (not timed); the
+    pool's counters of the timed calls added into ``counters`` where given."""
+    from tileblas.kernels import _pool
+
     if before is not None:
         before()
     call()  # the first after the pause: every contender's turn starts the same way
     _busy(gap)
+    s0 = _pool.stats() if counters is not None else None
     total = 0.0
     for _ in range(calls):
         t0 = time.perf_counter()
         call()
         total += time.perf_counter() - t0
         _busy(gap)
+    if counters is not None:
+        s1 = _pool.stats()
+        for k in COUNTERS:
+            counters[k] = counters.get(k, 0) + s1.get(k, 0) - s0.get(k, 0)
+        counters["timed_calls"] = counters.get("timed_calls", 0) + calls
     return total / calls
+
+
+#: the pool's counters each wait's loops report (kernels/_pool.c, stats())
+COUNTERS = ("sleeps", "wakes", "watch_wakes", "woke", "wake_ns", "tail_ns", "waits_asleep")
+
+
+def wake_text(c: dict) -> str:
+    """A wait's wakes in words: per call, and the workers' mean time from the post to running."""
+    calls = max(c.get("timed_calls", 0), 1)
+    woke = c.get("woke", 0)
+    mean = f"{c['wake_ns'] / woke / 1e3:.1f} us" if woke else "-"
+    return (f"{woke / calls:.2f} woke a call (watcher {c.get('watch_wakes', 0) / calls:.2f}), post to running "
+            f"{mean}, after its own share the caller waited {c.get('tail_ns', 0) / calls / 1e3:.1f} us a call")
 
 
 def parse_setting(spec: str) -> dict:
@@ -92,11 +115,12 @@ def measure(routine: str, n: int, gap: float, waits: list[str], *, rounds: int, 
     scipy_fn, tileblas_fn = getattr(sb, routine), getattr(tb, routine)
     saved = _pool.configure()
     settings = {w: parse_setting(w) for w in waits}
+    counters: dict[str, dict] = {w: {} for w in waits}
     contenders: dict[str, Callable[[], float]] = {
         "scipy": lambda: _timed_loop(lambda: scipy_fn(*args), calls, gap, None)}
     for w, conf in settings.items():
-        contenders[w] = (lambda c=conf: _timed_loop(lambda: tileblas_fn(*args), calls, gap,
-                                                     lambda: _pool.configure(**c)))
+        contenders[w] = (lambda c=conf, w=w: _timed_loop(lambda: tileblas_fn(*args), calls, gap,
+                                                          lambda: _pool.configure(**c), counters[w]))
     contenders["control"] = lambda: _timed_loop(lambda: scipy_fn(*args), calls, gap, None)
     try:
         t = interleaved(contenders, rounds, self_timed=True, settle=0.25, alternate=True)
@@ -107,7 +131,7 @@ def measure(routine: str, n: int, gap: float, waits: list[str], *, rounds: int, 
             "tileblas_s": {w: t.best[w] for w in waits},
             "ratio": {w: t.best["scipy"] / t.best[w] for w in waits},
             "ratio_median": {w: med["scipy"] / med[w] for w in waits},
-            "control": t.best["scipy"] / t.best["control"]}
+            "control": t.best["scipy"] / t.best["control"], "counters": counters}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  wait {w}: median {statistics.median(p['ratio'][w] for p in out):.2f}, worst "
               f"{worst['ratio'][w]:.2f} ({worst['routine']} n={worst['n']}, gap {worst['gap_s'] * 1e3:g} ms), "
               f"median of rounds worst {min(p['ratio_median'][w] for p in out):.2f}")
+        total: dict = {}
+        for p in out:
+            for k, v in p["counters"][w].items():
+                total[k] = total.get(k, 0) + v
+        print(f"    {wake_text(total)}")
     print(f"  controls {min(ctl):.2f}-{max(ctl):.2f}")
     if args.json:
         with open(args.json, "w") as f:

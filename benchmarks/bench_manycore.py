@@ -68,10 +68,16 @@ def _counted(fn: Callable[..., Any], tally: dict[str, float]) -> Callable[..., A
         tally["voluntary"] = tally.get("voluntary", 0) + v1 - v0
         tally["involuntary"] = tally.get("involuntary", 0) + i1 - i0
         tally["faults"] = tally.get("faults", 0) + f1 - f0
-        for k in ("jobs", "sleeps", "wakes", "waits_asleep"):
+        for k in ("jobs", "sleeps", "wakes", "watch_wakes", "waits_asleep", "woke", "wake_ns", "tail_ns"):
             tally[k] = tally.get(k, 0) + p1[k] - p0[k]
         return out
     return run
+
+
+def _wake_us(per_call: dict[str, float]) -> str:
+    """The workers' mean time from the post to running, where any woke."""
+    woke = per_call.get("woke", 0)
+    return f"{per_call['wake_ns'] / woke / 1e3:.1f} us" if woke else "-"
 
 
 def _per_call(tally: dict[str, float]) -> dict[str, float]:
@@ -160,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{w['scipy_s'] * 1e3:.3f} ms, tileblas {w['tileblas_s'] * 1e3:.3f} ms, block {w['block']}, control "
                   f"{w['control']:.2f})  spin 2 ms {w2['ratio']:.2f}x  cold {c['ratio_median']:.2f}x (control "
                   f"{c['control_median']:.2f})  | tileblas a call: jobs "
-                  f"{pc.get('jobs', 0)}, wakes {pc.get('wakes', 0)}, sleeps {pc.get('sleeps', 0)}, waits asleep "
-                  f"{pc.get('waits_asleep', 0)}, switches {pc.get('voluntary', 0)}/{pc.get('involuntary', 0)}, "
+                  f"{pc.get('jobs', 0)}, wakes {pc.get('wakes', 0)} (watchers {pc.get('watch_wakes', 0)}), post to "
+                  f"running {_wake_us(pc)}, tail {pc.get('tail_ns', 0) / 1e3:.1f} us, sleeps {pc.get('sleeps', 0)}, "
+                  f"waits asleep {pc.get('waits_asleep', 0)}, switches {pc.get('voluntary', 0)}/{pc.get('involuntary', 0)}, "
                   f"page faults {pc.get('faults', 0)}; SciPy: switches {w['per_call']['scipy'].get('voluntary', 0)}/"
                   f"{w['per_call']['scipy'].get('involuntary', 0)}, page faults {w['per_call']['scipy'].get('faults', 0)}",
                   flush=True)

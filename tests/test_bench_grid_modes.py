@@ -312,6 +312,9 @@ def test_bench_gaps_times_each_wait_against_scipy_and_puts_the_pool_back(capsys)
     assert set(pt["ratio"]) == set(waits) and pt["scipy_s"] > 0 and pt["control"] > 0
     for w in waits:
         assert pt["tileblas_s"][w] > 0 and pt["ratio"][w] == pytest.approx(pt["scipy_s"] / pt["tileblas_s"][w])
+        c = pt["counters"][w]  # the pool's counters of that wait's timed calls, and the words for them
+        assert c["timed_calls"] == 2 and set(script.COUNTERS) <= set(c) and min(c.values()) >= 0
+        assert "woke a call" in script.wake_text(c)
     assert script.parse_setting("0.1s/0")["watch_ns"] == 0 and "watch_ns" not in script.parse_setting("5ms")
     for bad in ("soon", "200us/later"):
         with pytest.raises(SystemExit):

@@ -282,6 +282,26 @@ def test_a_sleeping_workers_watcher_wakes_it_in_the_idle_class(lib, settings):
     assert after["left"] == mid["left"] and after["wakes"] > mid["wakes"]
 
 
+def test_the_wake_counters_time_each_wake_from_its_post(lib, settings):
+    """woke counts the workers that woke from sleep to work, wake_ns and wake_max_ns their time from the
+    post to running, tail_ns the calling thread's wait after its own parts.  Parts posted to sleeping
+    workers: each wake is counted, with a time between 0 and the longest (under a second), and the calling
+    thread's waits add up."""
+    slot = lib.pool_slot
+    _pool.configure(spin_ns=0, yield_ns=0, watch_ns=0)  # asleep at once, woken by the calling thread
+    before = _pool.stats()
+    for _ in range(10):
+        time.sleep(0.002)
+        got = _pool.run_parts(slot, 2, spin_ns=5_000_000)
+        assert [i for i, _ in got] == [0, 1]
+    after = _pool.stats()
+    woke = after["woke"] - before["woke"]
+    wake_ns = after["wake_ns"] - before["wake_ns"]
+    assert woke >= 1 and wake_ns > 0
+    assert 0 < wake_ns / woke <= after["wake_max_ns"] < 1_000_000_000
+    assert after["tail_ns"] > before["tail_ns"]
+
+
 def _pool_watching():
     """Whether each watcher is on a CPU or runnable (state R), from /proc."""
     out = []

@@ -79,8 +79,11 @@
  *                                   busy or no workers), sleeps, wakes, unwoken (sleeping workers a short
  *                                   batch left asleep), waits_asleep (calling threads that slept waiting
  *                                   for others' parts or jobs), left (wakes a calling thread left to a
- *                                   watcher), watch_wakes (wakes by watchers), workers, slots, spinning
- *                                   (now)
+ *                                   watcher), watch_wakes (wakes by watchers), woke (workers that woke
+ *                                   from sleep to work), wake_ns and wake_max_ns (the sum and the longest
+ *                                   of their times from the post to running), tail_ns (the time calling
+ *                                   threads waited for the workers after their own job or parts),
+ *                                   workers, slots, spinning (now)
  *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
  *                                   other threads' batches on it run on their calling thread alone (tests)
  *   quiesce(timeout_s) -> bool      wait (up to timeout_s) until no call is in flight and let none start
@@ -181,6 +184,7 @@ typedef struct Slot {
     _Atomic int parts_done;
     unsigned long long generation;
     _Atomic int caller_cpu; /* the CPU the calling thread of the call in progress was on (-1: unknown) */
+    _Atomic long long posted; /* the clock when the calling thread last posted work (wake_ns counts from it) */
     /* the calling thread asleep in wait_until (waiting 1), told by the thread that finishes the work */
     pthread_mutex_t wlock;
     pthread_cond_t wcond;
@@ -205,7 +209,8 @@ static _Atomic long long watch_ns = 100000000LL; /* how long a sleeping worker's
 /* counters */
 static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_caller_parts = 0, n_alone = 0,
                          n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0, n_unwoken = 0,
-                         n_waits_asleep = 0, n_left = 0, n_watch_wakes = 0;
+                         n_waits_asleep = 0, n_left = 0, n_watch_wakes = 0, n_woke = 0, n_wake_ns = 0,
+                         n_wake_max_ns = 0, n_tail_ns = 0;
 static _Atomic int n_spinning = 0;
 
 static inline long long
@@ -433,6 +438,21 @@ worker_sleep(Worker *w)
 static void arm_watcher(Worker *w);
 static void watcher_new(Worker *w);
 
+/* A worker that woke from sleep: the time since its slot's work was posted, into the counters (woke,
+ * wake_ns, wake_max_ns). */
+static void
+count_wake(Slot *s)
+{
+    long long d = now_ns() - atomic_load_explicit(&s->posted, memory_order_relaxed);
+    if (d < 0 || d > 1000000000LL)
+        return; /* no post to count from (a worker's first wake, or a wake that found no new work) */
+    atomic_fetch_add_explicit(&n_woke, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_wake_ns, d, memory_order_relaxed);
+    long long m = atomic_load_explicit(&n_wake_max_ns, memory_order_relaxed);
+    while (d > m && !atomic_compare_exchange_weak(&n_wake_max_ns, &m, d))
+        ;
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -448,6 +468,7 @@ worker_main(void *arg)
             first = 0;
             sleep_off(w, atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
             worker_sleep(w);
+            count_wake(w->slot);
             wake_on(w);
         }
         step_aside(atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
@@ -782,6 +803,7 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
     atomic_fetch_add_explicit(&n_jobs, numjobs, memory_order_relaxed);
     int cpu = this_cpu();
     atomic_store_explicit(&s->caller_cpu, cpu, memory_order_relaxed);
+    atomic_store_explicit(&s->posted, now_ns(), memory_order_relaxed);
     char *base = (char *)jobdata;
     unsigned char woken[MAX_JOBS];
     for (int i = 1; i < numjobs; i++)
@@ -809,8 +831,10 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
         if (woken[i] == 1 && !atomic_load_explicit(&s->workers[i - 1]->started, memory_order_acquire))
             sched_yield();
     dojob(0, jobdata, arg);
+    long long t_own = now_ns();
     for (int i = 1; i < numjobs; i++)
         wait_until(s, &s->workers[i - 1]->done, 1);
+    atomic_fetch_add_explicit(&n_tail_ns, now_ns() - t_own, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -868,6 +892,7 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
     atomic_store_explicit(&s->parts_done, 0, memory_order_relaxed);
     int cpu = this_cpu();
     atomic_store_explicit(&s->caller_cpu, cpu, memory_order_relaxed);
+    atomic_store_explicit(&s->posted, now_ns(), memory_order_relaxed);
     s->generation++;
     atomic_store(&s->claim, (s->generation << 32) | ((unsigned long long)nparts << 16)); /* seq_cst */
     for (int i = 0; i < helpers; i++) {
@@ -879,7 +904,9 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
             atomic_fetch_add_explicit(&n_unwoken, 1, memory_order_relaxed);
     }
     int ran = claim_parts(s);
+    long long t_own = now_ns();
     wait_until(s, &s->parts_done, nparts);
+    atomic_fetch_add_explicit(&n_tail_ns, now_ns() - t_own, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_add_explicit(&n_parts, nparts, memory_order_relaxed);
     atomic_fetch_add_explicit(&n_caller_parts, ran, memory_order_relaxed);
@@ -1024,14 +1051,17 @@ static PyObject *
 pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
                          "jobs", (long long)atomic_load(&n_jobs), "batches", (long long)atomic_load(&n_batches),
                          "parts", (long long)atomic_load(&n_parts), "caller_parts",
                          (long long)atomic_load(&n_caller_parts), "alone", (long long)atomic_load(&n_alone),
                          "sleeps", (long long)atomic_load(&n_sleeps), "wakes", (long long)atomic_load(&n_wakes),
                          "moved", (long long)atomic_load(&n_moved), "unwoken", (long long)atomic_load(&n_unwoken),
                          "waits_asleep", (long long)atomic_load(&n_waits_asleep), "left", (long long)atomic_load(&n_left),
-                         "watch_wakes", (long long)atomic_load(&n_watch_wakes), "workers", (long long)atomic_load(&n_workers),
+                         "watch_wakes", (long long)atomic_load(&n_watch_wakes), "woke", (long long)atomic_load(&n_woke),
+                         "wake_ns", (long long)atomic_load(&n_wake_ns), "wake_max_ns",
+                         (long long)atomic_load(&n_wake_max_ns), "tail_ns", (long long)atomic_load(&n_tail_ns),
+                         "workers", (long long)atomic_load(&n_workers),
                          "slots", (int)atomic_load(&nslots),
                          "spinning", (int)atomic_load(&n_spinning));
 #else
