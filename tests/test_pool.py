@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tileblas.kernels import _openblas, _pool
+from tileblas.kernels._threadpool import cpu_count
 
 pytestmark = pytest.mark.skipif(not (_pool.supported and _openblas._POOL["enabled"]),
                                 reason="tileblas' pool is off (TILEBLAS_POOL=0) or not built here")
@@ -215,9 +216,38 @@ def test_the_wait_comes_from_the_environment():
     assert out.stdout.split()[:2] == ["200000", "19800000"]
     assert "spin 200 us, yield 19.8 ms, then sleep" in out.stdout  # as tileblas info says it
     out = _run_with(code, TILEBLAS_POOL_WAIT="soon")
-    assert out.stdout.split()[:2] == ["200000", "0"]  # the pool's own wait
+    machine = _openblas.machine_waits(cpu_count())  # the wait for this machine, kept
+    assert out.stdout.split()[:2] == [str(machine.get("spin_ns", 200000)), str(machine.get("yield_ns", 0))]
     assert "TILEBLAS_POOL_WAIT='soon'" in out.stderr and "RuntimeWarning" in out.stderr
     assert "TILEBLAS_POOL_WAIT='soon'" in out.stdout  # the note tileblas info shows
+
+
+def test_the_pools_wait_is_its_own_only_at_the_thread_counts_it_was_measured_at():
+    """machine_waits: at the thread counts the drop-in's defaults were measured at, the pool's own wait
+    (nothing changed); at any other, OpenBLAS's threads' (0.1 s, yielding; no watcher)."""
+    from tileblas.policy._dropin import MEASURED_THREADS
+
+    spin = _openblas.WAIT_SPIN_NS
+    for cores in MEASURED_THREADS:
+        assert _openblas.machine_waits(cores) == {}
+    for cores in (1, 3, 4, 16, 64):
+        if cores not in MEASURED_THREADS:
+            assert _openblas.machine_waits(cores) == {"spin_ns": spin, "yield_ns": 100_000_000 - spin, "watch_ns": 0}
+
+
+@pytest.mark.skipif(not (_pool.supported and hasattr(os, "sched_setaffinity")), reason="no pool or no affinity")
+def test_a_process_on_cores_never_measured_waits_as_openblas_and_the_environment_still_wins():
+    """A process that may use one core (a count the pool's wait was not measured at): OpenBLAS's wait and
+    no watcher, said in tileblas info's notes; TILEBLAS_POOL_WAIT and TILEBLAS_POOL_WATCH still set them."""
+    code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+            "from tileblas.kernels import _openblas, _pool\n"
+            "c = _pool.configure(); print(c['spin_ns'], c['yield_ns'], c['watch_ns'], _openblas.pool_info()['notes'])")
+    spin = _openblas.WAIT_SPIN_NS
+    out = _run_with(code)
+    assert out.stdout.split()[:3] == [str(spin), str(100_000_000 - spin), "0"]
+    assert "wait as OpenBLAS's do" in out.stdout and "not 1" in out.stdout
+    out = _run_with(code, TILEBLAS_POOL_WAIT="200us", TILEBLAS_POOL_WATCH="100ms")
+    assert out.stdout.split()[:3] == ["200000", "0", "100000000"]
 
 
 def test_the_watch_setting_reads_durations_and_refuses_the_rest():
@@ -237,7 +267,7 @@ def test_the_watch_comes_from_the_environment():
     out = _run_with(code, TILEBLAS_POOL_WATCH="0")
     assert out.stdout.split()[0] == "0" and "then sleep until told of work" in out.stdout
     out = _run_with(code, TILEBLAS_POOL_WATCH="later")
-    assert int(out.stdout.split()[0]) > 0  # the pool's own watch
+    assert int(out.stdout.split()[0]) == _openblas.machine_waits(cpu_count()).get("watch_ns", 100_000_000)
     assert "TILEBLAS_POOL_WATCH='later'" in out.stderr and "TILEBLAS_POOL_WATCH='later'" in out.stdout
 
 

@@ -370,12 +370,41 @@ def parse_watch(text: str, source: str = WATCH_ENV) -> int:
     return 0 if text.strip() == "0" else _parse_duration(text, source)
 
 
+#: The wait of OpenBLAS's own threads (its THREAD_TIMEOUT of 2**28 cycles, about 0.1 s, yielding), as
+#: :data:`WAIT_ENV` writes it: the pool's default where its own was not measured (:func:`machine_waits`).
+OPENBLAS_WAIT = "0.1s"
+
+
+def machine_waits(cores: int) -> dict[str, int]:
+    """The pool's default wait and watch for a process that may use ``cores`` cores: its own (a 200 µs
+    spin, then asleep with a watcher for 100 ms: kernels/_pool.c) where ``cores`` is a thread count the
+    drop-in's defaults were measured at (:data:`tileblas.policy._dropin.MEASURED_THREADS`); elsewhere
+    the wait of OpenBLAS's own threads, which SciPy's calls get (0.1 s, yielding; no watcher).  On a
+    16-core host loops with the caller's own work between calls ran at 0.42-0.48x SciPy with the pool's
+    own wait and at 0.82-1.31x with OpenBLAS's (docs/measurements/drop-in.md, "A 16-core host")."""
+    from tileblas.policy._dropin import MEASURED_THREADS
+
+    if cores in MEASURED_THREADS:
+        return {}
+    spin, yld = parse_wait(OPENBLAS_WAIT, "OPENBLAS_WAIT")
+    return {"spin_ns": spin, "yield_ns": yld, "watch_ns": 0}
+
+
 def _waits_from_environment() -> None:
-    """Set the pool's wait from :data:`WAIT_ENV` and its watch from :data:`WATCH_ENV` where they are set;
-    a value refused is one RuntimeWarning, the pool's own setting, and a note that ``tileblas info``
-    shows."""
+    """Set the pool's wait and watch for this machine (:func:`machine_waits`), then from :data:`WAIT_ENV`
+    and :data:`WATCH_ENV` where they are set; a value refused is one RuntimeWarning, the setting it would
+    have replaced kept, and a note that ``tileblas info`` shows."""
     if not _pool.supported:
         return
+    from tileblas.kernels._threadpool import default_threads
+
+    cores = default_threads()
+    machine = machine_waits(cores)
+    if machine:
+        _pool.configure(**machine)
+        _POOL["machine_note"] = (f"by default here the pool's threads wait as OpenBLAS's do ({OPENBLAS_WAIT}, yielding; no "
+                                 f"watcher): its own wait was measured at {_measured_text()} thread(s), "
+                                 f"not {cores}")
     for env, parse, setting in ((WAIT_ENV, parse_wait, "wait"), (WATCH_ENV, parse_watch, "watch")):
         text = os.environ.get(env, "").strip()
         if not text:
@@ -383,7 +412,7 @@ def _waits_from_environment() -> None:
         try:
             value = parse(text)
         except ValueError as exc:
-            _POOL[f"{setting}_note"] = f"{exc}; the pool's own {setting} kept"
+            _POOL[f"{setting}_note"] = f"{exc}; the {setting} for this machine kept"
             try:
                 warnings.warn(f"tileblas: {_POOL[f'{setting}_note']}", RuntimeWarning, stacklevel=2)
             except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
@@ -393,6 +422,12 @@ def _waits_from_environment() -> None:
             _pool.configure(spin_ns=value[0], yield_ns=value[1])
         else:
             _pool.configure(watch_ns=value)
+
+
+def _measured_text() -> str:
+    from tileblas.policy._dropin import MEASURED_THREADS
+
+    return " or ".join(str(t) for t in sorted(MEASURED_THREADS))
 
 
 _waits_from_environment()
@@ -470,7 +505,7 @@ def pool_info() -> dict[str, Any]:
     else:
         why = ""
     notes = [f"instance of {lib.threads} threads{' (ILP64)' if lib.ilp64 else ''}: {lib.note}" for lib in libs if lib.note]
-    notes += [_POOL[k] for k in ("wait_note", "watch_note") if _POOL.get(k)]
+    notes += [_POOL[k] for k in ("machine_note", "wait_note", "watch_note") if _POOL.get(k)]
     return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
             "settings": _pool.configure(), "stats": _pool.stats(), "notes": notes}
 
