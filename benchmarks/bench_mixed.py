@@ -13,7 +13,9 @@ what that gives, and what it costs where no other pool runs.
 How: for each routine, order n and partner, three loops of ``--iters`` iterations (call + partner) are
 timed interleaved, SciPy, tileblas, SciPy again (the control), each after a ``--settle`` pause, best of
 ``--rounds`` rounds; a sample is the loop's mean time per iteration.  ratio = SciPy / tileblas (> 1:
-tileblas' loop is faster), control = SciPy / SciPy again.  Partners run in the order of ``--partners``
+tileblas' loop is faster), control = SciPy / SciPy again.  For gemm a fourth loop takes the product from
+NumPy (``np.dot``, NumPy's own OpenBLAS) in tileblas' place: what any second BLAS library in the loop
+costs (numpy = SciPy / that loop).  Partners run in the order of ``--partners``
 for all points of one before the next, so the loops that touch no other OpenBLAS come first.
 
 Usage::
@@ -116,6 +118,8 @@ def measure(routine: str, n: int, partner: str, *, rounds: int, iters: int | Non
     if iters is None:  # about 30 ms of calls per loop, at least 20 iterations
         iters = max(20, min(2000, int(0.03 / max(2.0 * n ** 3 / 3e10, 1e-6))))
     calls = {"scipy": _call(sb, routine, a, b), "tileblas": _call(tb, routine, a, b)}
+    if routine[1:] == "gemm":  # a second OpenBLAS in tileblas' place: NumPy's
+        calls["numpy"] = lambda: np.dot(a, b)
     calls["control"] = _call(sb, routine, a, b)
     for c in calls.values():
         c()
@@ -129,6 +133,7 @@ def measure(routine: str, n: int, partner: str, *, rounds: int, iters: int | Non
     return {"routine": routine, "n": n, "partner": partner, "iters": iters,
             "scipy_s": best["scipy"], "tileblas_s": best["tileblas"], "control_s": best["control"],
             "ratio": best["scipy"] / best["tileblas"], "control": best["scipy"] / best["control"],
+            "numpy": best["scipy"] / best["numpy"] if "numpy" in best else None,
             "caller_parts": after.get("caller_parts", 0) - before.get("caller_parts", 0),
             "sleeps": after.get("sleeps", 0) - before.get("sleeps", 0)}
 
@@ -226,11 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
 
     print(f"\n{'partner':8s} {'routine':7s} {'n':>5s} {'iters':>5s} {'SciPy us/it':>12s} {'tileblas':>10s} "
-          f"{'ratio':>7s} {'control':>8s} {'by caller':>9s} {'sleeps':>7s}")
+          f"{'ratio':>7s} {'numpy':>6s} {'control':>8s} {'by caller':>9s} {'sleeps':>7s}")
     for p in points:
+        npy = f"{p['numpy']:6.2f}" if p["numpy"] is not None else f"{'-':>6s}"
         print(f"{p['partner']:8s} {p['routine']:7s} {p['n']:5d} {p['iters']:5d} {p['scipy_s'] * 1e6:12.1f} "
-              f"{p['tileblas_s'] * 1e6:10.1f} {p['ratio']:7.2f} {p['control']:8.2f} {p['caller_parts']:9d} {p['sleeps']:7d}")
-    print("\nratio = SciPy loop / tileblas loop (> 1: tileblas faster); control = SciPy / SciPy again; "
+              f"{p['tileblas_s'] * 1e6:10.1f} {p['ratio']:7.2f} {npy} {p['control']:8.2f} {p['caller_parts']:9d} "
+              f"{p['sleeps']:7d}")
+    print("\nratio = SciPy loop / tileblas loop (> 1: tileblas faster); numpy = SciPy loop / the loop with NumPy's "
+          "np.dot in tileblas' place (gemm only: a second OpenBLAS); control = SciPy / SciPy again; "
           "by caller: parts of split calls the calling thread ran itself (workers late or busy); sleeps: how often "
           "a worker of tileblas' pool went to sleep")
     for partner in partners:
@@ -240,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {partner:8s} ({PARTNERS[partner]}): median {statistics.median(p['ratio'] for p in rs):.2f}, "
               f"worst {worst['ratio']:.2f} ({worst['routine']} n={worst['n']}), "
               f"controls {min(ctl):.2f}-{max(ctl):.2f}")
+        npy = [p for p in rs if p["numpy"] is not None]
+        if npy:
+            w = min(npy, key=lambda p: p["numpy"])
+            print(f"  {'':8s} NumPy's np.dot in tileblas' place: median "
+                  f"{statistics.median(p['numpy'] for p in npy):.2f}, worst {w['numpy']:.2f} ({w['routine']} n={w['n']})")
     pool = _openblas.pool_info()
     print(f"tileblas' pool: {'on' if pool['enabled'] else 'off: ' + pool['note']}; {pool['stats']}")
     if args.json:

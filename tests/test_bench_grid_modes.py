@@ -260,6 +260,15 @@ def test_the_grid_script_refuses_bad_options_the_same_way(capsys):
     assert len(err.splitlines()) == 1 and "--load-procs" in err and "'-1'" in err
 
 
+def test_the_mixed_loops_time_numpys_product_in_tileblas_place_for_gemm_only():
+    """benchmarks/bench_mixed.py: for gemm a loop with NumPy's np.dot in tileblas' place (a second
+    OpenBLAS), timed with the others; none for the other routines."""
+    script = bench_script("bench_mixed")
+    pt = script.measure("dgemm", 24, "scipyblas", rounds=1, iters=3, settle=0.0)
+    assert pt["numpy"] > 0 and pt["ratio"] > 0 and pt["control"] > 0
+    assert script.measure("dtrsm", 24, "none", rounds=1, iters=3, settle=0.0)["numpy"] is None
+
+
 def test_the_mixed_loops_heat_map_states_its_scale_and_marks_noisy_points(tmp_path):
     """benchmarks/bench_mixed.py's heat map: the grid's colour scale (clipped beyond 0.5-2.0, said on the
     colour bar) and its noise rule (a hatched corner where the control is off 1 by more than 5 % or by
