@@ -152,8 +152,10 @@ typedef struct Worker {
     int index;
     int arg;
     struct Slot *slot;
-    pthread_mutex_t lock;
+#if !defined(__linux__)
+    pthread_mutex_t lock;            /* where there is no futex: its sleep's lock and condition */
     pthread_cond_t wake;
+#endif
     pthread_t thread;
     int off_cpu;                     /* asleep: the CPU it may not be woken onto (-1: none); its own */
 #if defined(__linux__)
@@ -501,8 +503,10 @@ worker_new(Slot *s)
         return NULL;
     w->slot = s;
     w->off_cpu = -1;
+#if !defined(__linux__)
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
+#endif
     atomic_store(&w->done, 1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -514,8 +518,10 @@ worker_new(Slot *s)
     int rc = pthread_create(&w->thread, &attr, worker_main, w);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
+#if !defined(__linux__)
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
+#endif
         free(w);
         return NULL;
     }
