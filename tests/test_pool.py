@@ -223,15 +223,13 @@ def test_the_wait_comes_from_the_environment():
 
 
 def test_the_pools_wait_is_its_own_only_at_the_thread_counts_it_was_measured_at():
-    """machine_waits: at the thread counts the drop-in's defaults were measured at, the pool's own wait
-    (nothing changed); at any other, OpenBLAS's threads' (0.1 s, yielding; no watcher)."""
-    from tileblas.policy._dropin import MEASURED_THREADS
-
+    """machine_waits: at the core counts the pool's wait was measured at, its own (nothing changed); at
+    any other, OpenBLAS's threads' (0.1 s, yielding; no watcher)."""
     spin = _openblas.WAIT_SPIN_NS
-    for cores in MEASURED_THREADS:
-        assert _openblas.machine_waits(cores) == {}
+    assert _openblas.WAIT_MEASURED_CORES == {2}
+    assert _openblas.machine_waits(2) == {}
     for cores in (1, 3, 4, 16, 64):
-        if cores not in MEASURED_THREADS:
+        if cores not in _openblas.WAIT_MEASURED_CORES:
             assert _openblas.machine_waits(cores) == {"spin_ns": spin, "yield_ns": 100_000_000 - spin, "watch_ns": 0}
 
 
@@ -245,7 +243,7 @@ def test_a_process_on_cores_never_measured_waits_as_openblas_and_the_environment
     spin = _openblas.WAIT_SPIN_NS
     out = _run_with(code)
     assert out.stdout.split()[:3] == [str(spin), str(100_000_000 - spin), "0"]
-    assert "wait as OpenBLAS's do" in out.stdout and "not 1" in out.stdout
+    assert "wait as OpenBLAS's do" in out.stdout and "measured on 2 cores, not 1" in out.stdout
     out = _run_with(code, TILEBLAS_POOL_WAIT="200us", TILEBLAS_POOL_WATCH="100ms")
     assert out.stdout.split()[:3] == ["200000", "0", "100000000"]
 

@@ -370,6 +370,11 @@ def parse_watch(text: str, source: str = WATCH_ENV) -> int:
     return 0 if text.strip() == "0" else _parse_duration(text, source)
 
 
+#: The core counts the pool's own wait and watch were measured at (the 2-core VMs: docs/measurements/
+#: drop-in.md, "Own work between calls"); the drop-in's limits have their own
+#: (:data:`tileblas.policy._dropin.MEASURED_THREADS`).
+WAIT_MEASURED_CORES = frozenset({2})
+
 #: The wait of OpenBLAS's own threads (its THREAD_TIMEOUT of 2**28 cycles, about 0.1 s, yielding), as
 #: :data:`WAIT_ENV` writes it: the pool's default where its own was not measured (:func:`machine_waits`).
 OPENBLAS_WAIT = "0.1s"
@@ -377,14 +382,12 @@ OPENBLAS_WAIT = "0.1s"
 
 def machine_waits(cores: int) -> dict[str, int]:
     """The pool's default wait and watch for a process that may use ``cores`` cores: its own (a 200 µs
-    spin, then asleep with a watcher for 100 ms: kernels/_pool.c) where ``cores`` is a thread count the
-    drop-in's defaults were measured at (:data:`tileblas.policy._dropin.MEASURED_THREADS`); elsewhere
+    spin, then asleep with a watcher for 100 ms: kernels/_pool.c) where ``cores`` is a count they were
+    measured at (:data:`WAIT_MEASURED_CORES`); elsewhere
     the wait of OpenBLAS's own threads, which SciPy's calls get (0.1 s, yielding; no watcher).  On a
     16-core host loops with the caller's own work between calls ran at 0.42-0.48x SciPy with the pool's
     own wait and at 0.82-1.31x with OpenBLAS's (docs/measurements/drop-in.md, "A 16-core host")."""
-    from tileblas.policy._dropin import MEASURED_THREADS
-
-    if cores in MEASURED_THREADS:
+    if cores in WAIT_MEASURED_CORES:
         return {}
     spin, yld = parse_wait(OPENBLAS_WAIT, "OPENBLAS_WAIT")
     return {"spin_ns": spin, "yield_ns": yld, "watch_ns": 0}
@@ -403,8 +406,8 @@ def _waits_from_environment() -> None:
     if machine:
         _pool.configure(**machine)
         _POOL["machine_note"] = (f"by default here the pool's threads wait as OpenBLAS's do ({OPENBLAS_WAIT}, yielding; no "
-                                 f"watcher): its own wait was measured at {_measured_text()} thread(s), "
-                                 f"not {cores}")
+                                 f"watcher): its own wait was measured on "
+                                 f"{' or '.join(str(c) for c in sorted(WAIT_MEASURED_CORES))} cores, not {cores}")
     for env, parse, setting in ((WAIT_ENV, parse_wait, "wait"), (WATCH_ENV, parse_watch, "watch")):
         text = os.environ.get(env, "").strip()
         if not text:
@@ -422,12 +425,6 @@ def _waits_from_environment() -> None:
             _pool.configure(spin_ns=value[0], yield_ns=value[1])
         else:
             _pool.configure(watch_ns=value)
-
-
-def _measured_text() -> str:
-    from tileblas.policy._dropin import MEASURED_THREADS
-
-    return " or ".join(str(t) for t in sorted(MEASURED_THREADS))
 
 
 _waits_from_environment()

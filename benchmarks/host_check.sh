@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The drop-in on a many-core host against SciPy (docs/measurements/drop-in.md, "A 16-core host"): one
+# command of at most 8 minutes, made for the GPU test machine's host (16 cores, 128 GiB, SciPy and NumPy
+# installed, no network).  No GPU is used.
+#
+#   bash benchmarks/host_check.sh [--dry] [OUTDIR]          (OUTDIR: default $OUT, else host-results)
+#
+# Set-up in the checkout, once (as for gpu_suite.sh): .whl/ with the scipy-openblas32 wheel, carried along.
+#
+#   step      limit  what (each against SciPy in the same run, with its control)
+#   setup        90  the C extensions built in place, the wheels of .whl/ unpacked into build/gpu-site
+#                    (benchmarks/gpu_setup.sh; skipped when done and up to date)
+#   gaps        100  bench_gaps.py: dgemm 128, zgemm 64, dtrsm 256, gaps of 0.5, 2 and 10 ms, 5 rounds;
+#                    waits: the default for that host, the pool's own with its watcher, the pool's own
+#                    without; the wakes a call and their time from the post to running
+#   manycore    170  bench_manycore.py (budget 150 s): warm, spinning and cold blocks, orders 256 and 1024,
+#                    with the pool's counters a call
+#   mixed       100  bench_mixed.py: dgemm and dtrsm 128 and 512, partners none, python, numpy, lapack,
+#                    scipyblas, 2 rounds; NumPy's np.dot in tileblas' place for gemm (a second OpenBLAS)
+#
+# Files in OUTDIR (5): summary.txt (the steps' limits, seconds, exit statuses, then each benchmark's
+# summary lines), log.txt (every step's whole output), gaps.json, manycore.json, mixed.json.  The script
+# exits 0; summary.txt says what failed.  HOST_CHECK_TOTAL (default 470 s) caps the command: a step gets
+# the smaller of its limit and what is left, and one that cannot get 20 s is skipped.
+#
+# --dry: the flow on any machine in about a minute: no build and no wheels (the checkout's modules as
+# they are), each benchmark at a tiny size.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+dry=0
+if [ "${1:-}" = "--dry" ]; then
+    dry=1
+    shift
+fi
+out=${1:-${OUT:-host-results}}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+total=${HOST_CHECK_TOTAL:-470}
+t_start=$(date +%s)
+summary=$out/summary.txt
+log=$out/log.txt
+: > "$log"
+printf '%-8s %6s %6s %4s  %s\n' step limit used rc result > "$summary"
+row() { printf '%-8s %6s %6s %4s  %s\n' "$@" >> "$summary"; }
+left() { echo $(( total - ($(date +%s) - t_start) )); }
+
+src=$root/src
+site=$root/build/gpu-site
+export root src py out site
+if (( ! dry )); then
+    . "$root/benchmarks/gpu_setup.sh"
+    stamp=$root/build/gpu-part2.built
+    mkdir -p "$root/build"
+    t0=$(date +%s)
+    if [ -f "$stamp" ] && [ -z "$(find "$root/setup.py" "$src" \( -name '*.c' -o -name '*.h' -o -name setup.py \) -newer "$stamp" 2> /dev/null | head -n 1)" ]; then
+        echo "build: up to date (build/gpu-part2.built)" >> "$log"
+        rc=0
+    else
+        timeout -k 5 60 bash -c "$(declare -f build); build" >> "$log" 2>&1
+        rc=$?
+        (( rc == 0 )) && touch "$stamp"
+    fi
+    if (( rc == 0 )) && [ ! -f "$site/.unpacked" ]; then
+        mkdir -p "$site"
+        timeout -k 5 30 bash -c "$(declare -f wheels); wheels" >> "$log" 2>&1 && touch "$site/.unpacked"
+    fi
+    row setup 90 $(( $(date +%s) - t0 )) "$rc" "$( (( rc == 0 )) && echo ok || echo "failed: see log.txt")"
+    export PYTHONPATH=$src:$site${PYTHONPATH:+:$PYTHONPATH}
+else
+    export PYTHONPATH=$src${PYTHONPATH:+:$PYTHONPATH}
+    row setup 0 0 0 "dry: tiny sizes, no build"
+fi
+"$py" -c "import os, tileblas; from tileblas.kernels import _openblas as o; i = o.pool_info()
+print('host:', len(os.sched_getaffinity(0)), 'cores; tileblas', tileblas.__version__, '; pool settings', i['settings'], i['notes'])" \
+    >> "$summary" 2>&1
+
+if (( dry )); then
+    gaps=(--points dgemm:32 --gaps 0.5 --rounds 1 --calls 2 --no-progress)
+    manycore=(--routines dgemm --sizes 64 --rounds 1 --budget 5)
+    mixed=(--routines dgemm --sizes 32 --partners none,numpy --rounds 1 --iters 3 --settle 0 --no-progress)
+else
+    gaps=(--points dgemm:128,zgemm:64,dtrsm:256 --gaps 0.5,2,10 --rounds 5 --no-progress)
+    manycore=(--budget 150)
+    mixed=(--routines dgemm,dtrsm --sizes 128,512 --partners none,python,numpy,lapack,scipyblas --rounds 2 --no-progress)
+fi
+
+# step NAME LIMIT SCRIPT ARGS...: the benchmark under the smaller of LIMIT and what is left
+step() {
+    local name=$1 limit=$2 script=$3 l t0 rc result
+    shift 3
+    l=$(left)
+    (( limit > l )) && limit=$l
+    if (( limit < 20 )); then
+        row "$name" "$limit" 0 - "skipped: the command's ${total} s are spent"
+        return
+    fi
+    echo "== $name (limit ${limit} s)" >> "$log"
+    t0=$(date +%s)
+    timeout -k 5 "$limit" "$py" "$root/benchmarks/$script" "$@" --json "$out/$name.json" \
+        > "$out/.$name.txt" 2>&1
+    rc=$?
+    cat "$out/.$name.txt" >> "$log"
+    case $rc in
+        0) result=ok ;;
+        124|137) result="timed out after ${limit} s" ;;
+        *) result="failed: $(grep -v '^\s*$' "$out/.$name.txt" | tail -n 1 | cut -c1-150)" ;;
+    esac
+    row "$name" "$limit" $(( $(date +%s) - t0 )) "$rc" "$result"
+    { echo "-- $name"; grep -E '^routine|^ +(wait|controls|NumPy)|^ +[0-9.]+ woke|^ +[a-z]+ +\(|^(dgemm|dsyrk|dtrmm|dtrsm|zgemm) ' "$out/.$name.txt" \
+        | cut -c1-400; } >> "$out/.tail.txt"
+    rm -f "$out/.$name.txt"
+}
+
+step gaps 100 bench_gaps.py "${gaps[@]}"
+step manycore 170 bench_manycore.py "${manycore[@]}"
+step mixed 100 bench_mixed.py "${mixed[@]}"
+printf 'total %s s of %s\n\n' "$(( $(date +%s) - t_start ))" "$total" >> "$summary"
+[ -f "$out/.tail.txt" ] && cat "$out/.tail.txt" >> "$summary" && rm -f "$out/.tail.txt"
+cat "$summary"
+exit 0
