@@ -485,10 +485,15 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
     _dispatch.set_devices("auto")
     rep = _dispatch.gpu_report()
     out["policy"] = {"setting": rep["setting"], "note": rep["note"], "gpus": rep["gpus"], "min_flops": rep["min_flops"],
-                     "margin": rep["margin"], "crossover": {r: rep["crossover"].get(r) for r, _ in _DROPIN}}
+                     "margin": rep["margin"], "crossover": {r: rep["crossover"].get(r) for r, _ in _DROPIN},
+                     "call_cost": rep.get("call_cost")}
     print(f"  policy: {rep['note']}; crossover (square n) "
           + ", ".join(f"{r} {rep['crossover'].get(r)}" for r, _ in _DROPIN), flush=True)
     grt = _dispatch.gpu_runtime(search=False)
+    from tileblas.runtime._runtime import get_runtime
+
+    host_rt = get_runtime()
+    host_threads = _dispatch._threads(host_rt) or 1
     rate: dict[str, float] = {}  # the host's best measured flop/s per routine so far (to predict the next size)
     spent: dict[str, tuple[int, float]] = {}  # per routine: (n, wall seconds of its whole case) last measured
     try:
@@ -506,7 +511,10 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                 row: dict[str, Any] = {"routine": routine, "n": n, "flops": fl,
                                        "cublas_resident_s": resident.get((routine, n))}
                 cpu_pred = fl / rate.get(routine, 5e10 * (os.cpu_count() or 1))
-                row["cpu_predicted_s"] = cpu_pred
+                row["cpu_predicted_s"] = cpu_pred  # this benchmark's budget, not the policy's
+                if grt is not None:  # the policy's own predictions for the call (its choice compares them)
+                    row["policy_gpu_s"], row["policy_cpu_s"] = _dispatch.gpu_costs(
+                        routine[1:], (n, n, n), np.dtype(dt), host_rt.devices[0], host_threads, grt)
                 if cpu_pred <= args.dropin_cpu_cap and left() > 15 + 6 * cpu_pred:
                     sp = _scipy(routine)
                     _dispatch.set_devices("cpu")
@@ -558,7 +566,8 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                       f"{ms(row['cublas_resident_s'])}; chose "
                       f"{row['chosen']} ({'right' if row['right'] else 'WRONG' if row['right'] is False else '?'}"
                       + (f", {row['chosen_vs_scipy']:.2f}x SciPy" if row["chosen_vs_scipy"] else "")
-                      + f"), error {row['error']:.1e}; GPU side: {_side_text(row['gpu_side'])}", flush=True)
+                      + f"), error {row['error']:.1e}; policy's prediction GPU {ms(row.get('policy_gpu_s'))}, "
+                      f"CPU {ms(row.get('policy_cpu_s'))}; GPU side: {_side_text(row['gpu_side'])}", flush=True)
                 host = None
     finally:
         _dispatch.set_devices(None)

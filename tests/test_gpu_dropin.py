@@ -540,6 +540,12 @@ def test_the_device_steps_dropin_part_runs_its_flow_on_the_stand_in(tmp_path):
         assert row["chosen"] == ("gpu" if goes else "cpu"), row
         assert row["gpu_s"] is not None or row["chosen"] == "cpu", row  # below its floor: never the GPU
         assert row["right"] is None or row["right"] == (row["chosen"] == row["faster"])
+        # the policy's own predictions, recorded beside the measured times: a call sent to the GPU was
+        # predicted to finish sooner there by the margin
+        assert row["policy_gpu_s"] > 0 and row["policy_cpu_s"] > 0
+        if row["chosen"] == "gpu":
+            assert row["policy_gpu_s"] * d["policy"]["margin"] <= row["policy_cpu_s"]
+    assert set(d["policy"]["call_cost"]) == {"seconds", "seconds_per_byte"}
     assert set(d["measured_crossover"]) == {"dgemm", "dsyrk", "dtrsm", "zgemm"}
 
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from tileblas.policy import _dropin, _offload
 
-__all__ = ["level3", "c_path_again", "apply_policy", "c_config", "fastpath_off", "set_small_path", "set_devices",
+__all__ = ["level3", "gpu_costs", "c_path_again", "apply_policy", "c_config", "fastpath_off", "set_small_path", "set_devices",
            "gpu_runtime", "gpu_report", "release_gpus"]
 
 _APPLIED = [False]
@@ -515,12 +515,11 @@ def _model_seconds(name: str, shape: tuple, dtype: Any, grt: Any) -> float:
     return _shares.predict_seconds(name, m, n, k, dtype, tile, grt.devices)
 
 
-def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any,
-               cfg: _dropin.DropInConfig) -> bool:
-    """Whether a call of routine ``name``, shape (m, n, k) and ``dtype`` goes to the GPUs of ``grt``
-    rather than the CPU path of ``threads`` threads of ``host``'s kind: the GPUs' predicted seconds (in
-    the tiles their runtime would take, plus the per-call cost measured at the search: :func:`_call_cost`)
-    against the CPU path's, by :func:`tileblas.policy._offload.gpu_first`."""
+def gpu_costs(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any) -> tuple[float, float]:
+    """The predicted seconds ``(gpu_s, cpu_s)`` of a call of routine ``name``, shape (m, n, k) and
+    ``dtype``: on the GPUs of ``grt`` (in the tiles their runtime would take, plus the per-call cost
+    measured at the search: :func:`_call_cost`) and on the CPU path of ``threads`` threads of ``host``'s
+    kind (its model's rate)."""
     import numpy as np
 
     from tileblas.runtime import _planner as P
@@ -531,7 +530,15 @@ def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt
     gpu_s = _model_seconds(name, shape, dtype, grt) + call_s + byte_s * m * n * np.dtype(dtype).itemsize
     flops = P.flop_count(name, m, n, k) * (4.0 if np.dtype(dtype).kind == "c" else 1.0)
     cpu_s = flops / (threads * _shares.host_model(host).rate(dtype, max(min(m, n, k), 1)))
-    return _offload.gpu_first(gpu_s, cpu_s, cfg.gpu_margin)
+    return gpu_s, cpu_s
+
+
+def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any,
+               cfg: _dropin.DropInConfig) -> bool:
+    """Whether a call of routine ``name``, shape (m, n, k) and ``dtype`` goes to the GPUs of ``grt``
+    rather than the CPU path of ``threads`` threads of ``host``'s kind: their predicted seconds
+    (:func:`gpu_costs`) by :func:`tileblas.policy._offload.gpu_first`."""
+    return _offload.gpu_first(*gpu_costs(name, shape, dtype, host, threads, grt), cfg.gpu_margin)
 
 
 def set_devices(devices: str | None) -> _offload.DeviceSetting:
