@@ -114,13 +114,21 @@ def plan_step(step: str, tiny: bool = False) -> list[dict]:
                         out.append({"id": f"kblas/{p}{kind}/n={n}/nrhs={r}", "prefix": p, "kind": kind, "n": n,
                                     "nrhs": r})
         # then where the recursion stops (the default's 128 lost 0.23-0.87x to Hopper's cuBLAS with 64-512
-        # right-hand sides in the first run): double precision, larger leaves
+        # right-hand sides in the first run, and stops of 512 and 2048 gave 0.90-1.01x in the second):
+        # double precision, larger leaves; and as many right-hand sides as the order, where the default's
+        # leaves beat cuBLAS (trsm 1.06-1.15x from n = 8192), in both precisions
         for n in ((96,) if tiny else (8192, 16384)):
             for r in ((16,) if tiny else (64, 512)):
                 for stop in ((32,) if tiny else (512, 2048)):
                     for kind in ("trmm", "trsm"):
                         out.append({"id": f"kblas/d{kind}/n={n}/nrhs={r}/stop={stop}", "prefix": "d", "kind": kind,
                                     "n": n, "nrhs": r, "stop": stop})
+        for p in "dz":
+            n = 96 if tiny else 8192
+            for stop in ((32,) if tiny else (512, 2048)):
+                for kind in ("trmm", "trsm"):
+                    out.append({"id": f"kblas/{p}{kind}/n={n}/nrhs={n}/stop={stop}", "prefix": p, "kind": kind,
+                                "n": n, "nrhs": n, "stop": stop})
         return out
     if step == "async":
         return [{"id": "async/paper-loop", "n": 64 if tiny else 1000, "count": 12 if tiny else 300,
