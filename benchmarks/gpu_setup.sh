@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The set-up the GPU scripts share (sourced by benchmarks/gpu_suite.sh and benchmarks/gpu_part2.sh): two
-# functions, run in the checkout's root with these variables set by the script that sources this file:
+# The set-up the GPU scripts share (sourced by benchmarks/gpu_suite.sh, benchmarks/gpu_part2.sh and
+# benchmarks/host_check.sh): three functions, run in the checkout's root with these variables set by the
+# script that sources this file:
 #   root  the checkout        src   the src/ tree to build in place (the checkout's, or a copy)
 #   py    the interpreter     site  where the wheels of .whl/ are unpacked
 #
@@ -8,6 +9,9 @@
 #           place (-shared -fPIC -pthread), in parallel; exit 1 naming the ones that failed
 #   wheels  the wheels of .whl/ (what the GPU test machine lacks: scipy-openblas32) unpacked into $site,
 #           without an index or pip's resolver; nothing to do without .whl/
+#   prepared LOG  both, each only once: the build skipped while newer than every C source, the wheels
+#           while unpacked
+#   setup_step NOTE  prepared as a step with its row in the sourcing script's summary
 
 # build: every extension setup.py declares, with its own sources, include dirs and flags, in place
 build() {
@@ -78,3 +82,43 @@ for w in wheels:
     print("unpacked", w.rsplit("/", 1)[-1])
 EOF
 }
+
+# prepared LOG: the extensions built unless a build newer than every C source and setup.py is there
+# (build/gpu-part2.built), the wheels unpacked once into $site, PYTHONPATH set to both; output into LOG;
+# the exit status of the build (for benchmarks/gpu_part2.sh and benchmarks/host_check.sh)
+prepared() {
+    local log=$1 stamp=$root/build/gpu-part2.built rc
+    mkdir -p "$root/build"
+    if [ -f "$stamp" ] && [ -z "$(find "$root/setup.py" "$src" \( -name '*.c' -o -name '*.h' -o -name setup.py \) -newer "$stamp" 2> /dev/null | head -n 1)" ]; then
+        echo "build: up to date (build/gpu-part2.built)" >> "$log"
+        rc=0
+    else
+        timeout -k 5 60 bash -c "$(declare -f build); build" >> "$log" 2>&1
+        rc=$?
+        (( rc == 0 )) && touch "$stamp"
+    fi
+    if (( rc == 0 )) && [ ! -f "$site/.unpacked" ]; then
+        mkdir -p "$site"
+        timeout -k 5 30 bash -c "$(declare -f wheels); wheels" >> "$log" 2>&1 && touch "$site/.unpacked"
+    fi
+    export PYTHONPATH=$src:$site${PYTHONPATH:+:$PYTHONPATH}
+    return $rc
+}
+
+# setup_step DRY_NOTE: the set-up as a step of the sourcing script, its row in that script's summary
+# (its function row; $dry and $log as it sets them): prepared, or with --dry (dry=1) nothing built and
+# PYTHONPATH the checkout's src/ only
+setup_step() {
+    local t0 rc
+    if (( dry )); then
+        export PYTHONPATH=$src${PYTHONPATH:+:$PYTHONPATH}
+        row setup 0 0 0 "$1"
+        return 0
+    fi
+    t0=$(date +%s)
+    prepared "$log"
+    rc=$?
+    row setup 90 $(( $(date +%s) - t0 )) "$rc" "$( (( rc == 0 )) && echo ok || echo "failed: see log.txt")"
+    return $rc
+}
+

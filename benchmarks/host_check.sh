@@ -50,29 +50,8 @@ left() { echo $(( total - ($(date +%s) - t_start) )); }
 src=$root/src
 site=$root/build/gpu-site
 export root src py out site
-if (( ! dry )); then
-    . "$root/benchmarks/gpu_setup.sh"
-    stamp=$root/build/gpu-part2.built
-    mkdir -p "$root/build"
-    t0=$(date +%s)
-    if [ -f "$stamp" ] && [ -z "$(find "$root/setup.py" "$src" \( -name '*.c' -o -name '*.h' -o -name setup.py \) -newer "$stamp" 2> /dev/null | head -n 1)" ]; then
-        echo "build: up to date (build/gpu-part2.built)" >> "$log"
-        rc=0
-    else
-        timeout -k 5 60 bash -c "$(declare -f build); build" >> "$log" 2>&1
-        rc=$?
-        (( rc == 0 )) && touch "$stamp"
-    fi
-    if (( rc == 0 )) && [ ! -f "$site/.unpacked" ]; then
-        mkdir -p "$site"
-        timeout -k 5 30 bash -c "$(declare -f wheels); wheels" >> "$log" 2>&1 && touch "$site/.unpacked"
-    fi
-    row setup 90 $(( $(date +%s) - t0 )) "$rc" "$( (( rc == 0 )) && echo ok || echo "failed: see log.txt")"
-    export PYTHONPATH=$src:$site${PYTHONPATH:+:$PYTHONPATH}
-else
-    export PYTHONPATH=$src${PYTHONPATH:+:$PYTHONPATH}
-    row setup 0 0 0 "dry: tiny sizes, no build"
-fi
+. "$root/benchmarks/gpu_setup.sh"
+setup_step "dry: tiny sizes, no build"
 "$py" -c "import os, tileblas; from tileblas.kernels import _openblas as o; i = o.pool_info()
 print('host:', len(os.sched_getaffinity(0)), 'cores; tileblas', tileblas.__version__, '; pool settings', i['settings'], i['notes'])" \
     >> "$summary" 2>&1
