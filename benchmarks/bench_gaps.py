@@ -193,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         for routine, n, gap in todo:
             pt = measure(routine, n, gap, waits, rounds=args.rounds, calls=args.calls)
             out.append(pt)
-            bar.step(f"{routine} {n} gap {gap * 1e3:g} ms "
-                     + " ".join(f"{w} {pt['ratio'][w]:.2f}x" for w in waits))
+            label = f"{routine} {n} gap {gap * 1e3:g} ms " + " ".join(f"{w} {pt['ratio'][w]:.2f}x" for w in waits)
+            bar.step(label)
+            if args.no_progress:  # each point as it is done: a run cut short keeps what it measured
+                print(f"point: {label}", flush=True)
     bar.close()
     if args.load:
         print(f"\nwith {args.load} busy process(es) beside the loops")

@@ -227,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     for partner, routine, n in todo:
         pt = measure(routine, n, partner, rounds=args.rounds, iters=args.iters, settle=args.settle)
         points.append(pt)
-        bar.step(f"{routine} {n} {partner} {pt['ratio']:.2f}x")
+        label = f"{routine} {n} {partner} {pt['ratio']:.2f}x" + (f" (numpy {pt['numpy']:.2f}x)" if pt["numpy"] else "")
+        bar.step(label)
+        if args.no_progress:  # each point as it is done: a run cut short keeps what it measured
+            print(f"point: {label}", flush=True)
     bar.close()
 
     print(f"\n{'partner':8s} {'routine':7s} {'n':>5s} {'iters':>5s} {'SciPy us/it':>12s} {'tileblas':>10s} "

@@ -88,8 +88,10 @@ step() {
         *) result="failed: $(grep -v '^\s*$' "$out/.$name.txt" | tail -n 1 | cut -c1-150)" ;;
     esac
     row "$name" "$limit" $(( $(date +%s) - t0 )) "$rc" "$result"
-    { echo "-- $name"; grep -E '^routine|^ +(wait|controls|NumPy)|^ +[0-9.]+ woke|^ +[a-z]+ +\(|^(dgemm|dsyrk|dtrmm|dtrsm|zgemm) ' "$out/.$name.txt" \
-        | cut -c1-400; } >> "$out/.tail.txt"
+    # the benchmark's summary lines; where it did not finish, the points it printed as it went
+    local lines='^routine|^ +(wait|controls|NumPy)|^ +[0-9.]+ woke|^ +[a-z]+ +\(|^(dgemm|dsyrk|dtrmm|dtrsm|zgemm) '
+    (( rc == 0 )) || lines="$lines|^point: "
+    { echo "-- $name"; grep -E "$lines" "$out/.$name.txt" | cut -c1-400; } >> "$out/.tail.txt"
     rm -f "$out/.$name.txt"
 }
 
