@@ -955,6 +955,41 @@ def test_fork_while_another_thread_is_inside_a_parallel_call():
     assert out.stdout.strip() == "bad 0", out.stdout
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_sixty_forks_while_another_thread_makes_parallel_calls_all_finish():
+    """The pool's fork handlers run before OpenBLAS's (registered again at each attach): with them
+    registered only once, before the instance's OpenBLAS registered its own, the parent hung in
+    OpenBLAS's handler within 400 forks like these (joining a server thread that never woke); each fork
+    here comes while another thread is inside a parallel call, and every child computes its product."""
+    code = (
+        "import os, threading, time, warnings, numpy as np\n"
+        "from tileblas.kernels import _openblas, _pool\n"
+        "lib = _openblas.get_library(2)\n"
+        "a = np.asfortranarray(np.random.rand(600, 600))\n"
+        "stop = False\n"
+        "def work():\n"
+        "    while not stop:\n"
+        "        c = np.zeros((600, 600), order='F'); _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
+        "t = threading.Thread(target=work); t.start()\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "bad = 0\n"
+        "for _ in range(60):\n"
+        "    while _pool.in_flight() == 0: time.sleep(0.0002)\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        b = np.asfortranarray(np.random.rand(200, 200)); c = np.zeros((200, 200), order='F')\n"
+        "        _openblas.gemm(1.0, b, b, 0.0, c, lib=lib)\n"
+        "        os._exit(0 if np.abs(c - b @ b).max() < 1e-9 else 3)\n"
+        "    _, status = os.waitpid(pid, 0)\n"
+        "    bad += os.waitstatus_to_exitcode(status) != 0\n"
+        "stop = True; t.join()\n"
+        "print('bad', bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "bad 0", out.stdout
+
+
 def test_a_split_call_wakes_sleeping_workers_so_they_take_parts(lib, settings):
     """A split call wakes the workers that sleep: a rule that let short calls take only the workers awake
     left them asleep for good in a loop of short calls (no call ever woke one), and every part ran on the

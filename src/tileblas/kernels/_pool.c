@@ -56,7 +56,13 @@
  * Calls in flight.  Every BLAS call tileblas makes without the GIL is counted (enter/leave in the C API).
  * fork() waits until none is in flight, so that the child inherits no lock of an OpenBLAS instance held
  * by a thread it does not have (OpenBLAS holds one through each threaded Level-3 call: a child forked in
- * the middle of one hung on its first parallel call); meanwhile new calls wait.  After fork() the child
+ * the middle of one hung on its first parallel call); meanwhile new calls wait.  The wait must come
+ * before OpenBLAS's own fork handler, which shuts its server threads down and frees the buffers of its
+ * threads' jobs (a parallel call in flight on the pool uses them): fork() runs the handlers registered
+ * last first, and each instance's OpenBLAS registers its handler when it loads, so the pool registers
+ * its handlers again each time it attaches an instance.  Registered after, the parent once hung in
+ * OpenBLAS's handler, joining a server thread that never woke, while another thread's parallel call was
+ * in flight.  After fork() the child
  * has none of the workers: split calls run on the calling thread, and OpenBLAS's parallel calls make
  * new workers.  quiesce(), called at the interpreter's exit, waits the same way and leaves calls waiting
  * for good, so that no daemon thread is inside a call when the libraries' destructors free their buffers
@@ -984,6 +990,10 @@ pool_attach(PyObject *self, PyObject *args)
         else {
             ((set_cb_fn)(uintptr_t)setter)(trampolines[k]);
             atomic_store(&nslots, k + 1);
+            /* fork()'s handlers again, now that this instance's OpenBLAS has registered its own: the
+             * last registered run first before fork(), so the calls in flight are done before OpenBLAS's
+             * handler shuts its server down and frees its threads' buffers (see "Calls in flight") */
+            pthread_atfork(before_fork, after_fork_parent, after_fork_child);
         }
     }
     pthread_mutex_unlock(&attach_lock);
