@@ -916,27 +916,29 @@ def test_quiesce_waits_for_the_calls_in_flight_and_checks_its_argument():
     assert out.stdout.strip() == "ok"
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
-def test_fork_while_another_thread_is_inside_a_parallel_call():
-    """fork() waits for the calls in flight: a child forked while another thread is inside a parallel
-    gemm (OpenBLAS holds a lock through it) runs its own parallel calls."""
+def _forks_during_parallel_calls(forks, n, child_n, timeout):
+    """A fresh interpreter in which another thread makes parallel gemm calls of order ``n`` on the
+    2-thread instance and the main thread forks ``forks`` times, each while that thread is inside a call
+    (the pool's in-flight count); each child makes its own parallel call of order ``child_n`` and exits 0
+    where its product is right (a child not done in 60 s is killed and counts as bad).  Its output must
+    be ``bad 0``."""
     code = (
         "import os, threading, time, warnings, numpy as np\n"
         "from tileblas.kernels import _openblas, _pool\n"
         "lib = _openblas.get_library(2)\n"
-        "a = np.asfortranarray(np.random.rand(1500, 1500))\n"
+        f"a = np.asfortranarray(np.random.rand({n}, {n}))\n"
         "stop = False\n"
         "def work():\n"
         "    while not stop:\n"
-        "        c = np.zeros((1500, 1500), order='F'); _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
+        f"        c = np.zeros(({n}, {n}), order='F'); _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
         "t = threading.Thread(target=work); t.start()\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
         "bad = 0\n"
-        "for _ in range(3):\n"
-        "    while _pool.in_flight() == 0: time.sleep(0.001)\n"
-        "    warnings.simplefilter('ignore', DeprecationWarning)\n"
+        f"for _ in range({forks}):\n"
+        "    while _pool.in_flight() == 0: time.sleep(0.0002)\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
-        "        b = np.asfortranarray(np.random.rand(400, 400)); c = np.zeros((400, 400), order='F')\n"
+        f"        b = np.asfortranarray(np.random.rand({child_n}, {child_n})); c = np.zeros(({child_n}, {child_n}), order='F')\n"
         "        _openblas.gemm(1.0, b, b, 0.0, c, lib=lib)\n"
         "        os._exit(0 if np.abs(c - b @ b).max() < 1e-9 else 3)\n"
         "    end = time.monotonic() + 60\n"
@@ -945,14 +947,21 @@ def test_fork_while_another_thread_is_inside_a_parallel_call():
         "        if done: break\n"
         "        if time.monotonic() > end:\n"
         "            os.kill(pid, 9); os.waitpid(pid, 0); status = 9 << 8; break\n"
-        "        time.sleep(0.01)\n"
+        "        time.sleep(0.001)\n"
         "    bad += os.waitstatus_to_exitcode(status) != 0\n"
         "stop = True; t.join()\n"
         "print('bad', bad)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "bad 0", out.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_another_thread_is_inside_a_parallel_call():
+    """fork() waits for the calls in flight: a child forked while another thread is inside a parallel
+    gemm (OpenBLAS holds a lock through it) runs its own parallel calls."""
+    _forks_during_parallel_calls(3, 1500, 400, timeout=300)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
@@ -961,33 +970,7 @@ def test_sixty_forks_while_another_thread_makes_parallel_calls_all_finish():
     registered only once, before the instance's OpenBLAS registered its own, the parent hung in
     OpenBLAS's handler within 400 forks like these (joining a server thread that never woke); each fork
     here comes while another thread is inside a parallel call, and every child computes its product."""
-    code = (
-        "import os, threading, time, warnings, numpy as np\n"
-        "from tileblas.kernels import _openblas, _pool\n"
-        "lib = _openblas.get_library(2)\n"
-        "a = np.asfortranarray(np.random.rand(600, 600))\n"
-        "stop = False\n"
-        "def work():\n"
-        "    while not stop:\n"
-        "        c = np.zeros((600, 600), order='F'); _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)\n"
-        "t = threading.Thread(target=work); t.start()\n"
-        "warnings.simplefilter('ignore', DeprecationWarning)\n"
-        "bad = 0\n"
-        "for _ in range(60):\n"
-        "    while _pool.in_flight() == 0: time.sleep(0.0002)\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        b = np.asfortranarray(np.random.rand(200, 200)); c = np.zeros((200, 200), order='F')\n"
-        "        _openblas.gemm(1.0, b, b, 0.0, c, lib=lib)\n"
-        "        os._exit(0 if np.abs(c - b @ b).max() < 1e-9 else 3)\n"
-        "    _, status = os.waitpid(pid, 0)\n"
-        "    bad += os.waitstatus_to_exitcode(status) != 0\n"
-        "stop = True; t.join()\n"
-        "print('bad', bad)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "bad 0", out.stdout
+    _forks_during_parallel_calls(60, 600, 200, timeout=240)
 
 
 def test_a_split_call_wakes_sleeping_workers_so_they_take_parts(lib, settings):
