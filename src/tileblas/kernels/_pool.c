@@ -175,6 +175,7 @@ typedef struct Worker {
     _Atomic int watching;            /* 1 while the watcher looks (awake, until watch_until) */
     _Atomic long long watch_until;
     _Atomic long long beat;          /* the watcher's clock at its last look */
+    _Atomic int by_watch;            /* 1 when its watcher woke it (its CPU was otherwise idle) */
 } Worker;
 
 typedef struct Slot {
@@ -296,7 +297,12 @@ sleep_off(Worker *w, int cpu)
 #endif
 }
 
-/* After w wakes: its CPU mask as it was before sleep_off. */
+/* After w wakes: its CPU mask as it was before sleep_off.  A worker its watcher woke does this after its
+ * work instead of before (worker_main): its CPU was idle but for the watcher, so it has its CPU to
+ * itself, and the system call (several us on a virtual machine) is not in the way of the calling thread,
+ * which waits for its part.  The calling thread or another thread that woke it may find it busy (under
+ * load, where the watcher does not run): that worker gets its whole mask back at once, so the scheduler
+ * may move it to the calling thread's CPU. */
 static void
 wake_on(Worker *w)
 {
@@ -470,6 +476,7 @@ worker_main(void *arg)
     pthread_setname_np(pthread_self(), "tileblas-pool"); /* as top, gdb and py-spy show it */
 #endif
     for (;;) {
+        int mask_after = 0; /* woken by its watcher: its mask back after the work (wake_on) */
         if (first || !spin_for_work(w)) {
             if (!first)
                 arm_watcher(w);
@@ -477,7 +484,9 @@ worker_main(void *arg)
             sleep_off(w, atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
             worker_sleep(w);
             count_wake(w->slot);
-            wake_on(w);
+            mask_after = atomic_exchange(&w->by_watch, 0);
+            if (!mask_after)
+                wake_on(w);
         }
         step_aside(atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
         if (atomic_load_explicit(&w->cmd, memory_order_acquire) == CMD_JOB) {
@@ -495,6 +504,8 @@ worker_main(void *arg)
                 pause_for(delay);
             claim_parts(w->slot);
         }
+        if (mask_after)
+            wake_on(w); /* before the next sleep_off reads the mask */
     }
     return NULL;
 }
@@ -612,8 +623,11 @@ wake_or_leave(Worker *w, int cpu)
 static inline void
 watcher_wake(Worker *w)
 {
+    atomic_store(&w->by_watch, 1); /* before the wake the worker reads it after */
     if (wake(w, -1))
         atomic_fetch_add_explicit(&n_watch_wakes, 1, memory_order_relaxed);
+    else
+        atomic_store(&w->by_watch, 0); /* awake already */
 }
 
 static void *
