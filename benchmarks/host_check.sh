@@ -1,30 +1,42 @@
 #!/usr/bin/env bash
-# The drop-in on a many-core host against SciPy (docs/measurements/drop-in.md, "A 16-core host"): one
-# command of at most 8 minutes, made for the GPU test machine's host (16 cores, 128 GiB, SciPy and NumPy
-# installed, no network).  No GPU is used.
+# The drop-in on a many-core host against SciPy (docs/measurements/drop-in.md, "A 16-core host"): the steps
+# named, in one command of at most 8 minutes, made for the GPU test machine's host (16 cores, 128 GiB,
+# SciPy and NumPy installed, no network).  No GPU is used.
 #
-#   bash benchmarks/host_check.sh [--dry] [OUTDIR]          (OUTDIR: default $OUT, else host-results)
+#   bash benchmarks/host_check.sh [--dry] STEP[,STEP...] [OUTDIR]     (OUTDIR: default $OUT, else host-results)
 #
 # Set-up in the checkout, once (as for gpu_suite.sh): .whl/ with the scipy-openblas32 wheel, carried along.
 #
 #   step      limit  what (each against SciPy in the same run, with its control)
 #   setup        90  the C extensions built in place, the wheels of .whl/ unpacked into build/gpu-site
-#                    (benchmarks/gpu_setup.sh; skipped when done and up to date)
+#                    (benchmarks/gpu_setup.sh; skipped when done and up to date); always first
 #   gaps        100  bench_gaps.py: dgemm 128, zgemm 64, dtrsm 256, gaps of 0.5, 2 and 10 ms, 5 rounds;
 #                    waits: the default for that host, the pool's own with its watcher, the pool's own
 #                    without; the wakes a call and their time from the post to running
 #   manycore    170  bench_manycore.py (budget 150 s): warm, spinning and cold blocks, orders 256 and 1024,
 #                    with the pool's counters a call
+#   nopool      170  the same with TILEBLAS_POOL=0 (OpenBLAS's own threads in tileblas' instances): whether
+#                    the pool holds its own on that many cores
 #   mixed       100  bench_mixed.py: dgemm and dtrsm 128 and 512, partners none, python, numpy, lapack,
 #                    scipyblas, 2 rounds; NumPy's np.dot in tileblas' place for gemm (a second OpenBLAS)
+#   grid        240  tileblas bench grid --quick, warm and cold (d, z for hemm/herk/her2k; 64, 256, 1024; F
+#                    and C; 3 rounds; new points stop after 3.2 minutes, the JSON kept point by point)
+#   tune        400  tileblas tune --quick --dry-run: the path crossovers and the C path's limits measured
+#                    on that host, printed point by point, stored nowhere
 #
-# Files in OUTDIR (5): summary.txt (the steps' limits, seconds, exit statuses, then each benchmark's
-# summary lines), log.txt (every step's whole output), gaps.json, manycore.json, mixed.json.  The script
-# exits 0; summary.txt says what failed.  HOST_CHECK_TOTAL (default 470 s) caps the command: a step gets
-# the smaller of its limit and what is left, and one that cannot get 20 s is skipped.
+# The device minutes of a session (15, the machine's start of 1-2 included), e.g.:
+#   bash benchmarks/host_check.sh gaps,manycore,mixed       (build + 370 s of limits: timeout_s 480)
+#   bash benchmarks/host_check.sh nopool,grid               (410 s of limits: timeout_s 480)
+#   bash benchmarks/host_check.sh tune                      (timeout_s 480)
+#
+# Files in OUTDIR (7 at most): summary.txt (the steps' limits, seconds, exit statuses, then each step's
+# summary lines), log.txt (every step's whole output), and gaps.json, manycore.json, nopool.json,
+# mixed.json, grid.json from the steps run.  The script exits 0; summary.txt says what failed.
+# HOST_CHECK_TOTAL (default 470 s) caps the command: a step gets the smaller of its limit and what is left,
+# and one that cannot get 20 s is skipped.
 #
 # --dry: the flow on any machine in about a minute: no build and no wheels (the checkout's modules as
-# they are), each benchmark at a tiny size.
+# they are), each step at a tiny size.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -33,7 +45,19 @@ if [ "${1:-}" = "--dry" ]; then
     dry=1
     shift
 fi
-out=${1:-${OUT:-host-results}}
+known="gaps manycore nopool mixed grid tune"
+steps=${1:-}
+if [ -z "$steps" ]; then
+    echo "usage: bash benchmarks/host_check.sh [--dry] STEP[,STEP...] [OUTDIR]; steps: $known" >&2
+    exit 2
+fi
+for s in ${steps//,/ }; do
+    if [[ " $known " != *" $s "* ]]; then
+        echo "unknown step '$s'; steps: $known" >&2
+        exit 2
+    fi
+done
+out=${2:-${OUT:-host-results}}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
@@ -60,15 +84,23 @@ if (( dry )); then
     gaps=(--points dgemm:32 --gaps 0.5 --rounds 1 --calls 2 --no-progress)
     manycore=(--routines dgemm --sizes 64 --rounds 1 --budget 5)
     mixed=(--routines dgemm --sizes 32 --partners none,numpy --rounds 1 --iters 3 --settle 0 --no-progress)
+    grid=(--sizes 16 --prefixes d --routines gemm --orders F --shapes square --variants-n 0 --rounds 1
+          --settle 0 --idle 0.01 --det-calls 2)
+    tune=(--families gemm --classes real --path-sizes 64,128 --path-orders 64 --path-rhs 64 --path-reps 1
+          --no-rank-gemm --one-thread-orders 16,32 --one-thread-reps 1 --split-orders 32,64 --split-reps 1
+          --settle 0 --cold-idle 0.01)
 else
     gaps=(--points dgemm:128,zgemm:64,dtrsm:256 --gaps 0.5,2,10 --rounds 5 --no-progress)
     manycore=(--budget 150)
     mixed=(--routines dgemm,dtrsm --sizes 128,512 --partners none,python,numpy,lapack,scipyblas --rounds 2 --no-progress)
+    grid=(--quick --minutes 3.2)
+    tune=(--quick)
 fi
 
-# step NAME LIMIT SCRIPT ARGS...: the benchmark under the smaller of LIMIT and what is left
+# step NAME LIMIT SUMMARY COMMAND...: COMMAND (run by $py) under the smaller of LIMIT and what is left;
+# SUMMARY: the lines of its output that go into summary.txt (grep -E pattern), or "tail" for its last 40
 step() {
-    local name=$1 limit=$2 script=$3 l t0 rc result
+    local name=$1 limit=$2 lines=$3 l t0 rc result
     shift 3
     l=$(left)
     (( limit > l )) && limit=$l
@@ -78,8 +110,7 @@ step() {
     fi
     echo "== $name (limit ${limit} s)" >> "$log"
     t0=$(date +%s)
-    timeout -k 5 "$limit" "$py" "$root/benchmarks/$script" "$@" --json "$out/$name.json" \
-        > "$out/.$name.txt" 2>&1
+    timeout -k 5 "$limit" "$py" "$@" > "$out/.$name.txt" 2>&1
     rc=$?
     cat "$out/.$name.txt" >> "$log"
     case $rc in
@@ -88,16 +119,33 @@ step() {
         *) result="failed: $(grep -v '^\s*$' "$out/.$name.txt" | tail -n 1 | cut -c1-150)" ;;
     esac
     row "$name" "$limit" $(( $(date +%s) - t0 )) "$rc" "$result"
-    # the benchmark's summary lines; where it did not finish, the points it printed as it went
-    local lines='^routine|^ +(wait|controls|NumPy)|^ +[0-9.]+ woke|^ +[a-z]+ +\(|^(dgemm|dsyrk|dtrmm|dtrsm|zgemm) '
-    (( rc == 0 )) || lines="$lines|^point: "
-    { echo "-- $name"; grep -E "$lines" "$out/.$name.txt" | cut -c1-400; } >> "$out/.tail.txt"
+    {
+        echo "-- $name"
+        if [ "$lines" = tail ]; then
+            tail -n 40 "$out/.$name.txt" | cut -c1-400
+        else
+            # where it did not finish, the points it printed as it went
+            (( rc == 0 )) || lines="$lines|^point: "
+            grep -E "$lines" "$out/.$name.txt" | cut -c1-400
+        fi
+    } >> "$out/.tail.txt"
     rm -f "$out/.$name.txt"
 }
 
-step gaps 100 bench_gaps.py "${gaps[@]}"
-step manycore 170 bench_manycore.py "${manycore[@]}"
-step mixed 100 bench_mixed.py "${mixed[@]}"
+bench='^routine|^ +(wait|controls|NumPy)|^ +[0-9.]+ woke|^ +[a-z]+ +\(|^(dgemm|dsyrk|dtrmm|dtrsm|zgemm) '
+for s in ${steps//,/ }; do
+    case $s in
+        gaps) step gaps 100 "$bench" "$root/benchmarks/bench_gaps.py" "${gaps[@]}" --json "$out/gaps.json" ;;
+        manycore) step manycore 170 "$bench" "$root/benchmarks/bench_manycore.py" "${manycore[@]}" \
+                      --json "$out/manycore.json" ;;
+        nopool) TILEBLAS_POOL=0 step nopool 170 "$bench" "$root/benchmarks/bench_manycore.py" "${manycore[@]}" \
+                    --json "$out/nopool.json" ;;
+        mixed) step mixed 100 "$bench" "$root/benchmarks/bench_mixed.py" "${mixed[@]}" --json "$out/mixed.json" ;;
+        grid) step grid 240 tail -m tileblas bench grid "${grid[@]}" --modes warm,cold --no-progress \
+                  --json "$out/grid.json" ;;
+        tune) step tune 400 tail -m tileblas tune "${tune[@]}" --dry-run ;;
+    esac
+done
 printf 'total %s s of %s\n\n' "$(( $(date +%s) - t_start ))" "$total" >> "$summary"
 [ -f "$out/.tail.txt" ] && cat "$out/.tail.txt" >> "$summary" && rm -f "$out/.tail.txt"
 cat "$summary"

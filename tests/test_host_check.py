@@ -1,5 +1,6 @@
-"""benchmarks/host_check.sh, the many-core host's drop-in check in one command: its dry flow on any
-machine runs every step, writes the files it names (no more) and says what it measured."""
+"""benchmarks/host_check.sh, the many-core host's drop-in check, the steps named in one command: its dry
+flow on any machine runs every step, writes the files it names (no more) and says what it measured; an
+unknown step or none is refused before anything runs."""
 
 from __future__ import annotations
 
@@ -15,20 +16,29 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
-                    reason="the check is a bash script for a Linux host")
-def test_the_host_check_runs_each_step_and_writes_its_five_files(tmp_path):
-    out = tmp_path / "out"
+STEPS = ("gaps", "manycore", "nopool", "mixed", "grid", "tune")
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
+                                reason="the check is a bash script for a Linux host")
+
+
+def _check(args, out, timeout=300):
     env = dict(os.environ, PYTHON=sys.executable)
-    r = subprocess.run(["bash", str(ROOT / "benchmarks" / "host_check.sh"), "--dry", str(out)], env=env,
-                       capture_output=True, text=True, timeout=300)
+    return subprocess.run(["bash", str(ROOT / "benchmarks" / "host_check.sh"), *args, str(out)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@needs_bash
+def test_the_host_check_runs_each_step_and_writes_its_files(tmp_path):
+    out = tmp_path / "out"
+    r = _check(["--dry", ",".join(STEPS)], out)
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["gaps.json", "log.txt", "manycore.json", "mixed.json",
-                                                     "summary.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["gaps.json", "grid.json", "log.txt", "manycore.json",
+                                                     "mixed.json", "nopool.json", "summary.txt"]
     summary = (out / "summary.txt").read_text()
-    for step in ("gaps", "manycore", "mixed"):
+    for step in STEPS:
         assert any(line.split()[:1] == [step] and line.split()[3] == "0" and line.rstrip().endswith("ok")
                    for line in summary.splitlines()), summary
+        assert f"-- {step}" in summary
     assert "host:" in summary and "pool settings" in summary
     assert "woke a call" in summary and "NumPy's np.dot in tileblas' place" in summary
     gaps = json.loads((out / "gaps.json").read_text())
@@ -36,4 +46,19 @@ def test_the_host_check_runs_each_step_and_writes_its_five_files(tmp_path):
     mixed = json.loads((out / "mixed.json").read_text())
     assert {p["partner"] for p in mixed["points"]} == {"none", "numpy"}
     assert all(p["numpy"] > 0 for p in mixed["points"])
-    assert json.loads((out / "manycore.json").read_text())["points"]
+    # the nopool step ran with OpenBLAS's own threads in tileblas' instances, the manycore step on the pool
+    manycore, nopool = (json.loads((out / f"{n}.json").read_text()) for n in ("manycore", "nopool"))
+    assert manycore["points"] and nopool["points"]
+    assert manycore["pool_enabled"] is True and nopool["pool_enabled"] is False
+    grid = json.loads((out / "grid.json").read_text())
+    assert {p["mode"] for p in grid["points"]} == {"warm", "cold"}
+    assert "measured (stored only where the gain is beyond the control's noise):" in summary
+
+
+@needs_bash
+@pytest.mark.parametrize("steps", ["", "gaps,bogus"])
+def test_the_host_check_refuses_an_unknown_step_or_none(tmp_path, steps):
+    out = tmp_path / "out"
+    r = _check([steps] if steps else [], out, timeout=30)
+    assert r.returncode == 2 and "steps: gaps manycore nopool mixed grid tune" in r.stderr
+    assert not out.exists()
