@@ -87,3 +87,28 @@ def lp64():
     was = _openblas.set_ilp64(False)
     yield
     _openblas.set_ilp64(was)
+
+
+def _cuda_devices():
+    """CuPy and the number of CUDA devices it sees; the test is skipped where there is none (no CuPy, no
+    driver, no device)."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - the driver is missing
+        pytest.skip(f"no CUDA device: {exc}")
+    if count < 1:
+        pytest.skip("no CUDA device")
+    return cupy, count
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    """The number of CUDA devices (a real GPU; skipped without one)."""
+    return _cuda_devices()[1]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    """The cupy module on a machine with a real GPU (skipped without one)."""
+    return _cuda_devices()[0]

@@ -465,18 +465,6 @@ def test_libcublas_is_the_copy_cupys_bindings_are_linked_with():
 # ------------------------------------------------------------------------------- needs a GPU: the same on CUDA
 
 
-@pytest.fixture(scope="module")
-def gpus():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # driver missing
-        pytest.skip(f"no CUDA device: {exc}")
-    if count < 1:
-        pytest.skip("no CUDA device")
-    return count
-
-
 @pytest.mark.gpu
 def test_gpu_plain_interface_async_api_and_layouts(gpus):
     import cupy as cp

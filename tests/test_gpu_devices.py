@@ -270,18 +270,6 @@ def test_import_does_not_load_cupy():
 # ------------------------------------------------------------------------------- needs a GPU
 
 
-@pytest.fixture(scope="module")
-def gpus():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # driver missing
-        pytest.skip(f"no CUDA device: {exc}")
-    if count < 1:
-        pytest.skip("no CUDA device")
-    return count
-
-
 @pytest.mark.gpu
 def test_gpu_every_routine_out_of_core(gpus):
     from tileblas.devices.gpu import GPUDevice

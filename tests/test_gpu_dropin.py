@@ -550,20 +550,8 @@ def test_the_device_steps_dropin_part_runs_its_flow_on_the_stand_in(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- on a real GPU
-@pytest.fixture()
-def real_gpu():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - no driver
-        pytest.skip(f"no CUDA device: {exc}")
-    if count < 1:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 @pytest.mark.gpu
-def test_gpu_the_drop_in_sends_calls_from_the_crossover_to_the_gpu_and_is_right(real_gpu):
+def test_gpu_the_drop_in_sends_calls_from_the_crossover_to_the_gpu_and_is_right(cp):
     """On the machine's GPUs: small calls stay, each routine at n = 2048 goes to the GPUs when forced and
     as the crossover tileblas info gives says in the default setting, every result within its bound."""
     _dispatch.set_devices("auto")

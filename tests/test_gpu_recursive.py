@@ -98,18 +98,6 @@ def test_async_schedule_simulated(kind, uplo, trans, diag, n, stop):
 
 # ------------------------------------------------------------------------------- needs a GPU
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # driver missing
-        pytest.skip(f"no CUDA device: {exc}")
-    if count < 1:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["trmm", "trsm"])
 @pytest.mark.parametrize("side,uplo,trans,diag", VARIANTS)
