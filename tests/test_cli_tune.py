@@ -165,6 +165,18 @@ def test_tune_dry_run_stores_nothing(tmp_path, monkeypatch, capsys):
     assert "gemm   real     tiles from" in out and "--dry-run: nothing stored" in out
 
 
+def test_tune_dry_run_builds_its_models_in_a_scratch_repository(tmp_path, capsys):
+    """The models part of a full tune with --dry-run writes nothing to the repository --db names; the
+    suggestions it prints come from the models it built."""
+    db = tmp_path / "models.sqlite"
+    rc = main(["tune", "--dry-run", "--no-paths", "--no-progress", "--db", str(db), "--n", "64", "--blocks",
+               "16,32", "--max-tile", "32", "--reps", "1", "--bursts", "1", "--validation", "0",
+               "--max-samples", "8", "--min-size", "32"])
+    out = capsys.readouterr().out
+    assert rc == 0 and not db.exists()
+    assert "scratch repository and thrown away" in out and "tile_size(dgemm, n=4096, devices=2) = " in out
+
+
 def test_tune_reset_removes_what_tune_stored_and_says_which(tmp_path, monkeypatch, capsys):
     paths, db = tmp_path / "paths.json", tmp_path / "models.sqlite"
     paths.write_text("{}")

@@ -455,10 +455,28 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     _ladders(args)
     if args.paths_only or args.quick:
         return _tune_paths(args)
+    import os
+    import tempfile
+
+    if not args.dry_run:
+        rc = _tune_models(args, _repo(args))
+    else:  # the models are built and used for the suggestions, then thrown away
+        from tileblas.perf import Repository
+
+        with tempfile.TemporaryDirectory(prefix="tileblas-tune-") as scratch:
+            print("--dry-run: the models are built in a scratch repository and thrown away")
+            rc = _tune_models(args, Repository(os.path.join(scratch, "models.sqlite")))
+    if rc or args.no_paths:
+        return rc
+    return _tune_paths(args)
+
+
+def _tune_models(args: argparse.Namespace, repo: Any) -> int:
+    """The models part of ``tileblas tune``: the algorithm's models and the runtime's (dgemm tiles,
+    triangular recursion stops) built into ``repo``, the best variant and block, the suggestions."""
     from tileblas.perf import Predictor, build_models_for, current_key, suggest
     from tileblas.perf._predictor import measure_algorithm
 
-    repo = _repo(args)
     key = current_key(args.threads, args.locality)
     blocks = args.blocks
     build_models_for(args.algorithm, [args.n], blocks, repo, key, [args.variant] if args.variant else None,
@@ -510,9 +528,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     print("runtime suggestions:")
     print(f"  tile_size(dgemm, n=4096, devices=2) = {suggest('tile_size', n=4096, devices=2, path=db)}")
     print(f"  recursion_stop(dtrsm, n=512) = {suggest('recursion_stop', routine='dtrsm', n=512, path=db)}")
-    if args.no_paths:
-        return 0
-    return _tune_paths(args)
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------------
