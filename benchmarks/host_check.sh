@@ -86,7 +86,7 @@ if (( dry )); then
     mixed=(--routines dgemm --sizes 32 --partners none,numpy --rounds 1 --iters 3 --settle 0 --no-progress)
     grid=(--sizes 16 --prefixes d --routines gemm --orders F --shapes square --variants-n 0 --rounds 1
           --settle 0 --idle 0.01 --det-calls 2)
-    tune=(--families gemm --classes real --path-sizes 64,128 --path-orders 64 --path-rhs 64 --path-reps 1
+    tune=(--quick --families gemm --classes real --path-sizes 64,128 --path-orders 64 --path-rhs 64 --path-reps 1
           --no-rank-gemm --one-thread-orders 16,32 --one-thread-reps 1 --split-orders 32,64 --split-reps 1
           --settle 0 --cold-idle 0.01)
 else

@@ -22,7 +22,9 @@ needs_bash = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform
 
 
 def _check(args, out, timeout=300):
-    env = dict(os.environ, PYTHON=sys.executable)
+    # the user's files tileblas reads and tune writes, in the test's own directory
+    env = dict(os.environ, PYTHON=sys.executable, TILEBLAS_MODEL_DB=str(out.parent / "models.sqlite"),
+               TILEBLAS_PATHS=str(out.parent / "paths.json"))
     return subprocess.run(["bash", str(ROOT / "benchmarks" / "host_check.sh"), *args, str(out)], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -53,6 +55,7 @@ def test_the_host_check_runs_each_step_and_writes_its_files(tmp_path):
     grid = json.loads((out / "grid.json").read_text())
     assert {p["mode"] for p in grid["points"]} == {"warm", "cold"}
     assert "measured (stored only where the gain is beyond the control's noise):" in summary
+    assert not (tmp_path / "models.sqlite").exists() and not (tmp_path / "paths.json").exists()  # --dry-run
 
 
 @needs_bash
