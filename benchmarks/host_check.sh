@@ -132,15 +132,20 @@ step() {
     rm -f "$out/.$name.txt"
 }
 
-bench='^routine|^ +(wait|controls|NumPy)|^ +[0-9.]+ woke|^ +[a-z]+ +\(|^(dgemm|dsyrk|dtrmm|dtrsm|zgemm) '
+# bench NAME LIMIT SCRIPT ARGS...: benchmarks/SCRIPT as a step, its JSON into NAME.json, its summary lines
+bench() {
+    local name=$1 limit=$2 script=$3
+    shift 3
+    step "$name" "$limit" '^routine|^ +(wait|controls|NumPy)|^ +[0-9.]+ woke|^ +[a-z]+ +\(|^(dgemm|dsyrk|dtrmm|dtrsm|zgemm) ' \
+        "$root/benchmarks/$script" "$@" --json "$out/$name.json"
+}
+
 for s in ${steps//,/ }; do
     case $s in
-        gaps) step gaps 100 "$bench" "$root/benchmarks/bench_gaps.py" "${gaps[@]}" --json "$out/gaps.json" ;;
-        manycore) step manycore 170 "$bench" "$root/benchmarks/bench_manycore.py" "${manycore[@]}" \
-                      --json "$out/manycore.json" ;;
-        nopool) TILEBLAS_POOL=0 step nopool 170 "$bench" "$root/benchmarks/bench_manycore.py" "${manycore[@]}" \
-                    --json "$out/nopool.json" ;;
-        mixed) step mixed 100 "$bench" "$root/benchmarks/bench_mixed.py" "${mixed[@]}" --json "$out/mixed.json" ;;
+        gaps) bench gaps 100 bench_gaps.py "${gaps[@]}" ;;
+        manycore) bench manycore 170 bench_manycore.py "${manycore[@]}" ;;
+        nopool) TILEBLAS_POOL=0 bench nopool 170 bench_manycore.py "${manycore[@]}" ;;
+        mixed) bench mixed 100 bench_mixed.py "${mixed[@]}" ;;
         grid) step grid 240 tail -m tileblas bench grid "${grid[@]}" --modes warm,cold --no-progress \
                   --json "$out/grid.json" ;;
         tune) step tune 400 tail -m tileblas tune "${tune[@]}" --dry-run ;;
