@@ -45,14 +45,23 @@ if [ "${1:-}" = "--dry" ]; then
     dry=1
     shift
 fi
-known="gaps manycore nopool mixed grid tune"
+# The steps, each a function run_NAME (its limit in seconds and its command): the one list of them, which
+# the step names given are checked against before anything runs.
+run_gaps() { bench gaps 100 bench_gaps.py "${gaps[@]}"; }
+run_manycore() { bench manycore 170 bench_manycore.py "${manycore[@]}"; }
+run_nopool() { TILEBLAS_POOL=0 bench nopool 170 bench_manycore.py "${manycore[@]}"; }
+run_mixed() { bench mixed 100 bench_mixed.py "${mixed[@]}"; }
+run_grid() { step grid 240 tail -m tileblas bench grid "${grid[@]}" --modes warm,cold --no-progress --json "$out/grid.json"; }
+run_tune() { step tune 400 tail -m tileblas tune "${tune[@]}" --dry-run; }
+known=$(declare -F | sed -n 's/^declare -f run_//p' | tr '\n' ' ')
+known=${known% }
 steps=${1:-}
 if [ -z "$steps" ]; then
     echo "usage: bash benchmarks/host_check.sh [--dry] STEP[,STEP...] [OUTDIR]; steps: $known" >&2
     exit 2
 fi
 for s in ${steps//,/ }; do
-    if [[ " $known " != *" $s "* ]]; then
+    if ! declare -F "run_$s" > /dev/null; then
         echo "unknown step '$s'; steps: $known" >&2
         exit 2
     fi
@@ -141,15 +150,7 @@ bench() {
 }
 
 for s in ${steps//,/ }; do
-    case $s in
-        gaps) bench gaps 100 bench_gaps.py "${gaps[@]}" ;;
-        manycore) bench manycore 170 bench_manycore.py "${manycore[@]}" ;;
-        nopool) TILEBLAS_POOL=0 bench nopool 170 bench_manycore.py "${manycore[@]}" ;;
-        mixed) bench mixed 100 bench_mixed.py "${mixed[@]}" ;;
-        grid) step grid 240 tail -m tileblas bench grid "${grid[@]}" --modes warm,cold --no-progress \
-                  --json "$out/grid.json" ;;
-        tune) step tune 400 tail -m tileblas tune "${tune[@]}" --dry-run ;;
-    esac
+    "run_$s"
 done
 printf 'total %s s of %s\n\n' "$(( $(date +%s) - t_start ))" "$total" >> "$summary"
 [ -f "$out/.tail.txt" ] && cat "$out/.tail.txt" >> "$summary" && rm -f "$out/.tail.txt"
