@@ -79,7 +79,7 @@ _SHIPPED_ONE_THREAD = {
     "ssymm": 3e5, "dsymm": 3e5, **dict.fromkeys(("csymm", "zsymm", "chemm", "zhemm"), 2.5e5),
     "ssyrk": 2.5e6, "dsyrk": 2.5e6, "csyrk": 1.2e6, "zsyrk": 1.2e6, "cherk": 1.2e6, "zherk": 1.2e6,
     "ssyr2k": 1.9e6, "dsyr2k": 2.6e5, "csyr2k": 1e6, "zsyr2k": 2.5e5, "cher2k": 5e5, "zher2k": 2.5e5,
-    "strmm": 3e5, "dtrmm": 5e4, "ctrmm": 1.4e5, "ztrmm": 1.3e5,
+    "strmm": 1.4e5, "dtrmm": 5e4, "ctrmm": 1.4e5, "ztrmm": 1.3e5,
     "strsm": 3.2e4, "dtrsm": 3.2e4, "ctrsm": 1.3e5, "ztrsm": 1.3e5,  # below order 32: too few columns for parts
 }
 
