@@ -848,3 +848,21 @@ def test_tune_measures_and_stores_where_the_split_starts(tmp_path, monkeypatch, 
     finally:
         monkeypatch.delenv("TILEBLAS_PATHS")
         _dispatch.apply_policy(reload=True)
+
+
+@pytest.mark.parametrize("prefix", list("sdcz"))
+def test_the_tuning_operands_have_the_precision_timed(prefix):
+    """Every operand tune and the benchmarks time is of the routine's precision: a single-precision call
+    given a double-precision triangle would time a conversion of it in every call (NumPy's float64 scalar
+    made the triangle float64)."""
+    from tileblas._dtypes import DTYPE_OF
+    from tileblas.perf._pathtune import _operands, _square_args
+
+    dt = DTYPE_OF[prefix]
+    rng = np.random.default_rng(0)
+    for fam in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm"):
+        square = [x for x in _square_args(rng, fam, dt, 8) if isinstance(x, np.ndarray)]
+        assert square and all(x.dtype == dt and x.flags.f_contiguous for x in square), (fam, square)
+        args, _, _ = _operands(fam, 8, 4, dt, rng)
+        ops = [x for x in args if isinstance(x, np.ndarray)]
+        assert ops and all(x.dtype == dt for x in ops), (fam, [x.dtype for x in ops])

@@ -93,8 +93,10 @@ def _random(rng: np.random.Generator, dtype: Any, *shape: int) -> np.ndarray:
 
 
 def _triangle(rng: np.random.Generator, n: int, dtype: Any) -> np.ndarray:
-    """A well-conditioned lower triangle of order ``n``, Fortran-ordered: tril(x) / sqrt(n) + 2 I."""
-    return np.asfortranarray(np.tril(_random(rng, dtype, n, n)) / np.sqrt(n) + 2.0 * np.eye(n, dtype=dtype))
+    """A well-conditioned lower triangle of order ``n`` and of ``dtype``, Fortran-ordered: tril(x) / sqrt(n) + 2 I
+    (the scale a Python float, which keeps a single-precision ``dtype``: NumPy's float64 scalar would not)."""
+    return np.asfortranarray(np.tril(_random(rng, dtype, n, n)) * (1.0 / math.sqrt(max(n, 1)))
+                             + 2.0 * np.eye(n, dtype=dtype))
 
 
 def _square_args(rng: np.random.Generator, family: str, dtype: Any, n: int) -> tuple:
