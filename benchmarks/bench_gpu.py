@@ -292,7 +292,7 @@ _ROUTINES = ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm")
 def _operands(name: str, n: int, dt: Any) -> tuple[list, dict]:
     a, b, c = _host(n, n, dt, 3), _host(n, n, dt, 4), _host(n, n, dt, 5)
     if name in ("trmm", "trsm"):
-        a = np.asfortranarray(np.tril(a) / np.sqrt(n) + 2.0 * np.eye(n, dtype=dt))
+        a = np.asfortranarray(np.tril(a) / n ** 0.5 + 2.0 * np.eye(n, dtype=dt))  # a Python float keeps dt
         return [1.0, a, b], {"side": "L", "uplo": "L", "transa": "N", "diag": "N"}
     if name == "symm":
         return [1.0, a, b, 0.5, c], {"side": "L", "uplo": "L"}
