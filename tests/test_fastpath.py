@@ -846,8 +846,8 @@ def test_operands_of_another_dtype_or_rank_1_stay_in_c(p):
 
 
 def test_arrays_the_c_path_makes_start_on_a_cache_line_and_are_numpys_own():
-    """Every array the C path makes (a new c, a copy of b for trmm/trsm, a converted operand, a Level-2
-    result) starts on a 64-byte boundary (malloc's 16-byte boundary left a small trsm's copy of b 16-48 bytes
+    """Every array the C path makes (a new c under 1 MiB, a copy of b for trmm/trsm, a converted operand, a
+    Level-2 result) starts on a 64-byte boundary (malloc's 16-byte boundary left a small trsm's copy of b 16-48 bytes
     into a line in some processes: ztrsm n = 32 ran 25 % slower there); it owns its data, with NumPy's view
     of it (flags, no base, traced by tracemalloc in NumPy's domain, resizable, freed when dropped), and the
     caller's own new arrays keep NumPy's allocator."""
@@ -891,6 +891,38 @@ def test_arrays_the_c_path_makes_start_on_a_cache_line_and_are_numpys_own():
         assert tracemalloc.get_traced_memory()[0] <= before - 80 * 80 * 8
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("prefix", "dz")
+def test_a_new_c_of_a_mib_or_more_is_numpys_allocation_and_its_bits_do_not_depend_on_where_it_lies(prefix):
+    """A new c of 1 MiB or more comes from NumPy's own allocator (then the heap hands it the blocks NumPy's
+    arrays of its size left, as SciPy's results get them, rather than fresh pages), zeros where beta is not
+    zero; a Level-3 kernel only writes c or scales it element by element, so the result has the same bits
+    wherever c lies: written into a c given at each 8-byte offset of a cache line, as into the new one."""
+    from numpy._core.multiarray import get_handler_name
+
+    dt = DT[prefix]
+    n = 384 if prefix == "d" else 272  # 1.1-1.2 MiB
+    rng = np.random.default_rng(31)
+    a, b = _rand(rng, (n, n), dt), _rand(rng, (n, n), dt)
+    gemm = fp.Level3("gemm", prefix)
+    r = gemm(1.0, a, b, 0.0, None, 0, 0, 0)
+    assert r is not NotImplemented and r.nbytes >= 1 << 20
+    assert get_handler_name(r) == get_handler_name(np.empty(3)) != "tileblas_aligned64"
+    assert r.flags.f_contiguous and r.flags.owndata and r.base is None
+    step = np.dtype(dt).itemsize
+    for offset in range(0, 64, 8):
+        raw = np.empty(n * n * step + 128, np.uint8)
+        start = (-raw.ctypes.data) % 64 + offset
+        c = raw[start:start + n * n * step].view(dt).reshape((n, n), order="F")
+        c[...] = np.nan
+        got = gemm(1.0, a, b, 0.0, c, 0, 0, 1)
+        assert np.shares_memory(got, c)
+        np.testing.assert_array_equal(got, r, err_msg=f"c at {offset} bytes into a cache line")
+    z = gemm(1.0, a, b, 0.5, None, 0, 0, 0)  # beta not zero: c starts as zeros
+    assert get_handler_name(z) != "tileblas_aligned64"
+    bound = 4 * n * np.finfo(dt).eps * (np.abs(a) @ np.abs(b)).max()
+    assert np.abs(z - a @ b).max() <= bound
 
 
 @pytest.mark.parametrize("name", ["dsyrk", "ssyr2k", "zherk", "cher2k"])

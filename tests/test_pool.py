@@ -469,6 +469,98 @@ def test_a_forked_child_runs_parallel_calls(lib, settings):
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+_RESIDENT = """
+import ctypes, time
+from tileblas.kernels import _openblas, _pool
+libc = ctypes.CDLL(None)
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+PAGE = 4096
+
+def resident(lib, count, nbytes):
+    # the share of the first nbytes of each of count buffers taken at once that is in memory (mincore
+    # reads it, touching nothing); the buffers are given back
+    alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)(lib._internal("blas_memory_alloc"))
+    release = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lib._internal("blas_memory_free"))
+    bufs = [alloc(0) for _ in range(count)]
+    try:
+        shares = []
+        for b in bufs:
+            start = b - b % PAGE
+            pages = (b + nbytes - start + PAGE - 1) // PAGE
+            vec = ctypes.create_string_buffer(pages)
+            assert libc.mincore(start, pages * PAGE, vec) == 0, ctypes.get_errno()
+            shares.append(sum(x & 1 for x in vec.raw) / pages)
+        return shares
+    finally:
+        for b in reversed(bufs):
+            release(b)
+
+def settled():
+    end = time.monotonic() + 30
+    while _pool.stats()["warming"] and time.monotonic() < end:
+        time.sleep(0.005)
+    return _pool.stats()
+"""
+
+
+def test_warm_writes_the_buffers_a_split_calls_parts_take_off_the_calling_thread():
+    """warm() takes `count` buffers of an instance at once and writes the first `bytes` of each on a thread of
+    its own: afterwards exactly those buffers' pages are in memory (mincore), the next one's are not; once
+    per instance; its arguments are checked by name."""
+    code = _RESIDENT + (
+        "import os, shutil, tempfile\n"
+        "tmp = tempfile.mkdtemp()\n"
+        "copy = os.path.join(tmp, 'libcopy.so')\n"
+        "shutil.copyfile(_openblas.library_path(), copy)\n"
+        "lib = _openblas.BlasLibrary(copy, 1)  # an instance of its own: buffers no call has used\n"
+        "assert resident(lib, 3, 1 << 20) == [0.0, 0.0, 0.0]\n"
+        "before = settled()['warmed']\n"
+        "assert lib.warm_buffers(2, 1 << 20)\n"
+        "assert not lib.warm_buffers(2, 1 << 20)  # once per instance\n"
+        "st = settled()\n"
+        "assert st['warming'] == 0 and st['warmed'] == before + 2, st\n"
+        "shares = resident(lib, 3, 1 << 20)\n"
+        "assert shares[:2] == [1.0, 1.0] and shares[2] == 0.0, shares\n"
+        "for args, word in (((0, 1, 1, 0), 'alloc'), ((1, 0, 1, 0), 'release'), ((1, 1, 0, 0), 'count is 0'),\n"
+        "                   ((1, 1, 1, -1), 'bytes is -1')):\n"
+        "    try:\n"
+        "        _pool.warm(*args)\n"
+        "    except ValueError as e:\n"
+        "        assert word in str(e), e\n"
+        "    else:\n"
+        "        raise AssertionError(args)\n"
+        "shutil.rmtree(tmp)\n"
+        "print('ok')\n"
+    )
+    out = _run_with(code)
+    assert out.stdout.strip() == "ok"
+
+
+def test_the_import_warms_the_one_thread_instances_buffers_for_the_split_calls():
+    """Importing tileblas.blas with a pool of two or more threads warms as many buffers of the one-thread
+    instance (the parts of a split call, one on each thread, take one each); with the pool off, none."""
+    code = _RESIDENT + (
+        "import tileblas.blas\n"
+        "from tileblas.blas import _dispatch\n"
+        "from tileblas.runtime import _runtime\n"
+        "one, threads = _openblas.get_library(1), _dispatch._threads(_runtime.get_runtime())\n"
+        "st = settled()\n"
+        "if _pool.supported and _openblas._POOL['enabled'] and threads > 1:\n"
+        "    assert st['warmed'] == threads and one._warmed, (st, threads)\n"
+        "    assert resident(one, threads, _openblas.WARM_BYTES) == [1.0] * threads\n"
+        "else:\n"
+        "    assert st.get('warmed', 0) == 0 and not one._warmed, st\n"
+        "print('ok', threads, st.get('warmed', 0))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TILEBLAS_DEVICES"}  # set, the import configures nothing
+    for extra in ({}, {"TILEBLAS_POOL": "0"}):
+        out = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        words = out.stdout.split()
+        assert words[0] == "ok" and (words[2] == "0" or not extra), words
+
+
 def test_turned_off_the_instances_keep_openblas_threads():
     code = (
         "import numpy as np\n"

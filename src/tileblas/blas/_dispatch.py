@@ -107,9 +107,17 @@ def preload() -> None:
     it do (loading the one-thread instance and configuring took 3-4 ms of the first call; the first dgemm
     of order 512 ran at half SciPy's rate).  Where an address-space limit leaves no room for the one-thread
     instance, the path stays off, as it would at the first call.  Where ``TILEBLAS_DEVICES`` is set, nothing
-    is done here: the first call reads that setting and says what is wrong with it, never the import."""
-    if _fastpath is not None and _ALLOWED[0] and not os.environ.get(_offload.ENV, "").strip():
-        _turn_on()
+    is done here: the first call reads that setting and says what is wrong with it, never the import.  On
+    two or more threads it also starts writing the one-thread instance's buffers that the parts of a split
+    call take, one a thread, off this thread (``BlasLibrary.warm_buffers``): only here, where no call can
+    want them meanwhile (docs/developer/drop-in-internals.md, "The first calls of a process")."""
+    if _fastpath is not None and _ALLOWED[0] and not os.environ.get(_offload.ENV, "").strip() and _turn_on():
+        from tileblas.kernels import _openblas
+        from tileblas.runtime import _runtime
+
+        threads = _threads(_runtime.get_runtime())
+        if threads > 1:  # the buffers the parts of a split call take, one a thread, written off this thread
+            _openblas.get_library(1).warm_buffers(threads)
 
 
 def _turn_on() -> bool:

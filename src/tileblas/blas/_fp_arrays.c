@@ -262,8 +262,18 @@ fortran_copy_as(PyArrayObject *a, int prec, int conj)
     return c;
 }
 
+/* A new c of at least this many bytes is NumPy's own allocation (output()).  Its size is then what NumPy
+ * asks of malloc for an array of that shape, so the heap can hand it a block that NumPy's arrays of that
+ * size left (the temporaries that made the caller's operands, as SciPy's results get them); ours, 80 bytes
+ * larger, never fits one and took fresh pages: a page fault each, 512 in the first dgemm of order 512
+ * (docs/developer/drop-in-internals.md, "The first calls of a process").  A Level-3 kernel only writes c or
+ * scales it element by element, so where it lies changes no bit; at this size the line it starts on
+ * changes no time either (the same page of the docs). */
+#define NUMPY_RESULT_BYTES ((size_t)1 << 20)
+
 /* The output: *given* updated in place when allowed, else a new Fortran array (zeros when ``zero``,
- * else uninitialised, when *given* is None; a copy of *given* otherwise).  NULL + no exception: Python
+ * else uninitialised, when *given* is None, NumPy's own from NUMPY_RESULT_BYTES up; a copy of *given*
+ * otherwise).  NULL + no exception: Python
  * path; NULL + exception: error.  An input that shares memory with an in-place output is read from a copy
  * of its own (same layout), as the Python path does: ``inputs[i]`` is replaced by it, a new reference kept
  * in ``copies[i]`` for the caller to release. */
@@ -274,6 +284,9 @@ output(PyObject *given, int prec, int overwrite, npy_intp m, npy_intp n, int zer
     PyArrayObject *c;
     if (given == Py_None) {
         npy_intp dims[2] = {m, n};
+        if ((double)m * (double)n * (double)elsize(prec) >= (double)NUMPY_RESULT_BYTES)
+            return (PyArrayObject *)(zero ? PyArray_ZEROS(2, dims, TYPENUM[prec], 1)
+                                          : PyArray_EMPTY(2, dims, TYPENUM[prec], 1));
         return new_array(2, dims, TYPENUM[prec], 1, zero);
     }
     c = plain_matrix(given, prec);

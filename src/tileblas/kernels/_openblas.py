@@ -151,6 +151,8 @@ class BlasLibrary:
         self._addr: dict[str, int] = {}
         self._lock = threading.Lock()
         self._twin: BlasLibrary | None = None
+        self._internals: dict[str, int] | None = None
+        self._warmed = False
         #: this instance's slot in tileblas' thread pool (None: OpenBLAS's own threads, or one thread)
         #: why this instance runs on fewer threads than asked for ('' where it does not)
         self.note = ""
@@ -183,12 +185,33 @@ class BlasLibrary:
         That function is not exported: its address is read from the library's symbol table, and where the
         table lacks it (a stripped build) the buffer stays.
         """
-        offset = _static_offset(self.path, "blas_thread_shutdown_",
-                                (self.PREFIX + "openblas_get_config" + self._suffix, self._symbol_address))
+        offset = self._internal("blas_thread_shutdown_")
         if offset is None:
             return
         fn = self._ctypes.CFUNCTYPE(self._ctypes.c_int)(offset)
         fn()
+
+    def _internal(self, name: str) -> int | None:
+        """The address of OpenBLAS's internal function ``name`` (one of ``INTERNALS``), read once for all of
+        them from the library's symbol table; None where the table lacks it (a stripped build)."""
+        if self._internals is None:
+            self._internals = _static_offsets(self.path, INTERNALS,
+                                              (self.PREFIX + "openblas_get_config" + self._suffix,
+                                               self._symbol_address))
+        return self._internals.get(name)
+
+    def warm_buffers(self, count: int, nbytes: int | None = None) -> bool:
+        """Start writing the first ``nbytes`` (``WARM_BYTES`` where None) of ``count`` of this instance's buffers (one page fault each
+        page, now rather than in the first calls that run on ``count`` threads at once), on a thread of the
+        pool's own (:func:`tileblas.kernels._pool.warm`); whether it started.  Once per instance; not where
+        the pool is off or not built, nor where the symbol table lacks OpenBLAS's buffer functions."""
+        if self._warmed or not (_POOL["enabled"] and _pool.supported):
+            return False
+        alloc, release = self._internal("blas_memory_alloc"), self._internal("blas_memory_free")
+        if alloc is None or release is None:
+            return False
+        self._warmed = True
+        return bool(_pool.warm(alloc, release, int(count), WARM_BYTES if nbytes is None else int(nbytes)))
 
     def _symbol_address(self, name: str) -> int:
         return self._ctypes.cast(self._dll[name], self._ctypes.c_void_p).value
@@ -263,36 +286,37 @@ class BlasLibrary:
         return f"BlasLibrary(threads={self.threads}{kind}, path={self.path!r})"
 
 
-def _static_offset(path: str, name: str, anchor: tuple[str, Any]) -> int | None:
-    """The address of the function ``name`` of the loaded ELF shared object ``path``, read from its static
-    symbol table (``.symtab``): ``anchor`` is (an exported function's name, a function giving its address),
-    whose table entry places the library in memory.  None where the file is no 64-bit little-endian ELF
-    object, has no such table, or either name is not a defined function in it."""
+def _static_offsets(path: str, names: tuple[str, ...], anchor: tuple[str, Any]) -> dict[str, int]:
+    """The addresses of the functions ``names`` of the loaded ELF shared object ``path``, read from its
+    static symbol table (``.symtab``): ``anchor`` is (an exported function's name, a function giving its
+    address), whose table entry places the library in memory.  Empty where the file is no 64-bit
+    little-endian ELF object, has no such table, or the anchor is not a defined function in it; a name that
+    is not is left out."""
     import struct
 
     try:
         with open(path, "rb") as f:
             head = f.read(64)
             if head[:6] != b"\x7fELF\x02\x01":
-                return None
+                return {}
             shoff, = struct.unpack_from("<Q", head, 0x28)
             shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
             if shentsize != 64 or not 0 < shnum < 4096:
-                return None
+                return {}
             f.seek(shoff)
             sections = [struct.unpack_from("<IIQQQQIIQQ", f.read(64)) for _ in range(shnum)]
             symtab = next((sec for sec in sections if sec[1] == 2), None)  # SHT_SYMTAB
             if symtab is None or symtab[9] != 24 or not 0 <= symtab[6] < shnum:
-                return None
+                return {}
             strtab = sections[symtab[6]]
             if symtab[5] > (64 << 20) or strtab[5] > (64 << 20):
-                return None
+                return {}
             f.seek(symtab[4])
             syms = f.read(symtab[5])
             f.seek(strtab[4])
             strings = f.read(strtab[5])
     except (OSError, struct.error):
-        return None
+        return {}
     table = np.frombuffer(syms, dtype=np.dtype([("name", "<u4"), ("info", "u1"), ("other", "u1"),
                                                 ("shndx", "<u2"), ("value", "<u8"), ("size", "<u8")]),
                           count=len(syms) // 24)
@@ -304,13 +328,14 @@ def _static_offset(path: str, name: str, anchor: tuple[str, Any]) -> int | None:
         hit = table[(table["name"] == at + 1) & ((table["info"] & 0xF) == 2) & (table["shndx"] != 0)]
         return int(hit["value"][0]) if len(hit) == 1 else None
 
-    own, exported = value(name), value(anchor[0])
-    if own is None or exported is None:
-        return None
+    exported = value(anchor[0])
+    if exported is None:
+        return {}
     try:
-        return anchor[1](anchor[0]) - exported + own
+        base = anchor[1](anchor[0]) - exported
     except (AttributeError, TypeError):
-        return None
+        return {}
+    return {name: base + own for name in names if (own := value(name)) is not None}
 
 
 _POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in ("0", "false", "no", "off")}
@@ -515,6 +540,12 @@ _LIBS_LOCK = threading.Lock()
 OPENBLAS_BUFFER = 32 << 20
 #: address space a worker thread of tileblas' pool reserves (its stack, kernels/_pool.c)
 POOL_STACK = 1 << 20
+#: OpenBLAS's internal functions tileblas calls (BlasLibrary._internal): the one that gives back its server
+#: threads' buffers, and the ones that take and give back a buffer
+INTERNALS = ("blas_thread_shutdown_", "blas_memory_alloc", "blas_memory_free")
+#: how much of each buffer BlasLibrary.warm_buffers writes: what the parts of the split calls write there
+#: (docs/developer/drop-in-internals.md, "The first calls of a process")
+WARM_BYTES = 2 << 20
 
 
 def _check_address_space(path: str, threads: int, callers: int = 1) -> None:

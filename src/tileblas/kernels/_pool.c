@@ -79,6 +79,11 @@
  *                                   this long before it claims a part (0; for tests that force the
  *                                   calling thread to run them).  watch_ns: how long a sleeping worker's
  *                                   watcher looks for its work (100 ms; 0: no watch; TILEBLAS_POOL_WATCH)
+ *   warm(alloc, release, count, bytes) -> bool
+ *                                   on a thread of its own, take count buffers at once through the
+ *                                   OpenBLAS function at address alloc, write a byte on each page of
+ *                                   their first bytes, give them back through release (the first calls'
+ *                                   page faults, before them: "Warming the buffers"); whether it started
  *   stats() -> dict                 counters: calls and jobs (OpenBLAS's parallel calls), batches and
  *                                   parts (tileblas' claimed parts), caller_parts (those the calling
  *                                   thread ran), alone (batches the calling thread ran by itself: slot
@@ -89,7 +94,8 @@
  *                                   from sleep to work), wake_ns and wake_max_ns (the sum and the longest
  *                                   of their times from the post to running), tail_ns (the time calling
  *                                   threads waited for the workers after their own job or parts),
- *                                   workers, slots, spinning (now)
+ *                                   workers, slots, spinning (now), warmed (buffers warm() wrote),
+ *                                   warming (warm-ups running now)
  *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
  *                                   other threads' batches on it run on their calling thread alone (tests)
  *   quiesce(timeout_s) -> bool      wait (up to timeout_s) until no call is in flight and let none start
@@ -221,6 +227,8 @@ static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_
                          n_waits_asleep = 0, n_left = 0, n_watch_wakes = 0, n_woke = 0, n_wake_ns = 0,
                          n_wake_max_ns = 0, n_tail_ns = 0;
 static _Atomic int n_spinning = 0;
+static _Atomic long long n_warmed = 0; /* buffers warmed (warm) */
+static _Atomic int n_warming = 0;      /* warm-ups running now */
 
 static inline long long
 now_ns(void)
@@ -961,8 +969,89 @@ after_fork_child(void)
     pthread_mutex_init(&attach_lock, NULL);
     atomic_store(&n_workers, 0);
     atomic_store(&n_spinning, 0);
+    atomic_store(&n_warming, 0);
     atomic_store(&calls_in_flight, 0);
     atomic_store(&gate_closed, 0);
+}
+
+/* ------------------------------------------------------------------------ Warming the buffers */
+
+/* The first call of a process on an instance's buffers writes pages the kernel has not yet given it: a
+ * page fault each (OpenBLAS maps a buffer per thread that runs a call at once and hands it out again,
+ * untouched until a call packs its operands there).  The parts of a split call, one per thread, each take
+ * a buffer of the one-thread instance, so the first split call paid those faults on every thread (dgemm
+ * of order 512: 525 faults, 3.3 ms where the calls after took 2.6).  warm() writes one byte a page of the
+ * first `bytes` of `count` buffers, all held at once (so each is another), on a thread of its own: not the
+ * caller's time, nor a worker's.  It counts as a call in flight (fork() and the exit wait for it).  The
+ * buffers are OpenBLAS's, taken and given back through its own functions (their addresses from Python);
+ * what they hold is scratch, so nothing a call computes changes. */
+typedef void *(*buf_alloc_fn)(int);
+typedef void (*buf_free_fn)(void *);
+
+typedef struct {
+    buf_alloc_fn alloc;
+    buf_free_fn release;
+    int count;
+    size_t bytes;
+} WarmJob;
+
+#define WARM_STACK ((size_t)64 << 10)
+
+static void *
+warm_main(void *arg)
+{
+    WarmJob *job = (WarmJob *)arg;
+    void *bufs[MAX_JOBS];
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        page = 4096;
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), "tileblas-warm");
+#endif
+    calls_enter();
+    int got = 0;
+    while (got < job->count && (bufs[got] = job->alloc(0)) != NULL)
+        got++;
+    for (int i = 0; i < got; i++)
+        for (size_t off = 0; off < job->bytes; off += (size_t)page)
+            ((volatile char *)bufs[i])[off] = 0;
+    for (int i = got - 1; i >= 0; i--)
+        job->release(bufs[i]);
+    calls_leave();
+    atomic_fetch_add(&n_warmed, got);
+    atomic_fetch_sub(&n_warming, 1);
+    free(job);
+    return NULL;
+}
+
+/* Start warming; 1 when its thread started. */
+static int
+warm_start(buf_alloc_fn alloc, buf_free_fn release, int count, size_t bytes)
+{
+    WarmJob *job = (WarmJob *)malloc(sizeof(WarmJob));
+    if (job == NULL)
+        return 0;
+    job->alloc = alloc;
+    job->release = release;
+    job->count = count;
+    job->bytes = bytes;
+    pthread_attr_t attr;
+    pthread_t t;
+    if (pthread_attr_init(&attr) != 0) {
+        free(job);
+        return 0;
+    }
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, WARM_STACK); /* bufs: 8 KiB of it */
+    atomic_fetch_add(&n_warming, 1);
+    int rc = pthread_create(&t, &attr, warm_main, job);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        atomic_fetch_sub(&n_warming, 1);
+        free(job);
+        return 0;
+    }
+    return 1;
 }
 
 static const PoolAPI pool_api = {POOL_API_VERSION, pool_run_parts, pool_threads, calls_enter, calls_leave};
@@ -1081,7 +1170,7 @@ static PyObject *
 pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i}", "calls", (long long)atomic_load(&n_calls),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:L,s:i}", "calls", (long long)atomic_load(&n_calls),
                          "jobs", (long long)atomic_load(&n_jobs), "batches", (long long)atomic_load(&n_batches),
                          "parts", (long long)atomic_load(&n_parts), "caller_parts",
                          (long long)atomic_load(&n_caller_parts), "alone", (long long)atomic_load(&n_alone),
@@ -1093,7 +1182,8 @@ pool_stats(PyObject *self, PyObject *unused)
                          (long long)atomic_load(&n_wake_max_ns), "tail_ns", (long long)atomic_load(&n_tail_ns),
                          "workers", (long long)atomic_load(&n_workers),
                          "slots", (int)atomic_load(&nslots),
-                         "spinning", (int)atomic_load(&n_spinning));
+                         "spinning", (int)atomic_load(&n_spinning),
+                         "warmed", (long long)atomic_load(&n_warmed), "warming", (int)atomic_load(&n_warming));
 #else
     return PyDict_New();
 #endif
@@ -1204,6 +1294,35 @@ pool_run_parts_py(PyObject *self, PyObject *args, PyObject *kwargs)
 }
 
 static PyObject *
+pool_warm(PyObject *self, PyObject *args)
+{
+    unsigned long long alloc, release;
+    int count;
+    long long bytes;
+    if (!PyArg_ParseTuple(args, "KKiL:warm", &alloc, &release, &count, &bytes))
+        return NULL;
+    if (alloc == 0 || release == 0) {
+        PyErr_Format(PyExc_ValueError, "warm: %s is 0, not the address of OpenBLAS's blas_memory_%s",
+                     alloc == 0 ? "alloc" : "release", alloc == 0 ? "alloc" : "free");
+        return NULL;
+    }
+    if (count < 1 || count > 1024) { /* MAX_JOBS */
+        PyErr_Format(PyExc_ValueError, "warm: count is %d, not between 1 and 1024", count);
+        return NULL;
+    }
+    if (bytes < 0) {
+        PyErr_Format(PyExc_ValueError, "warm: bytes is %lld; it must be >= 0", bytes);
+        return NULL;
+    }
+#if POOL_SUPPORTED
+    return PyBool_FromLong(warm_start((buf_alloc_fn)(uintptr_t)alloc, (buf_free_fn)(uintptr_t)release, count,
+                                      (size_t)bytes));
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
+static PyObject *
 pool_quiesce(PyObject *self, PyObject *arg)
 {
     double timeout = PyFloat_AsDouble(arg);
@@ -1245,6 +1364,10 @@ static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))pool_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, spin_ns=None, yield_ns=None, worker_delay_ns=None, watch_ns=None) -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
+    {"warm", pool_warm, METH_VARARGS,
+     "warm(alloc, release, count, bytes) -> bool: on a thread of its own, take count buffers through the "
+     "OpenBLAS function at address alloc, write a byte on each page of their first bytes, give them back "
+     "through release; whether the thread started"},
     {"hold", pool_hold, METH_VARARGS,
      "hold(slot, on): take (True) or give back (False) the slot's lock from this thread; meanwhile other "
      "threads' parts on it run on their calling thread alone"},
