@@ -23,11 +23,14 @@
 #                    and C; 3 rounds; new points stop after 3.2 minutes, the JSON kept point by point)
 #   tune        400  tileblas tune --quick --dry-run: the path crossovers and the C path's limits measured
 #                    on that host, printed point by point, stored nowhere
+#   first        60  bench_first_calls.py: the import and the first dgemm calls (512, 2048) in fresh
+#                    interpreters, 5 a library, alternated (the import's buffer warm-up on that many threads)
 #
 # The device minutes of a session (15, the machine's start of 1-2 included), e.g.:
 #   bash benchmarks/host_check.sh gaps,manycore,mixed       (build + 370 s of limits: timeout_s 480)
 #   bash benchmarks/host_check.sh nopool,grid               (410 s of limits: timeout_s 480)
 #   bash benchmarks/host_check.sh tune                      (timeout_s 480)
+#   bash benchmarks/host_check.sh first,gaps                (build + 160 s of limits: timeout_s 270)
 #
 # Files in OUTDIR (7 at most): summary.txt (the steps' limits, seconds, exit statuses, then each step's
 # summary lines), log.txt (every step's whole output), and gaps.json, manycore.json, nopool.json,
@@ -53,6 +56,7 @@ run_nopool() { TILEBLAS_POOL=0 bench nopool 170 bench_manycore.py "${manycore[@]
 run_mixed() { bench mixed 100 bench_mixed.py "${mixed[@]}"; }
 run_grid() { step grid 240 tail -m tileblas bench grid "${grid[@]}" --modes warm,cold --no-progress --json "$out/grid.json"; }
 run_tune() { step tune 400 tail -m tileblas tune "${tune[@]}" --dry-run; }
+run_first() { step first 60 '^(scipy|tileblas) +import|^ +n=|^n=' "$root/benchmarks/bench_first_calls.py" "${first[@]}"; }
 known=$(declare -F | sed -n 's/^declare -f run_//p' | tr '\n' ' ')
 known=${known% }
 steps=${1:-}
@@ -98,12 +102,14 @@ if (( dry )); then
     tune=(--quick --families gemm --classes real --path-sizes 64,128 --path-orders 64 --path-rhs 64 --path-reps 1
           --no-rank-gemm --one-thread-orders 16,32 --one-thread-reps 1 --split-orders 32,64 --split-reps 1
           --settle 0 --cold-idle 0.01)
+    first=(--sizes 64 --processes 1 --calls 2)
 else
     gaps=(--points dgemm:128,zgemm:64,dtrsm:256 --gaps 0.5,2,10 --rounds 5 --no-progress)
     manycore=(--budget 150)
     mixed=(--routines dgemm,dtrsm --sizes 128,512 --partners none,python,numpy,lapack,scipyblas --rounds 2 --no-progress)
     grid=(--quick --minutes 3.2)
     tune=(--quick)
+    first=(--processes 5)
 fi
 
 # step NAME LIMIT SUMMARY COMMAND...: COMMAND (run by $py) under the smaller of LIMIT and what is left;

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-STEPS = ("gaps", "manycore", "nopool", "mixed", "grid", "tune")
+STEPS = ("gaps", "manycore", "nopool", "mixed", "grid", "tune", "first")
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
                                 reason="the check is a bash script for a Linux host")
 
@@ -43,6 +43,7 @@ def test_the_host_check_runs_each_step_and_writes_its_files(tmp_path):
         assert f"-- {step}" in summary
     assert "host:" in summary and "pool settings" in summary
     assert "woke a call" in summary and "NumPy's np.dot in tileblas' place" in summary
+    assert "n=64: first call, median over processes: tileblas / SciPy rate" in summary
     gaps = json.loads((out / "gaps.json").read_text())
     assert [p["routine"] for p in gaps["points"]] == ["dgemm"] and gaps["points"][0]["scipy_s"] > 0
     mixed = json.loads((out / "mixed.json").read_text())
