@@ -109,16 +109,17 @@ def preload() -> None:
     instance, the path stays off, as it would at the first call.  Where ``TILEBLAS_DEVICES`` is set, nothing
     is done here: the first call reads that setting and says what is wrong with it, never the import.  On
     two or more threads it also starts writing the one-thread instance's buffers that the parts of a split
-    call take at once, one a thread (``max_parts`` at most), off this thread (``BlasLibrary.warm_buffers``): only here, where no call can
+    call take at once, one a thread (``max_parts`` at most), off this thread, where any call is split (``BlasLibrary.warm_buffers``): only here, where no call can
     want them meanwhile (docs/developer/drop-in-internals.md, "The first calls of a process")."""
     if _fastpath is not None and _ALLOWED[0] and not os.environ.get(_offload.ENV, "").strip() and _turn_on():
         from tileblas.kernels import _openblas
         from tileblas.runtime import _runtime
 
         # the buffers the parts of a split call take at once (one a thread, max_parts at most), written off
-        # this thread
-        parts = min(_threads(_runtime.get_runtime()), int(_fastpath.config()["max_parts"]))
-        if parts > 1:
+        # this thread; none where no call is split (thread counts the limits were not measured at)
+        cfg = _fastpath.config()
+        parts = min(_threads(_runtime.get_runtime()), int(cfg["max_parts"]))
+        if parts > 1 and cfg["split"]:
             _openblas.get_library(1).warm_buffers(parts)
 
 
