@@ -24,7 +24,7 @@
 #   tune        400  tileblas tune --quick --dry-run: the path crossovers and the C path's limits measured
 #                    on that host, printed point by point, stored nowhere
 #   first        60  bench_first_calls.py: the import and the first dgemm calls (512, 2048) in fresh
-#                    interpreters, 5 a library, alternated (the import's buffer warm-up on that many threads)
+#                    interpreters, 5 a library, alternated (on that many threads: OpenBLAS's jobs, no split)
 #
 # The device minutes of a session (15, the machine's start of 1-2 included), e.g.:
 #   bash benchmarks/host_check.sh gaps,manycore,mixed       (build + 370 s of limits: timeout_s 480)
