@@ -536,6 +536,41 @@ def test_warm_writes_the_buffers_a_split_calls_parts_take_off_the_calling_thread
     assert out.stdout.strip() == "ok"
 
 
+def test_a_split_call_ends_a_warm_up_in_progress_and_takes_its_buffers():
+    """A split call made while a warm-up runs ends it (the warm-up stops at the page it is on and gives its
+    buffers back) before its parts run, and its result is right; a later warm-up runs whole again."""
+    code = _RESIDENT + (
+        "import os, shutil, tempfile, numpy as np\n"
+        "import tileblas.blas as tb\n"
+        "from tileblas.blas import _fastpath\n"
+        "a = np.asfortranarray(np.random.default_rng(5).random((512, 512)))\n"
+        "tb.dgemm(1.0, a, a)  # the C path configured (at the import, or here where TILEBLAS_DEVICES is set)\n"
+        "if _fastpath.decide(tb.dgemm, 1.0, a, a)['path'] != 'split':\n"
+        "    print('skip'); raise SystemExit\n"
+        "tmp = tempfile.mkdtemp()\n"
+        "libs = []\n"
+        "for k in range(2):\n"
+        "    copy = os.path.join(tmp, f'libcopy{k}.so')\n"
+        "    shutil.copyfile(_openblas.library_path(), copy)\n"
+        "    libs.append(_openblas.BlasLibrary(copy, 1))\n"
+        "before = settled()['warmed']\n"
+        "assert libs[0].warm_buffers(2, 30 << 20)  # 15,000 pages: tens of milliseconds\n"
+        "c = tb.dgemm(1.0, a, a)\n"
+        "st = _pool.stats()\n"
+        "assert st['warming'] == 0 and st['warmed'] - before < 2, st  # ended before the parts ran\n"
+        "assert np.abs(c - a @ a).max() <= 4 * 512 * 2.3e-16 * (a @ a).max()\n"
+        "assert libs[1].warm_buffers(2, 1 << 20)\n"
+        "st = settled()\n"
+        "assert st['warmed'] - before >= 2, st\n"
+        "shutil.rmtree(tmp)\n"
+        "print('ok')\n"
+    )
+    out = _run_with(code)
+    if out.stdout.strip() == "skip":
+        pytest.skip("dgemm 512 is not split on this machine")
+    assert out.stdout.strip() == "ok"
+
+
 def test_the_import_warms_the_one_thread_instances_buffers_for_the_split_calls():
     """Importing tileblas.blas with a pool of two or more threads warms as many buffers of the one-thread
     instance (the parts of a split call, one on each thread and max_parts at most, take one each), where the C

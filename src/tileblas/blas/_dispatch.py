@@ -107,10 +107,11 @@ def preload() -> None:
     it do (loading the one-thread instance and configuring took 3-4 ms of the first call; the first dgemm
     of order 512 ran at half SciPy's rate).  Where an address-space limit leaves no room for the one-thread
     instance, the path stays off, as it would at the first call.  Where ``TILEBLAS_DEVICES`` is set, nothing
-    is done here: the first call reads that setting and says what is wrong with it, never the import.  On
-    two or more threads it also starts writing the one-thread instance's buffers that the parts of a split
-    call take at once, one a thread (``max_parts`` at most), off this thread, where any call is split (``BlasLibrary.warm_buffers``): only here, where no call can
-    want them meanwhile (docs/developer/drop-in-internals.md, "The first calls of a process")."""
+    is done here: the first call reads that setting and says what is wrong with it, never the import.  Where
+    any call is split, it also starts writing the one-thread instance's buffers that the parts of a split
+    call take at once, one a thread (``max_parts`` at most), off this thread (``BlasLibrary.warm_buffers``):
+    only here, not where a call configures the path, which would want those buffers at once
+    (docs/developer/drop-in-internals.md, "The first calls of a process")."""
     if _fastpath is not None and _ALLOWED[0] and not os.environ.get(_offload.ENV, "").strip() and _turn_on():
         from tileblas.kernels import _openblas
         from tileblas.runtime import _runtime

@@ -94,7 +94,7 @@
  *                                   from sleep to work), wake_ns and wake_max_ns (the sum and the longest
  *                                   of their times from the post to running), tail_ns (the time calling
  *                                   threads waited for the workers after their own job or parts),
- *                                   workers, slots, spinning (now), warmed (buffers warm() wrote),
+ *                                   workers, slots, spinning (now), warmed (buffers warm() wrote whole),
  *                                   warming (warm-ups running now)
  *   hold(slot, on)                  take (on) or give back the slot's lock from this thread: while held,
  *                                   other threads' batches on it run on their calling thread alone (tests)
@@ -229,6 +229,7 @@ static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_
 static _Atomic int n_spinning = 0;
 static _Atomic long long n_warmed = 0; /* buffers warmed (warm) */
 static _Atomic int n_warming = 0;      /* warm-ups running now */
+static _Atomic int warm_stop = 0;      /* 1: a call wants the CPU and the buffers: the warm-up ends at once */
 
 static inline long long
 now_ns(void)
@@ -799,6 +800,19 @@ after_fork_parent(void)
     atomic_store(&gate_closed, 0);
 }
 
+/* A call that finds a warm-up running ends it and waits until its buffers are given back (the page it is
+ * writing, then the frees: microseconds), so that its parts take those buffers, written as far as the
+ * warm-up got, and do not share the CPUs with it ("Warming the buffers"). */
+static void
+stop_warming(void)
+{
+    if (atomic_load_explicit(&n_warming, memory_order_relaxed) == 0)
+        return;
+    atomic_store(&warm_stop, 1);
+    while (atomic_load(&n_warming) > 0)
+        sched_yield();
+}
+
 /* --------------------------------------------------------------------- OpenBLAS's parallel calls */
 
 /* Post a job to w from a thread on `cpu`; as wake(). */
@@ -824,6 +838,7 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
             dojob(0, jobdata, arg);
         return;
     }
+    stop_warming();
     pthread_mutex_lock(&s->lock);
     if (numjobs > MAX_JOBS || ensure_workers(s, numjobs - 1) != 0) {
         /* The jobs must run at once (Level-3 jobs wait for one another): running them one after the
@@ -912,6 +927,7 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
     if (nparts <= 0)
         return 0;
     Slot *s = &slots[slot];
+    stop_warming();
     atomic_fetch_add_explicit(&n_batches, 1, memory_order_relaxed);
     if (nparts == 1 || nparts > MAX_PARTS || pthread_mutex_trylock(&s->lock) != 0)
         return run_inline(part, nparts, elsize, data);
@@ -982,7 +998,9 @@ after_fork_child(void)
  * a buffer of the one-thread instance, so the first split call paid those faults on every thread (dgemm
  * of order 512: 525 faults, 3.3 ms where the calls after took 2.6).  warm() writes one byte a page of the
  * first `bytes` of `count` buffers, all held at once (so each is another), on a thread of its own: not the
- * caller's time, nor a worker's.  It counts as a call in flight (fork() and the exit wait for it).  The
+ * caller's time, nor a worker's.  A split call or an OpenBLAS parallel call that comes meanwhile ends it
+ * (stop_warming) and takes the buffers as far as they were written.  It counts as a call in flight (fork()
+ * and the exit wait for it).  The
  * buffers are OpenBLAS's, taken and given back through its own functions (their addresses from Python);
  * what they hold is scratch, so nothing a call computes changes. */
 typedef void *(*buf_alloc_fn)(int);
@@ -1009,16 +1027,22 @@ warm_main(void *arg)
     pthread_setname_np(pthread_self(), "tileblas-warm");
 #endif
     calls_enter();
-    int got = 0;
-    while (got < job->count && (bufs[got] = job->alloc(0)) != NULL)
+    int got = 0, whole = 0;
+    while (got < job->count && !atomic_load_explicit(&warm_stop, memory_order_relaxed) &&
+           (bufs[got] = job->alloc(0)) != NULL)
         got++;
-    for (int i = 0; i < got; i++)
-        for (size_t off = 0; off < job->bytes; off += (size_t)page)
+    for (int i = 0; i < got; i++) {
+        size_t off = 0;
+        for (; off < job->bytes && !atomic_load_explicit(&warm_stop, memory_order_relaxed); off += (size_t)page)
             ((volatile char *)bufs[i])[off] = 0;
+        if (off < job->bytes)
+            break; /* a call wants them: stop_warming() */
+        whole++;
+    }
     for (int i = got - 1; i >= 0; i--)
         job->release(bufs[i]);
     calls_leave();
-    atomic_fetch_add(&n_warmed, got);
+    atomic_fetch_add(&n_warmed, whole);
     atomic_fetch_sub(&n_warming, 1);
     free(job);
     return NULL;
@@ -1043,6 +1067,7 @@ warm_start(buf_alloc_fn alloc, buf_free_fn release, int count, size_t bytes)
     }
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, WARM_STACK); /* bufs: 8 KiB of it */
+    atomic_store(&warm_stop, 0);
     atomic_fetch_add(&n_warming, 1);
     int rc = pthread_create(&t, &attr, warm_main, job);
     pthread_attr_destroy(&attr);
