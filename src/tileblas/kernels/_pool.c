@@ -230,6 +230,7 @@ static _Atomic int n_spinning = 0;
 static _Atomic long long n_warmed = 0; /* buffers warmed (warm) */
 static _Atomic int n_warming = 0;      /* warm-ups running now */
 static _Atomic int warm_stop = 0;      /* 1: a call wants the CPU and the buffers: the warm-up ends at once */
+static _Atomic int warm_holding = 0;   /* warm-ups past calls_enter() that may hold buffers */
 
 static inline long long
 now_ns(void)
@@ -808,8 +809,11 @@ stop_warming(void)
 {
     if (atomic_load_explicit(&n_warming, memory_order_relaxed) == 0)
         return;
+    /* seq_cst, then holding is read; the warm-up: holding raised, then stop read.  So a warm-up not yet
+     * holding sees the stop and takes nothing; only one past calls_enter() is waited for, never one that
+     * waits for the gate (fork(), the exit) that this call, in flight, holds closed */
     atomic_store(&warm_stop, 1);
-    while (atomic_load(&n_warming) > 0)
+    while (atomic_load(&warm_holding) > 0)
         sched_yield();
 }
 
@@ -986,6 +990,7 @@ after_fork_child(void)
     atomic_store(&n_workers, 0);
     atomic_store(&n_spinning, 0);
     atomic_store(&n_warming, 0);
+    atomic_store(&warm_holding, 0);
     atomic_store(&calls_in_flight, 0);
     atomic_store(&gate_closed, 0);
 }
@@ -1027,8 +1032,9 @@ warm_main(void *arg)
     pthread_setname_np(pthread_self(), "tileblas-warm");
 #endif
     calls_enter();
+    atomic_fetch_add(&warm_holding, 1); /* seq_cst, before stop is read (stop_warming) */
     int got = 0, whole = 0;
-    while (got < job->count && !atomic_load_explicit(&warm_stop, memory_order_relaxed) &&
+    while (got < job->count && !atomic_load(&warm_stop) &&
            (bufs[got] = job->alloc(0)) != NULL)
         got++;
     for (int i = 0; i < got; i++) {
@@ -1041,6 +1047,7 @@ warm_main(void *arg)
     }
     for (int i = got - 1; i >= 0; i--)
         job->release(bufs[i]);
+    atomic_fetch_sub(&warm_holding, 1);
     calls_leave();
     atomic_fetch_add(&n_warmed, whole);
     atomic_fetch_sub(&n_warming, 1);
