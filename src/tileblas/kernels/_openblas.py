@@ -201,10 +201,11 @@ class BlasLibrary:
         return self._internals.get(name)
 
     def warm_buffers(self, count: int, nbytes: int | None = None) -> bool:
-        """Start writing the first ``nbytes`` (``WARM_BYTES`` where None) of ``count`` of this instance's buffers (one page fault each
-        page, now rather than in the first calls that run on ``count`` threads at once), on a thread of the
-        pool's own (:func:`tileblas.kernels._pool.warm`); whether it started.  Once per instance; not where
-        the pool is off or not built, nor where the symbol table lacks OpenBLAS's buffer functions."""
+        """Start writing the first ``nbytes`` (``WARM_BYTES`` where None) of ``count`` of this instance's
+        buffers (a page fault each page, now rather than in the first calls that run on ``count`` threads at
+        once), on a thread of the pool's own (:func:`tileblas.kernels._pool.warm`); whether it started.
+        Once per instance; not where the pool is off or not built, nor where the symbol table lacks
+        OpenBLAS's buffer functions.  A split call or an OpenBLAS parallel call made meanwhile ends it."""
         if self._warmed or not (_POOL["enabled"] and _pool.supported):
             return False
         alloc, release = self._internal("blas_memory_alloc"), self._internal("blas_memory_free")

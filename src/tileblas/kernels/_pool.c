@@ -1000,14 +1000,14 @@ after_fork_child(void)
 /* The first call of a process on an instance's buffers writes pages the kernel has not yet given it: a
  * page fault each (OpenBLAS maps a buffer per thread that runs a call at once and hands it out again,
  * untouched until a call packs its operands there).  The parts of a split call, one per thread, each take
- * a buffer of the one-thread instance, so the first split call paid those faults on every thread (dgemm
- * of order 512: 525 faults, 3.3 ms where the calls after took 2.6).  warm() writes one byte a page of the
- * first `bytes` of `count` buffers, all held at once (so each is another), on a thread of its own: not the
- * caller's time, nor a worker's.  A split call or an OpenBLAS parallel call that comes meanwhile ends it
- * (stop_warming) and takes the buffers as far as they were written.  It counts as a call in flight (fork()
- * and the exit wait for it).  The
- * buffers are OpenBLAS's, taken and given back through its own functions (their addresses from Python);
- * what they hold is scratch, so nothing a call computes changes. */
+ * a buffer of the one-thread instance, so the first split call paid those faults on every thread (the
+ * figures: docs/developer/drop-in-internals.md, "The first calls of a process").  warm() writes one byte a
+ * page of the first `bytes` of `count` buffers, all held at once (so each is another), on a thread of its
+ * own: not the caller's time, nor a worker's.  A split call or an OpenBLAS parallel call that comes
+ * meanwhile ends it (stop_warming) and takes the buffers as far as they were written.  It counts as a call
+ * in flight (fork() and the exit wait for it).  The buffers are OpenBLAS's, taken and given back through
+ * its own functions (their addresses from Python); what they hold is scratch, so nothing a call computes
+ * changes. */
 typedef void *(*buf_alloc_fn)(int);
 typedef void (*buf_free_fn)(void *);
 
@@ -1034,13 +1034,14 @@ warm_main(void *arg)
     calls_enter();
     atomic_fetch_add(&warm_holding, 1); /* seq_cst, before stop is read (stop_warming) */
     int got = 0, whole = 0;
-    while (got < job->count && !atomic_load(&warm_stop) &&
-           (bufs[got] = job->alloc(0)) != NULL)
+    while (got < job->count && !atomic_load(&warm_stop) && (bufs[got] = job->alloc(0)) != NULL)
         got++;
     for (int i = 0; i < got; i++) {
         size_t off = 0;
-        for (; off < job->bytes && !atomic_load_explicit(&warm_stop, memory_order_relaxed); off += (size_t)page)
+        while (off < job->bytes && !atomic_load_explicit(&warm_stop, memory_order_relaxed)) {
             ((volatile char *)bufs[i])[off] = 0;
+            off += (size_t)page;
+        }
         if (off < job->bytes)
             break; /* a call wants them: stop_warming() */
         whole++;
