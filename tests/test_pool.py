@@ -611,6 +611,8 @@ def test_the_import_warms_the_one_thread_instances_buffers_for_the_split_calls()
         "    assert resident(one, threads, _openblas.WARM_BYTES) == [1.0] * threads\n"
         "else:\n"
         "    assert st.get('warmed', 0) == 0 and not one._warmed, st\n"
+        "from tileblas.cli._core import _print_pool\n"
+        "_print_pool(_openblas.pool_info())\n"
         "print('ok', threads, st.get('warmed', 0))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TILEBLAS_DEVICES"}  # set, the import configures nothing
@@ -618,8 +620,10 @@ def test_the_import_warms_the_one_thread_instances_buffers_for_the_split_calls()
         out = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 0, out.stderr
-        words = out.stdout.split()
+        words = out.stdout.splitlines()[-1].split()
         assert words[0] == "ok" and (words[2] == "0" or not extra), words
+        if not extra:  # tileblas info's pool lines say it
+            assert f"{words[2]} buffer(s) written ahead at the import of tileblas.blas" in out.stdout, out.stdout
 
 
 def test_turned_off_the_instances_keep_openblas_threads():

@@ -182,7 +182,8 @@ def _print_pool(p: dict[str, Any]) -> None:
           "runs them)")
     print(f"             so far: {st['calls']} OpenBLAS parallel call(s), {st['batches']} split call(s) in "
           f"{st['parts']} part(s), {st['caller_parts']} run by the calling thread ({st['alone']} call(s) alone), "
-          f"{st['workers']} worker(s), {st['sleeps']} sleep(s)")
+          f"{st['workers']} worker(s), {st['sleeps']} sleep(s), {st.get('warmed', 0)} buffer(s) written ahead "
+          "at the import of tileblas.blas")
     for note in p.get("notes", []):
         print(f"             {note}")
 
