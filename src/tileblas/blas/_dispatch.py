@@ -117,10 +117,11 @@ def preload() -> None:
         from tileblas.runtime import _runtime
 
         # the buffers the parts of a split call take at once (one a thread, max_parts at most), written off
-        # this thread; none where no call is split (thread counts the limits were not measured at)
+        # this thread; none where no call is split (thread counts the limits were not measured at, or no
+        # pool slot: split_parts in _fp_decide.c asks for both)
         cfg = _fastpath.config()
         parts = min(_threads(_runtime.get_runtime()), int(cfg["max_parts"]))
-        if parts > 1 and cfg["split"]:
+        if parts > 1 and cfg["split"] and cfg["pool_slot"] >= 0:
             _openblas.get_library(1).warm_buffers(parts)
 
 
