@@ -442,7 +442,11 @@ class Sim:
     def _range_of(self, addr: int, nbytes: int, pinned: bool = False) -> tuple | None:
         """(owner, lo, hi) of ``nbytes`` at ``addr`` in device memory (or pinned host memory); pageable host
         memory is not tracked (None)."""
-        for key, (ref, lo, hi, dev) in list(self.roots.items()):
+        # a copy taken in one step under the lock: another thread may register meanwhile, and a collection
+        # while a list of the items is built may run a finaliser (_forget) that changes the dict in this one
+        with self.lock:
+            roots, registered = self.roots.copy(), self.registered.copy()
+        for key, (ref, lo, hi, dev) in roots.items():
             if lo <= addr < hi and ref() is not None:
                 if addr + nbytes > hi:
                     raise CudaError(1, f"{nbytes} bytes at {addr:#x} run past the allocation's end")
@@ -451,7 +455,7 @@ class Sim:
                                        f"memory, passed as {'host' if pinned else 'device'} memory")
                 return key, addr, addr + nbytes
         if pinned:
-            for lo, hi in list(self.registered.values()):
+            for lo, hi in registered.values():
                 if lo <= addr < hi:
                     if addr + nbytes > hi:
                         raise CudaError(1, f"{nbytes} bytes at {addr:#x} run past the registered range's end")
