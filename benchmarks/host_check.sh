@@ -10,13 +10,14 @@
 #   step      limit  what (each against SciPy in the same run, with its control)
 #   setup        90  the C extensions built in place, the wheels of .whl/ unpacked into build/gpu-site
 #                    (benchmarks/gpu_setup.sh; skipped when done and up to date); always first
-#   gaps        100  bench_gaps.py: dgemm 128, zgemm 64, dtrsm 256, gaps of 0.5, 2 and 10 ms, 5 rounds;
-#                    waits: the default for that host, the pool's own with its watcher, the pool's own
-#                    without; the wakes a call and their time from the post to running
+#   gaps        100  bench_gaps.py with the pool on (TILEBLAS_POOL=1): dgemm 128, zgemm 64, dtrsm 256, gaps of
+#                    0.5, 2 and 10 ms, 5 rounds; waits: the pool's default for that host, its own with its
+#                    watcher, its own without; the wakes a call and their time from the post to running
 #   manycore    170  bench_manycore.py (budget 150 s): warm, spinning and cold blocks, orders 256 and 1024,
-#                    with the pool's counters a call
-#   nopool      170  the same with TILEBLAS_POOL=0 (OpenBLAS's own threads in tileblas' instances): whether
-#                    the pool holds its own on that many cores
+#                    with the pool's counters a call; as shipped for that host (the pool only on core counts
+#                    it was measured at, else OpenBLAS's own threads)
+#   pool        170  the same with TILEBLAS_POOL=1 (tileblas' pool runs OpenBLAS's jobs)
+#   nopool      170  the same with TILEBLAS_POOL=0 (OpenBLAS's own threads in tileblas' instances)
 #   mixed       100  bench_mixed.py: dgemm and dtrsm 128 and 512, partners none, python, numpy, lapack,
 #                    scipyblas, 2 rounds; NumPy's np.dot in tileblas' place for gemm (a second OpenBLAS)
 #   grid        240  tileblas bench grid --quick, warm and cold (d, z for hemm/herk/her2k; 64, 256, 1024; F
@@ -32,9 +33,9 @@
 #   bash benchmarks/host_check.sh tune                      (timeout_s 480)
 #   bash benchmarks/host_check.sh first,gaps                (build + 160 s of limits: timeout_s 270)
 #
-# Files in OUTDIR (7 at most): summary.txt (the steps' limits, seconds, exit statuses, then each step's
-# summary lines), log.txt (every step's whole output), and gaps.json, manycore.json, nopool.json,
-# mixed.json, grid.json from the steps run.  The script exits 0; summary.txt says what failed.
+# Files in OUTDIR: summary.txt (the steps' limits, seconds, exit statuses, then each step's summary lines),
+# log.txt (every step's whole output), and gaps.json, manycore.json, pool.json, nopool.json, mixed.json,
+# grid.json from the steps run.  The script exits 0; summary.txt says what failed.
 # HOST_CHECK_TOTAL (default 470 s) caps the command: a step gets the smaller of its limit and what is left,
 # and one that cannot get 20 s is skipped.
 #
@@ -50,8 +51,9 @@ if [ "${1:-}" = "--dry" ]; then
 fi
 # The steps, each a function run_NAME (its limit in seconds and its command): the one list of them, which
 # the step names given are checked against before anything runs.
-run_gaps() { bench gaps 100 bench_gaps.py "${gaps[@]}"; }
+run_gaps() { TILEBLAS_POOL=1 bench gaps 100 bench_gaps.py "${gaps[@]}"; }
 run_manycore() { bench manycore 170 bench_manycore.py "${manycore[@]}"; }
+run_pool() { TILEBLAS_POOL=1 bench pool 170 bench_manycore.py "${manycore[@]}"; }
 run_nopool() { TILEBLAS_POOL=0 bench nopool 170 bench_manycore.py "${manycore[@]}"; }
 run_mixed() { bench mixed 100 bench_mixed.py "${mixed[@]}"; }
 run_grid() { step grid 240 tail -m tileblas bench grid "${grid[@]}" --modes warm,cold --no-progress --json "$out/grid.json"; }
@@ -75,6 +77,9 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
+# The host's CPU drop-in only: no GPU is looked for (else the first call at or above the GPU floor would
+# include the GPU search, docs/guide/gpu.md).
+export TILEBLAS_DEVICES=cpu
 total=${HOST_CHECK_TOTAL:-470}
 t_start=$(date +%s)
 summary=$out/summary.txt

@@ -413,7 +413,8 @@ _PROBE = textwrap.dedent("""
     with warnings.catch_warnings(record=True) as rec:
         import numpy as np
         import tileblas.blas as tb
-        out = {"import_warnings": len(rec)}
+        from tileblas.blas import _fastpath
+        out = {"import_warnings": len(rec), "configured_at_import": bool(_fastpath.config()["enabled"])}
         for n in (16, 64, 256, 700):
             tb.dgemm(1.0, np.ones((n, n)), np.ones((n, n)))
         tb.zgemm(1.0, np.ones((300, 300), complex), np.ones((300, 300), complex))
@@ -467,13 +468,17 @@ def test_small_calls_never_import_cupy_and_a_broken_cupy_is_the_cpu_path(tmp_pat
 
 
 def test_tileblas_devices_cpu_never_imports_cupy(tmp_path):
+    """``cpu`` (and ``auto``) has nothing to say at the import, which configures the C path as unset does."""
     out = _fresh(tmp_path, "cpu")
     assert not out["small_cupy"] and not out["large_cupy"] and out["large_right"] and out["warnings"] == []
+    assert out["configured_at_import"]
+    assert _fresh(tmp_path, "auto")["configured_at_import"] and _fresh(tmp_path, None)["configured_at_import"]
 
 
 def test_a_bad_tileblas_devices_is_one_warning_at_the_first_call_not_at_import(tmp_path):
     out = _fresh(tmp_path, "gpu:none")
     assert out["import_warnings"] == 0 and out["large_right"] and not out["large_cupy"]
+    assert not out["configured_at_import"]  # the first call reads the setting and says what is wrong
     assert len(out["warnings"]) == 1 and "TILEBLAS_DEVICES='gpu:none'" in out["warnings"][0]
     assert "refused" in out["note"]
 

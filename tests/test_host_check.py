@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-STEPS = ("gaps", "manycore", "nopool", "mixed", "grid", "tune", "first")
+STEPS = ("gaps", "manycore", "pool", "nopool", "mixed", "grid", "tune", "first")
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
                                 reason="the check is a bash script for a Linux host")
 
@@ -35,7 +35,7 @@ def test_the_host_check_runs_each_step_and_writes_its_files(tmp_path):
     r = _check(["--dry", ",".join(STEPS)], out)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["gaps.json", "grid.json", "log.txt", "manycore.json",
-                                                     "mixed.json", "nopool.json", "summary.txt"]
+                                                     "mixed.json", "nopool.json", "pool.json", "summary.txt"]
     summary = (out / "summary.txt").read_text()
     for step in STEPS:
         assert any(line.split()[:1] == [step] and line.split()[3] == "0" and line.rstrip().endswith("ok")
@@ -49,10 +49,15 @@ def test_the_host_check_runs_each_step_and_writes_its_files(tmp_path):
     mixed = json.loads((out / "mixed.json").read_text())
     assert {p["partner"] for p in mixed["points"]} == {"none", "numpy"}
     assert all(p["numpy"] > 0 for p in mixed["points"])
-    # the nopool step ran with OpenBLAS's own threads in tileblas' instances, the manycore step on the pool
-    manycore, nopool = (json.loads((out / f"{n}.json").read_text()) for n in ("manycore", "nopool"))
-    assert manycore["points"] and nopool["points"]
-    assert manycore["pool_enabled"] is True and nopool["pool_enabled"] is False
+    # the pool step ran on the pool, the nopool step with OpenBLAS's own threads in tileblas' instances, the
+    # manycore step as shipped for this machine (the pool only on the core counts it was measured at)
+    from tileblas.kernels import _openblas
+    from tileblas.kernels._threadpool import default_threads
+
+    manycore, pool, nopool = (json.loads((out / f"{n}.json").read_text()) for n in ("manycore", "pool", "nopool"))
+    assert manycore["points"] and pool["points"] and nopool["points"]
+    assert pool["pool_enabled"] is True and nopool["pool_enabled"] is False
+    assert manycore["pool_enabled"] is _openblas.machine_pool(default_threads())
     grid = json.loads((out / "grid.json").read_text())
     assert {p["mode"] for p in grid["points"]} == {"warm", "cold"}
     assert "measured (stored only where the gain is beyond the control's noise):" in summary

@@ -226,26 +226,45 @@ def test_the_pools_wait_is_its_own_only_at_the_thread_counts_it_was_measured_at(
     """machine_waits: at the core counts the pool's wait was measured at, its own (nothing changed); at
     any other, OpenBLAS's threads' (0.1 s, yielding; no watcher)."""
     spin = _openblas.WAIT_SPIN_NS
-    assert _openblas.WAIT_MEASURED_CORES == {2}
+    assert _openblas.POOL_MEASURED_CORES == {2}
     assert _openblas.machine_waits(2) == {}
     for cores in (1, 3, 4, 16, 64):
-        if cores not in _openblas.WAIT_MEASURED_CORES:
+        if cores not in _openblas.POOL_MEASURED_CORES:
             assert _openblas.machine_waits(cores) == {"spin_ns": spin, "yield_ns": 100_000_000 - spin, "watch_ns": 0}
 
 
 @pytest.mark.skipif(not (_pool.supported and hasattr(os, "sched_setaffinity")), reason="no pool or no affinity")
-def test_a_process_on_cores_never_measured_waits_as_openblas_and_the_environment_still_wins():
-    """A process that may use one core (a count the pool's wait was not measured at): OpenBLAS's wait and
-    no watcher, said in tileblas info's notes; TILEBLAS_POOL_WAIT and TILEBLAS_POOL_WATCH still set them."""
-    code = ("import os; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+def test_a_process_on_cores_never_measured_keeps_openblas_threads_and_the_environment_still_wins():
+    """A process that may use one core (a count the pool was not measured at): OpenBLAS's own threads run
+    the parallel calls, said in tileblas info's line; TILEBLAS_POOL=1 turns the pool on, and its workers
+    then wait as OpenBLAS's do (no watcher), said in the notes; TILEBLAS_POOL_WAIT and TILEBLAS_POOL_WATCH
+    still set them; a TILEBLAS_POOL not understood is one warning naming it, and the machine's default."""
+    code = ("import os, warnings; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+            "warnings.simplefilter('always')\n"
             "from tileblas.kernels import _openblas, _pool\n"
-            "c = _pool.configure(); print(c['spin_ns'], c['yield_ns'], c['watch_ns'], _openblas.pool_info()['notes'])")
+            "i = _openblas.get_library(2); p = _openblas.pool_info()\n"
+            "c = _pool.configure(); print(c['spin_ns'], c['yield_ns'], c['watch_ns'], p['enabled'], i.pool_slot, "
+            "p['note'], p['notes'])")
     spin = _openblas.WAIT_SPIN_NS
     out = _run_with(code)
-    assert out.stdout.split()[:3] == [str(spin), str(100_000_000 - spin), "0"]
+    assert out.stdout.split()[3:5] == ["False", "None"]
+    assert "OpenBLAS's own threads, by default here" in out.stdout and "measured on 2 cores, not 1" in out.stdout
+    assert "TILEBLAS_POOL=1 turns it on" in out.stdout
+    out = _run_with(code, TILEBLAS_POOL="1")
+    assert out.stdout.split()[:5] == [str(spin), str(100_000_000 - spin), "0", "True", "0"]
     assert "wait as OpenBLAS's do" in out.stdout and "measured on 2 cores, not 1" in out.stdout
-    out = _run_with(code, TILEBLAS_POOL_WAIT="200us", TILEBLAS_POOL_WATCH="100ms")
-    assert out.stdout.split()[:3] == ["200000", "0", "100000000"]
+    out = _run_with(code, TILEBLAS_POOL="1", TILEBLAS_POOL_WAIT="200us", TILEBLAS_POOL_WATCH="100ms")
+    assert out.stdout.split()[:4] == ["200000", "0", "100000000", "True"]
+    out = _run_with(code, TILEBLAS_POOL="sometimes")
+    assert out.stdout.split()[3] == "False"
+    assert "TILEBLAS_POOL='sometimes' not understood" in out.stderr and "RuntimeWarning" in out.stderr
+    assert "TILEBLAS_POOL='sometimes' not understood" in out.stdout
+
+
+def test_the_pool_is_the_default_only_at_the_core_counts_it_was_measured_at():
+    assert _openblas.machine_pool(2)
+    for cores in (1, 3, 4, 16, 64):
+        assert _openblas.machine_pool(cores) == (cores in _openblas.POOL_MEASURED_CORES)
 
 
 def test_the_watch_setting_reads_durations_and_refuses_the_rest():
@@ -544,7 +563,7 @@ def test_a_split_call_ends_a_warm_up_in_progress_and_takes_its_buffers():
         "import tileblas.blas as tb\n"
         "from tileblas.blas import _fastpath\n"
         "a = np.asfortranarray(np.random.default_rng(5).random((512, 512)))\n"
-        "tb.dgemm(1.0, a, a)  # the C path configured (at the import, or here where TILEBLAS_DEVICES is set)\n"
+        "tb.dgemm(1.0, a, a)\n"
         "if _fastpath.decide(tb.dgemm, 1.0, a, a)['path'] != 'split':\n"
         "    print('skip'); raise SystemExit\n"
         "tmp = tempfile.mkdtemp()\n"
@@ -587,10 +606,7 @@ def test_a_fork_at_once_after_the_import_waits_for_the_warm_up_and_both_sides_co
         "assert ok and os.waitstatus_to_exitcode(status) == 0, status\n"
         "print('ok')\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TILEBLAS_DEVICES"}  # the import warms
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    assert _run_with(code).stdout.strip() == "ok"
 
 
 def test_the_import_warms_the_one_thread_instances_buffers_for_the_split_calls():
@@ -616,11 +632,8 @@ def test_the_import_warms_the_one_thread_instances_buffers_for_the_split_calls()
         "_print_pool(_openblas.pool_info())\n"
         "print('ok', threads, st.get('warmed', 0))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TILEBLAS_DEVICES"}  # set, the import configures nothing
     for extra in ({}, {"TILEBLAS_POOL": "0"}):
-        out = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
-                             timeout=120)
-        assert out.returncode == 0, out.stderr
+        out = _run_with(code, **extra)
         words = out.stdout.splitlines()[-1].split()
         assert words[0] == "ok" and (words[2] == "0" or not extra), words
         if not extra:  # tileblas info's pool lines say it
@@ -640,10 +653,7 @@ def test_turned_off_the_instances_keep_openblas_threads():
         "assert np.abs(c - a @ a).max() <= 4 * 300 * 2.3e-16 * (np.abs(a) @ np.abs(a)).max()\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, TILEBLAS_POOL="0")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    assert _run_with(code, TILEBLAS_POOL="0").stdout.strip() == "ok"
 
 
 def test_an_instance_the_pool_cannot_take_runs_on_one_thread():

@@ -106,13 +106,14 @@ def preload() -> None:
     call made it yet), as SciPy loads its OpenBLAS at import: the first call then costs what the calls after
     it do (loading the one-thread instance and configuring took 3-4 ms of the first call; the first dgemm
     of order 512 ran at half SciPy's rate).  Where an address-space limit leaves no room for the one-thread
-    instance, the path stays off, as it would at the first call.  Where ``TILEBLAS_DEVICES`` is set, nothing
-    is done here: the first call reads that setting and says what is wrong with it, never the import.  Where
+    instance, the path stays off, as it would at the first call.  Where ``TILEBLAS_DEVICES`` names GPUs or is
+    not understood, nothing is done here: the first call reads that setting and says what is wrong with it,
+    never the import (``cpu`` and ``auto`` have nothing to say).  Where
     any call is split, it also starts writing the one-thread instance's buffers that the parts of a split
     call take at once, one a thread (``max_parts`` at most), off this thread (``BlasLibrary.warm_buffers``):
     only here, not where a call configures the path, which would want those buffers at once
     (docs/developer/drop-in-internals.md, "The first calls of a process")."""
-    if _fastpath is not None and _ALLOWED[0] and not os.environ.get(_offload.ENV, "").strip() and _turn_on():
+    if _fastpath is not None and _ALLOWED[0] and _quiet_setting() and _turn_on():
         from tileblas.kernels import _openblas
         from tileblas.runtime import _runtime
 
@@ -123,6 +124,18 @@ def preload() -> None:
         parts = min(_threads(_runtime.get_runtime()), int(cfg["max_parts"]))
         if parts > 1 and cfg["split"] and cfg["pool_slot"] >= 0:
             _openblas.get_library(1).warm_buffers(parts)
+
+
+def _quiet_setting() -> bool:
+    """Whether ``TILEBLAS_DEVICES`` is unset or a value with nothing to say at the import: one understood
+    that names no GPU (``cpu``, ``auto``)."""
+    text = os.environ.get(_offload.ENV, "").strip()
+    if not text:
+        return True
+    try:
+        return not _offload.parse(text).named
+    except ValueError:
+        return False
 
 
 def _turn_on() -> bool:

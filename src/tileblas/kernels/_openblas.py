@@ -9,12 +9,13 @@ What this module owns
       ``RTLD_LOCAL``: each copy has its own state and its own thread pool.  Single-threaded tile workers
       share the ``threads=1`` instance, which computes in the calling thread and is safe to call from many
       threads at once.
-    * The threads of parallel calls.  Each multi-threaded instance (and its ILP64 twin) hands the jobs of
-      its parallel calls to :mod:`tileblas.kernels._pool`, whose idle workers yield their core to any
+    * The threads of parallel calls.  Where the pool is on (by default only on the core counts it was
+      measured at: :func:`machine_pool`; ``TILEBLAS_POOL``), each multi-threaded instance (and its ILP64
+      twin) hands the jobs of its parallel calls to :mod:`tileblas.kernels._pool`, whose idle workers yield their core to any
       other thread that wants it (NumPy's or SciPy's OpenBLAS, the user's threads) while they wait for the
       next call: OpenBLAS's own workers would hold it for 0.1 s after every call, and a program that
       alternates tileblas with NumPy or SciPy calls would then run about ten times slower.  The same
-      workers run the parts of tileblas' own split calls (tileblas.blas).  ``TILEBLAS_POOL=0`` keeps
+      workers run the parts of tileblas' own split calls (tileblas.blas).  Elsewhere the instances keep
       OpenBLAS's own threads.
     * 64-bit sizes (ILP64).  Where the ``scipy-openblas64`` wheel is installed (``tileblas[ilp64]``), each
       instance has an ILP64 twin with the same thread count (symbols ``scipy_<name>64_``), loaded on first
@@ -339,7 +340,10 @@ def _static_offsets(path: str, names: tuple[str, ...], anchor: tuple[str, Any]) 
     return {name: base + own for name in names if (own := value(name)) is not None}
 
 
-_POOL = {"enabled": os.environ.get("TILEBLAS_POOL", "1").strip().lower() not in ("0", "false", "no", "off")}
+#: The environment variable: whether tileblas' pool runs the parallel calls (``1``), OpenBLAS's own threads
+#: do (``0``), or the machine's default (unset, ``auto``: :func:`machine_pool`)
+POOL_ENV = "TILEBLAS_POOL"
+_POOL: dict[str, Any] = {"enabled": False}
 
 #: The environment variable: how long an idle worker of the pool stays awake after its work
 WAIT_ENV = "TILEBLAS_POOL_WAIT"
@@ -396,10 +400,10 @@ def parse_watch(text: str, source: str = WATCH_ENV) -> int:
     return 0 if text.strip() == "0" else _parse_duration(text, source)
 
 
-#: The core counts the pool's own wait and watch were measured at (the 2-core VMs: docs/measurements/
+#: The core counts the pool and its own wait and watch were measured at (the 2-core VMs: docs/measurements/
 #: drop-in.md, "Own work between calls"); the drop-in's limits have their own
 #: (:data:`tileblas.policy._dropin.MEASURED_THREADS`).
-WAIT_MEASURED_CORES = frozenset({2})
+POOL_MEASURED_CORES = frozenset({2})
 
 #: The wait of OpenBLAS's own threads (its THREAD_TIMEOUT of 2**28 cycles, about 0.1 s, yielding), as
 #: :data:`WAIT_ENV` writes it: the pool's default where its own was not measured (:func:`machine_waits`).
@@ -409,21 +413,62 @@ OPENBLAS_WAIT = "0.1s"
 def machine_waits(cores: int) -> dict[str, int]:
     """The pool's default wait and watch for a process that may use ``cores`` cores: its own (a 200 µs
     spin, then asleep with a watcher for 100 ms: kernels/_pool.c) where ``cores`` is a count they were
-    measured at (:data:`WAIT_MEASURED_CORES`); elsewhere
+    measured at (:data:`POOL_MEASURED_CORES`); elsewhere
     the wait of OpenBLAS's own threads, which SciPy's calls get (0.1 s, yielding; no watcher).  On a
     16-core host loops with the caller's own work between calls ran at 0.42-0.48x SciPy with the pool's
     own wait and at 0.82-1.31x with OpenBLAS's (docs/measurements/drop-in.md, "A 16-core host")."""
-    if cores in WAIT_MEASURED_CORES:
+    if cores in POOL_MEASURED_CORES:
         return {}
     spin, yld = parse_wait(OPENBLAS_WAIT, "OPENBLAS_WAIT")
     return {"spin_ns": spin, "yield_ns": yld, "watch_ns": 0}
+
+
+def machine_pool(cores: int) -> bool:
+    """Whether tileblas' pool runs the parallel calls by default in a process that may use ``cores`` cores:
+    only at a core count it was measured at (:data:`POOL_MEASURED_CORES`).  Elsewhere OpenBLAS's own threads
+    run them, as they run SciPy's: on a 16-core host the pool's first dgemm of order 512 in a fresh process
+    ran at 0.03-0.05x SciPy's rate and OpenBLAS's own threads in tileblas' instance at 1.15-1.46x
+    (docs/measurements/drop-in.md, "A 16-core host")."""
+    return cores in POOL_MEASURED_CORES
+
+
+def _pool_from_environment() -> None:
+    """Whether the pool runs the parallel calls: :data:`POOL_ENV` where it says ``0`` or ``1`` (or their
+    synonyms), else the machine's default (:func:`machine_pool`); a value not understood is one
+    RuntimeWarning naming it and the machine's default, noted for ``tileblas info``."""
+    from tileblas.kernels._threadpool import default_threads
+
+    text = os.environ.get(POOL_ENV, "").strip().lower()
+    cores = default_threads()
+    if text in ("0", "false", "no", "off"):
+        _POOL["enabled"] = False
+        _POOL["off_note"] = f"turned off ({POOL_ENV}=0): OpenBLAS's own threads"
+        return
+    if text in ("1", "true", "yes", "on"):
+        _POOL["enabled"] = True
+        return
+    _POOL["enabled"] = machine_pool(cores)
+    if text not in ("", "auto"):
+        _POOL["pool_note"] = (f"{POOL_ENV}={os.environ[POOL_ENV]!r} not understood (0, 1 or auto); the default "
+                              "for this machine used")
+        try:
+            warnings.warn(f"tileblas: {_POOL['pool_note']}", RuntimeWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
+            pass
+    if not _POOL["enabled"]:
+        _POOL["off_note"] = (f"OpenBLAS's own threads, by default here: tileblas' pool was measured on "
+                             f"{' or '.join(str(c) for c in sorted(POOL_MEASURED_CORES))} cores, not {cores} "
+                             f"({POOL_ENV}=1 turns it on)")
+
+
+_pool_from_environment()
 
 
 def _waits_from_environment() -> None:
     """Set the pool's wait and watch for this machine (:func:`machine_waits`), then from :data:`WAIT_ENV`
     and :data:`WATCH_ENV` where they are set; a value refused is one RuntimeWarning, the setting it would
     have replaced kept, and a note that ``tileblas info`` shows."""
-    if not _pool.supported:
+    if not (_pool.supported and _POOL["enabled"]):
         return
     from tileblas.kernels._threadpool import default_threads
 
@@ -433,7 +478,7 @@ def _waits_from_environment() -> None:
         _pool.configure(**machine)
         _POOL["machine_note"] = (f"by default here the pool's threads wait as OpenBLAS's do ({OPENBLAS_WAIT}, yielding; no "
                                  f"watcher): its own wait was measured on "
-                                 f"{' or '.join(str(c) for c in sorted(WAIT_MEASURED_CORES))} cores, not {cores}")
+                                 f"{' or '.join(str(c) for c in sorted(POOL_MEASURED_CORES))} cores, not {cores}")
     for env, parse, setting in ((WAIT_ENV, parse_wait, "wait"), (WATCH_ENV, parse_watch, "watch")):
         text = os.environ.get(env, "").strip()
         if not text:
@@ -524,11 +569,11 @@ def pool_info() -> dict[str, Any]:
     if not _pool.supported:
         why = "not built on this platform: OpenBLAS's own threads"
     elif not _POOL["enabled"]:
-        why = "turned off (TILEBLAS_POOL=0): OpenBLAS's own threads"
+        why = _POOL["off_note"]
     else:
         why = ""
     notes = [f"instance of {lib.threads} threads{' (ILP64)' if lib.ilp64 else ''}: {lib.note}" for lib in libs if lib.note]
-    notes += [_POOL[k] for k in ("machine_note", "wait_note", "watch_note") if _POOL.get(k)]
+    notes += [_POOL[k] for k in ("pool_note", "machine_note", "wait_note", "watch_note") if _POOL.get(k)]
     return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
             "settings": _pool.configure(), "stats": _pool.stats(), "notes": notes}
 
