@@ -61,7 +61,6 @@ t_start=$(date +%s)
 summary=$out/summary.txt
 log=$out/log.txt
 : > "$log"
-printf '%-7s %6s %6s %4s  %s\n' step limit used rc result > "$summary"
 
 limit_of() {
     case $1 in
@@ -77,13 +76,8 @@ for s in ${steps//,/ }; do
     fi
 done
 
-row() { printf '%-7s %6s %6s %4s  %s\n' "$@" >> "$summary"; }
-left() { echo $(( total - ($(date +%s) - t_start) )); }
-
-src=$root/src
-site=$root/build/gpu-site
-export root src py out site
 . "$root/benchmarks/gpu_setup.sh"
+steps_init 7
 setup_step "dry: the CuPy stand-in, tiny sizes, no build"
 if (( ! dry )); then
     (command -v nvidia-smi > /dev/null && nvidia-smi) >> "$log" 2>&1 || echo "nvidia-smi: not found" >> "$log"

@@ -12,6 +12,8 @@
 #   prepared LOG  both, each only once: the build skipped while newer than every C source, the wheels
 #           while unpacked
 #   setup_step NOTE  prepared as a step with its row in the sourcing script's summary
+#   steps_init WIDTH  for a script of timed steps (gpu_part2.sh, host_check.sh): src, site and its summary's
+#           header row, and two helpers, row (a line of the summary) and left (seconds of its total left)
 
 # build: every extension setup.py declares, with its own sources, include dirs and flags, in place
 build() {
@@ -122,3 +124,16 @@ setup_step() {
     return $rc
 }
 
+# steps_init WIDTH: with root, py, out, summary, total and t_start set by the sourcing script: src and site
+# (the checkout's src/ and build/gpu-site) exported with root, py and out; the summary started with its
+# header row, each step's name WIDTH wide in it (row); left: the seconds of total left
+steps_init() {
+    ROW_WIDTH=$1
+    src=$root/src
+    site=$root/build/gpu-site
+    export root src py out site
+    : > "$summary"
+    row step limit used rc result
+}
+row() { printf "%-${ROW_WIDTH:-7}s %6s %6s %4s  %s\n" "$@" >> "$summary"; }
+left() { echo $(( total - ($(date +%s) - t_start) )); }

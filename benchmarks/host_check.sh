@@ -85,14 +85,8 @@ t_start=$(date +%s)
 summary=$out/summary.txt
 log=$out/log.txt
 : > "$log"
-printf '%-8s %6s %6s %4s  %s\n' step limit used rc result > "$summary"
-row() { printf '%-8s %6s %6s %4s  %s\n' "$@" >> "$summary"; }
-left() { echo $(( total - ($(date +%s) - t_start) )); }
-
-src=$root/src
-site=$root/build/gpu-site
-export root src py out site
 . "$root/benchmarks/gpu_setup.sh"
+steps_init 8
 setup_step "dry: tiny sizes, no build"
 "$py" -c "import os, tileblas; from tileblas.kernels import _openblas as o; i = o.pool_info()
 print('host:', len(os.sched_getaffinity(0)), 'cores; tileblas', tileblas.__version__, '; pool settings', i['settings'], i['notes'])" \

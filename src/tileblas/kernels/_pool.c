@@ -520,6 +520,24 @@ worker_main(void *arg)
     return NULL;
 }
 
+/* Start fn(arg) on a detached thread with a stack of `stack` bytes, not the default (RLIMIT_STACK, 8 MiB):
+ * address space counts against RLIMIT_AS.  The thread's id in *id.  0, or pthread's error. */
+static int
+start_detached(void *(*fn)(void *), void *arg, size_t stack, pthread_t *id)
+{
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0)
+        return rc;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, stack);
+    rc = pthread_create(id, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
+/* A worker runs OpenBLAS's jobs and one-thread calls (their largest stack use: 2 KiB of STACK_ALLOC; the
+ * threaded drivers' job arrays live on the calling thread) and rblas's chunks. */
 #define WORKER_STACK ((size_t)1 << 20)
 
 static Worker *
@@ -535,16 +553,7 @@ worker_new(Slot *s)
     pthread_cond_init(&w->wake, NULL);
 #endif
     atomic_store(&w->done, 1);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* A stack of WORKER_STACK, not the default (RLIMIT_STACK, 8 MiB): address space counts against
-     * RLIMIT_AS.  A worker runs OpenBLAS's jobs and one-thread calls (their largest stack use: 2 KiB of
-     * STACK_ALLOC; the threaded drivers' job arrays live on the calling thread) and rblas's chunks. */
-    pthread_attr_setstacksize(&attr, WORKER_STACK);
-    int rc = pthread_create(&w->thread, &attr, worker_main, w);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
+    if (start_detached(worker_main, w, WORKER_STACK, &w->thread) != 0) {
 #if !defined(__linux__)
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
@@ -735,15 +744,9 @@ watcher_new(Worker *w)
 {
     atomic_store(&w->has_watcher, 0);
 #if HAVE_WATCHER
-    pthread_attr_t attr;
-    if (pthread_attr_init(&attr) != 0)
-        return;
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, WATCHER_STACK);
     atomic_store(&w->has_watcher, 1); /* the watcher takes it back where it cannot enter the idle class */
-    if (pthread_create(&w->watcher, &attr, watcher_main, w) != 0)
+    if (start_detached(watcher_main, w, WATCHER_STACK, &w->watcher) != 0)
         atomic_store(&w->has_watcher, 0);
-    pthread_attr_destroy(&attr);
 #endif
 }
 
@@ -1067,19 +1070,10 @@ warm_start(buf_alloc_fn alloc, buf_free_fn release, int count, size_t bytes)
     job->release = release;
     job->count = count;
     job->bytes = bytes;
-    pthread_attr_t attr;
     pthread_t t;
-    if (pthread_attr_init(&attr) != 0) {
-        free(job);
-        return 0;
-    }
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, WARM_STACK); /* bufs: 8 KiB of it */
     atomic_store(&warm_stop, 0);
     atomic_fetch_add(&n_warming, 1);
-    int rc = pthread_create(&t, &attr, warm_main, job);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
+    if (start_detached(warm_main, job, WARM_STACK, &t) != 0) { /* its bufs: 8 KiB of the stack */
         atomic_fetch_sub(&n_warming, 1);
         free(job);
         return 0;
