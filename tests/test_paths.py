@@ -136,6 +136,11 @@ def test_recursion_where_the_rule_says_so(runtime, monkeypatch):
     _use(monkeypatch, _policy(recursion=(64.0, 1.0, 1e9)))
     want = dict(_NATIVE, trmm=("recursive",), trsm=("recursive",))
     assert _run_all(runtime, SMALL, want) == {"shared", "recursive"}
+    # a rule tuned on the machine holds at any thread count (the shipped one only at those it was measured at)
+    from tileblas.policy import _recursion
+
+    assert _recursion.recursion_window("trsm", "d", "L", 16) == (64.0, 1.0, 1e9)
+    assert _recursion.recursion_faster(64, 64, 16, "trsm", "d", "L")
 
 
 def test_recursion_rule_bounds_are_inclusive_and_per_class(runtime, monkeypatch):

@@ -91,6 +91,16 @@ def test_the_runtime_and_planner_read_it_at_each_call(tuned):
     assert _recursion.recursion_faster(10, 5, 2, "trsm", "d", "R")
     assert _recursion.recursion_faster(10, 5, 2, "trmm", "D", "R")
     assert not _recursion.recursion_faster(10, 5, 1, "trsm", "f")
+    # a rule set in the Tuning holds at any thread count; the shipped one only at the thread counts it was
+    # measured at (2), OpenBLAS's routine elsewhere
+    assert _recursion.recursion_faster(10, 5, 16, "trsm", "d", "R")
+    assert _recursion.recursion_window("trsm", "d", "R", 16) == (10.0, 1.0, 5.0)
+    tuned(recursive_min_order=1024, recursive_rhs=(32, 128))  # the shipped values again
+    assert _recursion.recursion_window("trsm", "d", "R", 2) == (1024.0, 32.0, 128.0)
+    assert _recursion.recursion_window("trsm", "d", "R", 16) is None
+    assert not _recursion.recursion_faster(2048, 64, 16, "trsm", "d", "R")
+    assert _recursion.recursion_faster(2048, 64, 2, "trsm", "d", "R")
+    tuned(recursive_min_order=10, recursive_rhs=(1, 5))
     tuned(recursive_left_prefixes="sdcz")
     assert _recursion.recursion_faster(10, 5, 2, "trsm", "d", "L")
     with pytest.raises(ValueError, match="recursive_left_prefixes"):

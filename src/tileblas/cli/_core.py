@@ -85,8 +85,10 @@ def paths_info() -> dict[str, Any]:
     d = pol.describe()
     d["path_file"] = str(_paths.policy_path())
     tuning = get_tuning()
+    from tileblas.policy._recursion import _shipped_rule
+
     d["shipped_recursion"] = {"min_order": tuning.recursive_min_order, "rhs": list(tuning.recursive_rhs),
-                              "min_threads": tuning.recursive_min_threads}
+                              "min_threads": tuning.recursive_min_threads, "shipped": _shipped_rule(tuning)}
     shipped = Tuning()
     d["tuning_changed"] = {f: getattr(tuning, f) for f in tuning.__dataclass_fields__
                            if getattr(tuning, f) != getattr(shipped, f)}
@@ -222,9 +224,13 @@ def _print_paths(p: dict[str, Any]) -> None:
         line = f"             {fam:7s} {cls:8s} {'never' if v is None else f'{v:.4g}':20s}"
         if key in p["recursion"]:
             rule = p["recursion"][key]
-            if rule is None:
+            measured = p.get("fastpath_measured_threads", [])
+            if rule is None and (p["native_threads"] in measured or not sr.get("shipped", True)):
                 line += (f" >= {sr['min_order']}, {sr['rhs'][0]}-{sr['rhs'][1]}"
-                         f" (shipped default, {sr['min_threads']}+ threads)")
+                         f" ({'shipped default' if sr.get('shipped', True) else 'Tuning'}, {sr['min_threads']}+ threads)")
+            elif rule is None:
+                line += (f" never here (the shipped >= {sr['min_order']}, {sr['rhs'][0]}-{sr['rhs'][1]} was measured at "
+                         f"{' or '.join(str(t) for t in measured)} threads, not {p['native_threads']})")
             elif rule[0] is None:
                 line += " never (tuned)"
             else:

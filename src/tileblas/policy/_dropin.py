@@ -207,7 +207,7 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
     tri = [(fam, p, side) for fam in ("trmm", "trsm") for p in "sdcz" for side in "LR"]
     for fam, p, side in tri:
         limits[f"{p}{fam}/{side}"] = min(pol.tile_limit(fam, DTYPE_OF[p].char), never)
-    windows = {f"{p}{fam}/{side}": recursion_window(fam, DTYPE_OF[p].char, side) for fam, p, side in tri}
+    windows = {f"{p}{fam}/{side}": recursion_window(fam, DTYPE_OF[p].char, side, threads) for fam, p, side in tri}
     rank_gemm = {**SHIPPED.rank_gemm, **pol.rank_gemm}
     one_thread: dict[str, float] = {}
     split: dict[str, tuple[float, float]] = {}

@@ -38,32 +38,54 @@ RECURSIVE_MIN_THREADS = Tuning().recursive_min_threads
 RECURSIVE_RHS = Tuning().recursive_rhs
 
 
-def recursion_window(kind: str, dtype_char: str, side: str) -> tuple[float, float, float] | None:
+def recursion_window(kind: str, dtype_char: str, side: str,
+                     threads: int | None = None) -> tuple[float, float, float] | None:
     """The shapes for which the recursive ``kind`` (trmm/trsm) in precision ``dtype_char`` with the
     triangle on ``side`` measured faster than OpenBLAS's own routine (on enough threads): ``(min_order,
     rhs_lo, rhs_hi)`` -- a triangle of order >= min_order with rhs_lo..rhs_hi right-hand sides -- or None
     where it never does.  By the rule ``tileblas tune`` measured on this machine for the routine and
     precision class (:func:`tileblas.policy._paths.policy`), else by the :class:`~tileblas.Tuning` in
     force (``recursive_min_order``, ``recursive_rhs``, and ``recursive_left_prefixes`` for a triangle on
-    the left)."""
+    the left).  The shipped values of those were measured at two BLAS threads: with ``threads`` given,
+    None for any other count than those (:data:`tileblas.policy._dropin.MEASURED_THREADS`), where
+    OpenBLAS's routine is SciPy's path, unless the :class:`~tileblas.Tuning` in force sets them."""
     rule = _paths.policy().recursion.get((kind, _paths.precision_class(dtype_char)))
     if rule is not None:
         return None if math.isinf(rule[0]) else (float(rule[0]), float(rule[1]), float(rule[2]))
     t = get_tuning()
+    if threads is not None and int(threads) not in _measured_threads() and _shipped_rule(t):
+        return None
     if side == "L" and PREFIX_OF[np.dtype(dtype_char)] not in t.recursive_left_prefixes:
         return None
     return (float(t.recursive_min_order), float(t.recursive_rhs[0]), float(t.recursive_rhs[1]))
+
+
+#: The Tuning fields of the shipped rule
+_RULE_FIELDS = ("recursive_min_order", "recursive_min_threads", "recursive_rhs", "recursive_left_prefixes")
+
+
+def _shipped_rule(t: Tuning) -> bool:
+    """Whether ``t`` keeps the shipped rule (none of :data:`_RULE_FIELDS` set otherwise)."""
+    shipped = Tuning()
+    return all(getattr(t, f) == getattr(shipped, f) for f in _RULE_FIELDS)
+
+
+def _measured_threads() -> frozenset:
+    """The BLAS thread counts the shipped rule was measured at (the drop-in's: the same 2-core machines)."""
+    from tileblas.policy._dropin import MEASURED_THREADS
+
+    return MEASURED_THREADS
 
 
 def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d",
                      side: str = "L") -> bool:
     """Whether the recursive ``kind`` (trmm/trsm) measured faster than OpenBLAS's own routine on ``threads``
     BLAS threads for a triangle of ``order`` on ``side`` and ``rhs`` right-hand sides: the shape is in
-    :func:`recursion_window`, and ``threads`` at least the :class:`~tileblas.Tuning`'s
+    :func:`recursion_window` for that thread count, and ``threads`` at least the :class:`~tileblas.Tuning`'s
     ``recursive_min_threads``."""
     if threads < get_tuning().recursive_min_threads:
         return False
-    w = recursion_window(kind, dtype_char, side)
+    w = recursion_window(kind, dtype_char, side, threads)
     return w is not None and order >= w[0] and w[1] <= rhs <= w[2]
 
 
