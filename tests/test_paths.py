@@ -769,6 +769,18 @@ def test_measure_split_measures_and_restores_the_c_path():
     assert all(r[2] > 0 and r[3] > 0 and r[4] == pytest.approx(r[2] / r[3]) for r in rows["ztrsm"])
 
 
+def test_measure_split_without_the_pool_says_why():
+    """With the pool off (TILEBLAS_POOL=0, or by default on a core count it was not measured at) nothing is
+    split, and the note says that the pool is off and how."""
+    pytest.importorskip("tileblas.blas._fastpath")
+    code = ("from tileblas.perf._pathtune import measure_split\n"
+            "print(measure_split(('dgemm',), orders=(24,), reps=1, settle=0.0, idle=0.01))")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TILEBLAS_POOL="0"), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "does not split here: no thread pool (turned off (TILEBLAS_POOL=0)" in out.stdout
+
+
 def test_measure_split_keeps_what_fixed_timings_say(monkeypatch):
     """The timing loop replaced by fixed seconds (the machine's noise out of it): each way is still set on
     the C path and called, and the limits follow the seconds: parts twice as fast at every order give the

@@ -560,7 +560,14 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
     _fastpath, why = _c_path()
     saved = _fastpath.config() if _fastpath is not None else {}
     if not (saved and saved["pool_slot"] >= 0 and saved["one_thread_entries"]):  # split ranges or not
-        return {}, {"note": why or "the C small-call path does not split here (one thread, or no thread pool)"}
+        if not why:
+            from tileblas.kernels import _openblas
+
+            pool = _openblas.pool_info()
+            why = ("the C small-call path does not split here: "
+                   + ("one thread" if saved and saved["pool_slot"] >= 0 or pool["enabled"]
+                      else f"no thread pool ({pool['note']})"))
+        return {}, {"note": why}
     rng = np.random.default_rng(0)
     ladder = sorted({int(x) for x in orders})
     points = []
