@@ -414,9 +414,9 @@ def machine_waits(cores: int) -> dict[str, int]:
     """The pool's default wait and watch for a process that may use ``cores`` cores: its own (a 200 µs
     spin, then asleep with a watcher for 100 ms: kernels/_pool.c) where ``cores`` is a count they were
     measured at (:data:`POOL_MEASURED_CORES`); elsewhere
-    the wait of OpenBLAS's own threads, which SciPy's calls get (0.1 s, yielding; no watcher).  On a
-    16-core host loops with the caller's own work between calls ran at 0.42-0.48x SciPy with the pool's
-    own wait and at 0.82-1.31x with OpenBLAS's (docs/measurements/drop-in.md, "A 16-core host")."""
+    the wait of OpenBLAS's own threads, which SciPy's calls get (0.1 s, yielding; no watcher): on a
+    16-core host loops with the caller's own work between calls lost far more with the pool's own wait
+    (docs/measurements/drop-in.md, "A 16-core host")."""
     if cores in POOL_MEASURED_CORES:
         return {}
     spin, yld = parse_wait(OPENBLAS_WAIT, "OPENBLAS_WAIT")
@@ -426,9 +426,9 @@ def machine_waits(cores: int) -> dict[str, int]:
 def machine_pool(cores: int) -> bool:
     """Whether tileblas' pool runs the parallel calls by default in a process that may use ``cores`` cores:
     only at a core count it was measured at (:data:`POOL_MEASURED_CORES`).  Elsewhere OpenBLAS's own threads
-    run them, as they run SciPy's: on a 16-core host the pool's first dgemm of order 512 in a fresh process
-    ran at 0.03-0.05x SciPy's rate and OpenBLAS's own threads in tileblas' instance at 1.15-1.46x
-    (docs/measurements/drop-in.md, "A 16-core host")."""
+    run them, as they run SciPy's: on a 16-core host the pool lost the first and the cold calls by far, where
+    OpenBLAS's own threads in tileblas' instance kept SciPy's pace (docs/measurements/drop-in.md, "A 16-core
+    host")."""
     return cores in POOL_MEASURED_CORES
 
 

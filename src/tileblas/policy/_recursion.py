@@ -64,10 +64,12 @@ def recursion_window(kind: str, dtype_char: str, side: str,
 _RULE_FIELDS = ("recursive_min_order", "recursive_min_threads", "recursive_rhs", "recursive_left_prefixes")
 
 
+_SHIPPED_RULE = tuple(getattr(Tuning(), f) for f in _RULE_FIELDS)
+
+
 def _shipped_rule(t: Tuning) -> bool:
     """Whether ``t`` keeps the shipped rule (none of :data:`_RULE_FIELDS` set otherwise)."""
-    shipped = Tuning()
-    return all(getattr(t, f) == getattr(shipped, f) for f in _RULE_FIELDS)
+    return tuple(getattr(t, f) for f in _RULE_FIELDS) == _SHIPPED_RULE
 
 
 def _measured_threads() -> frozenset:
