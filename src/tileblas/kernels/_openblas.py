@@ -427,8 +427,8 @@ def machine_pool(cores: int) -> bool:
     """Whether tileblas' pool runs the parallel calls by default in a process that may use ``cores`` cores:
     only at a core count it was measured at (:data:`POOL_MEASURED_CORES`).  Elsewhere OpenBLAS's own threads
     run them, as they run SciPy's: on a 16-core host the pool lost the first and the cold calls by far, where
-    OpenBLAS's own threads in tileblas' instance kept SciPy's pace (docs/measurements/drop-in.md, "A 16-core
-    host")."""
+    OpenBLAS's own threads in tileblas' instance kept SciPy's pace
+    (docs/measurements/drop-in.md, "A 16-core host")."""
     return cores in POOL_MEASURED_CORES
 
 
