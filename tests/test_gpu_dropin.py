@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def standin(monkeypatch):
         sim = install(monkeypatch, devices=1)
         # the search's timing of the per-call cost reads the stand-in's times, not a GPU's: none here (its
         # own tests below)
-        monkeypatch.setattr(_dispatch, "_call_cost", lambda rt: (0.0, 0.0))
+        monkeypatch.setattr(_dispatch, "_call_cost", lambda rt: _dispatch.CallCost())
         return _named(monkeypatch, sim, name) if name else sim
 
     yield make
@@ -242,16 +243,42 @@ def test_the_per_call_cost_is_fitted_from_two_timed_orders(monkeypatch):
             time.sleep(1e-3 + 3e-3 + 2e-9 * c.nbytes)
 
     monkeypatch.setattr(_shares, "predict_seconds", lambda *args: 1e-3)
-    fixed, per_byte = _dispatch._call_cost(Slow())
+    cost = _dispatch._call_cost(Slow())
     assert Slow.calls == 3 * len(_dispatch.CALL_COST_ORDERS)
-    assert 2.5e-3 <= fixed <= 5e-3 and 1.5e-9 <= per_byte <= 3e-9, (fixed, per_byte)
+    assert 2.5e-3 <= cost.seconds <= 5e-3 and 1.5e-9 <= cost.per_byte <= 3e-9, cost
+    # no GPU that page-locks outputs: every output costs the staging's rate
+    assert cost.locked_from == math.inf and cost.per_locked_byte == cost.per_byte
+    assert cost.output_seconds(1 << 40) == cost.seconds + cost.per_byte * (1 << 40)
+
+
+def test_outputs_page_locked_in_place_cost_what_locking_them_costs(standin):
+    """_locking_cost on a GPU that page-locks operands from register_min bytes: a new buffer of that size
+    locked and let go (the registry's counts say both happened), its time a byte; a call's output from that
+    size is charged that rate, a smaller one the staging's."""
+    from tileblas.devices import _hostmem
+    from tileblas.runtime import Runtime
+
+    standin()
+    with Runtime(devices="gpu:1") as rt:
+        dev = rt.devices[0]
+        dev.register_min = 2 << 20
+        before = dict(_hostmem.REGISTRY.counts)
+        locked_from, per_byte = _dispatch._locking_cost(rt)
+        counts = _hostmem.REGISTRY.counts
+        assert locked_from == 2 << 20 and per_byte is not None and 0 < per_byte < 1e-6
+        assert counts["registered"] - before["registered"] == 2 == counts["unregistered"] - before["unregistered"]
+        dev.host_transfer = "pack"
+        assert _dispatch._locking_cost(rt) == (math.inf, None)
+    cost = _dispatch.CallCost(1e-3, 1e-9, 1e-11, 2 << 20)
+    assert cost.output_seconds(1 << 20) == pytest.approx(1e-3 + 1e-9 * (1 << 20))
+    assert cost.output_seconds(2 << 20) == pytest.approx(1e-3 + 1e-11 * (2 << 20))
 
 
 def test_the_measured_per_call_cost_moves_the_crossover(h100):
     """A per-call cost measured at the search enters the prediction: with 20 ms a call, dgemm goes to the
     GPU only from a larger order, and a call between the two crossovers stays on the CPU."""
     before = _dispatch.gpu_report()["crossover"]["dgemm"]
-    _dispatch._GPU.call_cost = (0.02, 0.0)  # as if the search had measured it (a new search: new choices)
+    _dispatch._GPU.call_cost = _dispatch.CallCost(0.02)  # as if the search had measured it (a new search: new choices)
     _dispatch._GPU.choices = {}
     rep = _dispatch.gpu_report()
     after = rep["crossover"]["dgemm"]
@@ -499,8 +526,11 @@ def test_info_shows_the_devices_in_force_and_the_crossover(h100):
     n = _dispatch.gpu_report(search=False)["crossover"]["dgemm"]
     assert f"gemm s {_dispatch.gpu_report(search=False)['crossover']['sgemm']}, d {n}," in text
     assert "a call's cost on the GPUs beyond the model, measured at the start: 0 ms + 0 ms per GB" in text
-    _dispatch._GPU.call_cost = (0.0125, 2e-10)  # as a search would have measured it
-    assert "measured at the start: 12.5 ms + 200 ms per GB of output" in _info_text()
+    _dispatch._GPU.call_cost = _dispatch.CallCost(0.0125, 2e-10)  # as a search would have measured it
+    assert "measured at the start: 12.5 ms + 200 ms per GB of output\n" in _info_text()
+    _dispatch._GPU.call_cost = _dispatch.CallCost(0.0125, 2e-10, 5e-11, 64 << 20)
+    assert ("measured at the start: 12.5 ms + 200 ms per GB of output (50 ms per GB from 64 MiB, page-locked in "
+            "place)") in _info_text()
 
 
 def test_info_says_why_there_is_no_gpu(monkeypatch):
@@ -550,7 +580,7 @@ def test_the_device_steps_dropin_part_runs_its_flow_on_the_stand_in(tmp_path):
         assert row["policy_gpu_s"] > 0 and row["policy_cpu_s"] > 0
         if row["chosen"] == "gpu":
             assert row["policy_gpu_s"] * d["policy"]["margin"] <= row["policy_cpu_s"]
-    assert set(d["policy"]["call_cost"]) == {"seconds", "seconds_per_byte"}
+    assert set(d["policy"]["call_cost"]) == {"seconds", "seconds_per_byte", "seconds_per_locked_byte", "locked_from_bytes"}
     assert set(d["measured_crossover"]) == {"dgemm", "dsyrk", "dtrsm", "zgemm"}
 
 

@@ -44,7 +44,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 from tileblas.policy import _dropin, _offload
 
@@ -293,7 +293,23 @@ class _Gpus:
         self.choices: dict[tuple, bool] = {}  # (routine, m, n, k, dtype, threads) -> to the GPUs
         self.choices_for: tuple = ()  # what the choices were made with (GPU runtime, config, Tuning)
         self.stale: list = []  # a fork child's inherited GPU runtimes, kept from any teardown
-        self.call_cost = (0.0, 0.0)  # measured at the search: seconds a call, seconds a byte of the output
+        self.call_cost = CallCost()  # measured at the search (_call_cost)
+
+
+class CallCost(NamedTuple):
+    """What a drop-in call on the GPUs costs beyond the runtime's prediction, measured at the search
+    (:func:`_call_cost`): seconds a call, seconds a byte of a new output copied through the pinned staging
+    (below ``locked_from`` bytes), and seconds a byte of one page-locked in place (from ``locked_from``
+    bytes: the GPUs' ``register_min``; ``inf`` where outputs are never page-locked)."""
+
+    seconds: float = 0.0
+    per_byte: float = 0.0
+    per_locked_byte: float = 0.0
+    locked_from: float = float("inf")
+
+    def output_seconds(self, nbytes: float) -> float:
+        """The seconds a call with a new output of ``nbytes`` costs beyond the prediction."""
+        return self.seconds + nbytes * (self.per_locked_byte if nbytes >= self.locked_from else self.per_byte)
 
 
 _GPU = _Gpus()
@@ -434,14 +450,14 @@ def _search() -> None:
 CALL_COST_ORDERS = (512, 2048)
 
 
-def _call_cost(rt: Any) -> tuple[float, float]:
+def _call_cost(rt: Any) -> CallCost:
     """What a drop-in call on the GPUs of ``rt`` costs beyond the runtime's prediction, measured once at
     the search (about 0.1 s): the best of two dgemm calls at each order of :data:`CALL_COST_ORDERS`, each
-    with a new output as the drop-in's calls have (its staging or page-locking included), less the
-    runtime's prediction (:func:`_model_seconds`); the excess fitted as seconds a call plus seconds a byte
-    of the output (both at least 0).  The first
-    GPU run found the GPU path's calls 10-160 ms over the prediction (docs/measurements/gpu.md), which
-    put the crossover too low."""
+    with a new output as the drop-in's calls have (copied through the pinned staging: those outputs are
+    below the GPUs' ``register_min``), less the runtime's prediction (:func:`_model_seconds`); the excess
+    fitted as seconds a call plus seconds a byte of the output (both at least 0).  An output of
+    ``register_min`` bytes or more is page-locked in place instead, which costs far less a byte than the
+    staging: its cost a byte is timed apart (:func:`_locking_cost`).  Why: docs/measurements/gpu.md."""
     import time
 
     import numpy as np
@@ -461,7 +477,34 @@ def _call_cost(rt: Any) -> tuple[float, float]:
         excess.append(max(best - pred, 0.0))
         sizes.append(8.0 * n * n)
     per_byte = max((excess[1] - excess[0]) / (sizes[1] - sizes[0]), 0.0)
-    return max(excess[0] - per_byte * sizes[0], 0.0), per_byte
+    locked_from, per_locked = _locking_cost(rt)
+    return CallCost(max(excess[0] - per_byte * sizes[0], 0.0), per_byte,
+                    per_byte if per_locked is None else per_locked, locked_from)
+
+
+def _locking_cost(rt: Any) -> tuple[float, float | None]:
+    """``(locked_from, seconds a byte)``: from how many bytes the GPUs of ``rt`` page-lock a host operand in
+    place (their ``register_min``; ``inf`` where they pack every operand), and what page-locking a new
+    buffer of that size and letting it go costs a byte, best of two (None where it could not be locked:
+    such outputs are packed)."""
+    import time
+
+    import numpy as np
+
+    dev = rt.devices[0] if rt.devices else None
+    if dev is None or getattr(dev, "host_transfer", None) != "register":
+        return float("inf"), None
+    nbytes = max(int(dev.register_min), 1 << 20)
+    best = float("inf")
+    for _ in range(2):
+        buf = np.empty(nbytes, np.uint8)
+        t0 = time.perf_counter()
+        locked = dev.registry.ensure(dev.cp.cuda.runtime, buf, dev.register_min)
+        del buf  # its finaliser gives the lock back
+        if not locked:
+            return float(dev.register_min), None
+        best = min(best, time.perf_counter() - t0)
+    return float(dev.register_min), best / nbytes
 
 
 def _close_at_exit(rt: Any, pid: int) -> None:  # pragma: no cover - interpreter exit
@@ -552,8 +595,7 @@ def gpu_costs(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt:
     from tileblas.runtime import _shares
 
     m, n, k = shape
-    call_s, byte_s = _GPU.call_cost
-    gpu_s = _model_seconds(name, shape, dtype, grt) + call_s + byte_s * m * n * np.dtype(dtype).itemsize
+    gpu_s = _model_seconds(name, shape, dtype, grt) + _GPU.call_cost.output_seconds(m * n * np.dtype(dtype).itemsize)
     flops = P.flop_count(name, m, n, k) * (4.0 if np.dtype(dtype).kind == "c" else 1.0)
     cpu_s = flops / (threads * _shares.host_model(host).rate(dtype, max(min(m, n, k), 1)))
     return gpu_s, cpu_s
@@ -593,7 +635,7 @@ def _release_locked() -> None:
     _GPU.searched = False
     _GPU.note = ""
     _GPU.maybe = True
-    _GPU.call_cost = (0.0, 0.0)
+    _GPU.call_cost = CallCost()
     if rt is not None:
         rt.close()
 
@@ -640,7 +682,10 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     cfg, floors = _config(threads)
     out: dict[str, Any] = {"setting": s.describe(), "cpu_threads": threads, "gpus": [], "note": _GPU.note,
                            "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {},
-                           "call_cost": {"seconds": _GPU.call_cost[0], "seconds_per_byte": _GPU.call_cost[1]}}
+                           "call_cost": {"seconds": _GPU.call_cost.seconds,
+                                         "seconds_per_byte": _GPU.call_cost.per_byte,
+                                         "seconds_per_locked_byte": _GPU.call_cost.per_locked_byte,
+                                         "locked_from_bytes": _GPU.call_cost.locked_from}}
     if not s.wants_gpus:
         out["note"] = "refused: no GPU is looked for" if s.note else "no GPU is looked for"
     if grt is None or not _setting().wants_gpus:

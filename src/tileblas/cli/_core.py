@@ -206,8 +206,11 @@ def _print_dropin_gpu(d: dict[str, Any]) -> None:
           + "; ".join(f"{f} {', '.join(v)}" for f, v in fams.items()))
     cost = d.get("call_cost") or {}
     if cost:
+        locked = cost.get("locked_from_bytes", float("inf"))
         print(f"             a call's cost on the GPUs beyond the model, measured at the start: "
-              f"{cost['seconds'] * 1e3:.3g} ms + {cost['seconds_per_byte'] * 1e12:.3g} ms per GB of output")
+              f"{cost['seconds'] * 1e3:.3g} ms + {cost['seconds_per_byte'] * 1e12:.3g} ms per GB of output"
+              + (f" ({cost.get('seconds_per_locked_byte', 0.0) * 1e12:.3g} ms per GB from {locked / 2 ** 20:.4g} MiB, "
+                 "page-locked in place)" if locked != float("inf") else ""))
 
 
 def _print_paths(p: dict[str, Any]) -> None:
