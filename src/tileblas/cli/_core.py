@@ -80,13 +80,12 @@ def paths_info() -> dict[str, Any]:
     from tileblas.kernels import _threadpool
     from tileblas._tuning import Tuning, get_tuning
     from tileblas.policy import _dropin, _paths
+    from tileblas.policy._recursion import _shipped_rule
 
     pol = _paths.policy()
     d = pol.describe()
     d["path_file"] = str(_paths.policy_path())
     tuning = get_tuning()
-    from tileblas.policy._recursion import _shipped_rule
-
     d["shipped_recursion"] = {"min_order": tuning.recursive_min_order, "rhs": list(tuning.recursive_rhs),
                               "min_threads": tuning.recursive_min_threads, "shipped": _shipped_rule(tuning)}
     shipped = Tuning()
@@ -219,6 +218,7 @@ def _print_paths(p: dict[str, Any]) -> None:
     if p["note"]:
         print(f"             {p['note']}")
     sr = p["shipped_recursion"]
+    measured = p.get("fastpath_measured_threads", [])
     print(f"             native: one OpenBLAS call on {p['native_threads']} thread(s); tiles only at or above "
           "the crossover; trmm/trsm recursion by the rule shown")
     print(f"             {'family':7s} {'class':8s} {'tiles from (flops)':20s} recursion (order >=, right-hand sides)")
@@ -227,7 +227,6 @@ def _print_paths(p: dict[str, Any]) -> None:
         line = f"             {fam:7s} {cls:8s} {'never' if v is None else f'{v:.4g}':20s}"
         if key in p["recursion"]:
             rule = p["recursion"][key]
-            measured = p.get("fastpath_measured_threads", [])
             if rule is None and (p["native_threads"] in measured or not sr.get("shipped", True)):
                 line += (f" >= {sr['min_order']}, {sr['rhs'][0]}-{sr['rhs'][1]}"
                          f" ({'shipped default' if sr.get('shipped', True) else 'Tuning'}, {sr['min_threads']}+ threads)")

@@ -423,6 +423,11 @@ def machine_waits(cores: int) -> dict[str, int]:
     return {"spin_ns": spin, "yield_ns": yld, "watch_ns": 0}
 
 
+def _measured_at(cores: int) -> str:
+    """``measured on 2 cores, not 16``: why a default of the pool does not hold on ``cores`` cores."""
+    return f"measured on {' or '.join(str(c) for c in sorted(POOL_MEASURED_CORES))} cores, not {cores}"
+
+
 def machine_pool(cores: int) -> bool:
     """Whether tileblas' pool runs the parallel calls by default in a process that may use ``cores`` cores:
     only at a core count it was measured at (:data:`POOL_MEASURED_CORES`).  Elsewhere OpenBLAS's own threads
@@ -456,8 +461,7 @@ def _pool_from_environment() -> None:
         except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
             pass
     if not _POOL["enabled"]:
-        _POOL["off_note"] = (f"OpenBLAS's own threads, by default here: tileblas' pool was measured on "
-                             f"{' or '.join(str(c) for c in sorted(POOL_MEASURED_CORES))} cores, not {cores} "
+        _POOL["off_note"] = (f"OpenBLAS's own threads, by default here: tileblas' pool was {_measured_at(cores)} "
                              f"({POOL_ENV}=1 turns it on)")
 
 
@@ -477,8 +481,7 @@ def _waits_from_environment() -> None:
     if machine:
         _pool.configure(**machine)
         _POOL["machine_note"] = (f"by default here the pool's threads wait as OpenBLAS's do ({OPENBLAS_WAIT}, yielding; no "
-                                 f"watcher): its own wait was measured on "
-                                 f"{' or '.join(str(c) for c in sorted(POOL_MEASURED_CORES))} cores, not {cores}")
+                                 f"watcher): its own wait was {_measured_at(cores)}")
     for env, parse, setting in ((WAIT_ENV, parse_wait, "wait"), (WATCH_ENV, parse_watch, "watch")):
         text = os.environ.get(env, "").strip()
         if not text:

@@ -565,7 +565,7 @@ def measure_split(routines: Sequence[str] = tuple(SPLIT_TUNE),
 
             pool = _openblas.pool_info()
             why = ("the C small-call path does not split here: "
-                   + ("one thread" if saved and saved["pool_slot"] >= 0 or pool["enabled"]
+                   + ("one thread" if saved["pool_slot"] >= 0 or pool["enabled"]
                       else f"no thread pool ({pool['note']})"))
         return {}, {"note": why}
     rng = np.random.default_rng(0)

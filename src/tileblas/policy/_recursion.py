@@ -26,6 +26,7 @@ import numpy as np
 from tileblas._dtypes import PREFIX_OF
 from tileblas._tuning import Tuning, get_tuning
 from tileblas.policy import _paths
+from tileblas.policy._dropin import MEASURED_THREADS
 
 __all__ = ["recursion_faster", "recursion_window", "recursion_stop", "RECURSIVE_MIN_ORDER", "RECURSIVE_MIN_THREADS", "RECURSIVE_RHS"]
 
@@ -53,30 +54,21 @@ def recursion_window(kind: str, dtype_char: str, side: str,
     if rule is not None:
         return None if math.isinf(rule[0]) else (float(rule[0]), float(rule[1]), float(rule[2]))
     t = get_tuning()
-    if threads is not None and int(threads) not in _measured_threads() and _shipped_rule(t):
+    if threads is not None and int(threads) not in MEASURED_THREADS and _shipped_rule(t):
         return None
     if side == "L" and PREFIX_OF[np.dtype(dtype_char)] not in t.recursive_left_prefixes:
         return None
     return (float(t.recursive_min_order), float(t.recursive_rhs[0]), float(t.recursive_rhs[1]))
 
 
-#: The Tuning fields of the shipped rule
+#: The Tuning fields of the shipped rule, and their shipped values
 _RULE_FIELDS = ("recursive_min_order", "recursive_min_threads", "recursive_rhs", "recursive_left_prefixes")
-
-
 _SHIPPED_RULE = tuple(getattr(Tuning(), f) for f in _RULE_FIELDS)
 
 
 def _shipped_rule(t: Tuning) -> bool:
     """Whether ``t`` keeps the shipped rule (none of :data:`_RULE_FIELDS` set otherwise)."""
     return tuple(getattr(t, f) for f in _RULE_FIELDS) == _SHIPPED_RULE
-
-
-def _measured_threads() -> frozenset:
-    """The BLAS thread counts the shipped rule was measured at (the drop-in's: the same 2-core machines)."""
-    from tileblas.policy._dropin import MEASURED_THREADS
-
-    return MEASURED_THREADS
 
 
 def recursion_faster(order: int, rhs: int, threads: int, kind: str = "trsm", dtype_char: str = "d",
