@@ -175,15 +175,21 @@ def test_idle_workers_asked_to_wait_longer_yield_then_sleep(lib, settings):
     """With a yielding wait after the spin (TILEBLAS_POOL_WAIT), an idle worker stays awake through it, then
     sleeps."""
     _pool.configure(spin_ns=0, yield_ns=0)
-    assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=2.0)
+
+    # every worker asleep, its sleep counted: one that has stopped spinning counts its sleep a moment later
+    # (a CI run once read the counter in between), so the counter must also stand still for 50 ms
+    def settled():
+        st = _pool.stats()
+        time.sleep(0.05)
+        return st["spinning"] == 0 and _pool.stats()["sleeps"] == st["sleeps"]
+
+    assert _wait_for(settled, timeout=2.0)
     _pool.configure(spin_ns=0, yield_ns=400_000_000)  # 0.4 s
     before = _pool.stats()
     _pool.run_parts(lib.pool_slot, 4, spin_ns=20_000)
     time.sleep(0.1)
     mid = _pool.stats()
-    # awake 0.1 s after the work: every other worker was asleep before it (the sleeps counter is the whole
-    # pool's and is not compared here: a CI run once counted one more sleep in that 0.1 s)
-    assert mid["spinning"] >= 1
+    assert mid["spinning"] >= 1 and mid["sleeps"] == before["sleeps"]  # awake 0.1 s after the work
     assert _wait_for(lambda: _pool.stats()["sleeps"] > before["sleeps"], timeout=3.0)  # asleep after it
     assert _wait_for(lambda: _pool.stats()["spinning"] == 0, timeout=2.0)
 
