@@ -486,7 +486,8 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
     rep = _dispatch.gpu_report()
     out["policy"] = {"setting": rep["setting"], "note": rep["note"], "gpus": rep["gpus"], "min_flops": rep["min_flops"],
                      "margin": rep["margin"], "crossover": {r: rep["crossover"].get(r) for r, _ in _DROPIN},
-                     "call_cost": rep.get("call_cost")}
+                     "call_cost": rep.get("call_cost"), "cpu_rates": rep.get("cpu_rates"),
+                     "core_flops": rep.get("core_flops")}
     print(f"  policy: {rep['note']}; crossover (square n) "
           + ", ".join(f"{r} {rep['crossover'].get(r)}" for r, _ in _DROPIN), flush=True)
     grt = _dispatch.gpu_runtime(search=False)

@@ -9,16 +9,20 @@
 #   mkdir -p .whl && cp /work/shared/wheels/scipy_openblas32-*.whl .whl/
 #   mkdir -p .git/info && echo /.whl/ >> .git/info/exclude
 #
-# Steps, each with its own time limit (seconds; all of them together 470 s < 8 min; a step gets at most
+# Steps, each with its own time limit (seconds; all of them together 480 s = 8 min; a step gets at most
 # what is left of the whole), each failure recorded and the next step run all the same (the script exits
 # 0; the summary says what failed):
 #
 #   step    limit  what                                                              host memory
 #   build     60   the C extensions of setup.py compiled in place (-O2 -pthread)      < 1 GiB
-#   wheels    30   the wheels of .whl/ unpacked into a private site dir (no index)    < 1 GiB
-#   env       40   versions, the GPUs, nvidia-smi, the libcublas tileblas calls and   < 1 GiB
+#   wheels    20   the wheels of .whl/ unpacked into a private site dir (no index)    < 1 GiB
+#   env       30   versions, the GPUs, nvidia-smi, the libcublas tileblas calls and   < 1 GiB
 #                  the one CuPy's bindings call, the cuBLAS _v2 symbols it lacks
-#   pytest   170   pytest -m gpu on the GPU test files, then the GPU guide's examples        < 2 GiB
+#   pytest   110   pytest -m gpu on the GPU test files, then the GPU guide's examples        < 2 GiB
+#   tune      90   tileblas tune --paths-only on the host (gemm, syrk, trsm; real and  ~ 2 GiB
+#                  complex; n = 1024, 2048, 4096) into a scratch paths.json that the
+#                  bench step reads (TILEBLAS_PATHS): the CPU rates the drop-in's GPU
+#                  rule weighs (only where a GPU is seen)
 #   bench    170   benchmarks/bench_gpu.py --parts quick,dropin:                     ~ 14 GiB
 #                  quick: dgemm n = 8192 in core and out of core (1 GiB tile memory) vs
 #                  cupy.matmul, recursive trmm/trsm vs cuBLAS;
@@ -49,7 +53,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
-total=470
+total=480
 t_start=$(date +%s)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/tileblas-gpu-suite.XXXXXX")
 summary=$out/summary.txt
@@ -91,7 +95,7 @@ export -f build
 step build 60 "$out/build.txt" build
 
 export -f wheels
-step wheels 30 "$out/build.txt" wheels
+step wheels 20 "$out/build.txt" wheels
 export PYTHONPATH=$src:$site${PYTHONPATH:+:$PYTHONPATH}
 
 # 3. env: versions, GPUs, which libcublas (tileblas' and CuPy's bindings'), the _v2 symbols it lacks
@@ -128,7 +132,7 @@ sys.exit(1 if missing else 0)
 EOF
 }
 export -f env_report
-step env 40 "$out/env.txt" env_report
+step env 30 "$out/env.txt" env_report
 
 # 4. the GPU tests, by file name (the other test files need what this machine lacks), then the GPU guide's
 # examples (doctests, skipped on machines without a GPU)
@@ -142,9 +146,22 @@ gpu_tests() {
     return $rc
 }
 export -f gpu_tests
-step pytest 170 "$out/pytest.txt" gpu_tests
+step pytest 110 "$out/pytest.txt" gpu_tests
 
-# 5. the quick benchmark and the drop-in's choice (bench_gpu.py's parts "quick" and "dropin"), within what is
+# 5. the CPU rates the drop-in's GPU rule weighs against the GPUs' predicted time, timed on this host by
+# tileblas tune into a scratch policy file, which the bench step reads (what a user who tuned has)
+export TILEBLAS_PATHS=$scratch/paths.json
+tune_rates() {
+    "$py" -c "import sys; from tileblas.devices.gpu import gpu_count
+sys.exit(0 if gpu_count() else 'no GPU: the CPU rates are weighed against a GPU only; not timed')" || return 1
+    cd "$root" && "$py" -m tileblas tune --paths-only --families gemm,syrk,trsm --classes real,complex \
+        --path-sizes 1024,2048,4096 --path-orders 1024 --path-rhs 64 --path-reps 2 --settle 0.1 \
+        --no-rank-gemm --no-one-thread --no-split --no-progress
+}
+export -f tune_rates
+step tune 90 "$out/bench.txt" tune_rates
+
+# 6. the quick benchmark and the drop-in's choice (bench_gpu.py's parts "quick" and "dropin"), within what is
 # left of the step (the step's limit: 170 s or what is left of the whole, less 10 s to write the results)
 bench() {
     local left=$(( total - ($(date +%s) - t_start) - 10 ))

@@ -290,6 +290,44 @@ def test_the_measured_per_call_cost_moves_the_crossover(h100):
     assert h100.calls.get("dgemm", 0) == calls
 
 
+def test_the_cpu_rates_tune_timed_decide_the_cpu_side_per_family(h100, tuned, tmp_path, monkeypatch, capsys):
+    """A host of 1e14 flop/s a core keeps every call on the CPU; a tuned policy whose timed dtrsm rate (real
+    class) is 1 GF/s at this thread count moves real trsm alone to the GPUs (dgemm and ztrsm keep no
+    crossover), a dtrsm call there goes to the GPU, and info names the rates; a policy tuned at another
+    thread count is not read for it."""
+    from tileblas.cli import main
+    from tileblas.policy import _paths
+
+    tuned(core_flops=1e14)
+    threads = _dispatch.gpu_report()["cpu_threads"]
+    assert _dispatch.gpu_report()["crossover"]["dtrsm"] is None
+    f = tmp_path / "paths.json"
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        for at, moves in ((threads + 1, False), (threads, True)):
+            _paths.save_policy(_paths.PathPolicy(threads=at, cpu_rates={("trsm", "real"): [(512, 1e9), (2048, 1e9)]}), f)
+            _dispatch.apply_policy(reload=True)
+            rep = _dispatch.gpu_report()
+            assert (rep["crossover"]["dtrsm"] is not None) == moves, (at, rep["crossover"]["dtrsm"])
+            assert (rep["crossover"]["strsm"] is not None) == moves  # single precision: the model's ratio
+            assert rep["crossover"]["dgemm"] is None and rep["crossover"]["ztrsm"] is None
+            assert bool(rep["cpu_rates"]) == moves
+        n = 1600
+        t = np.asfortranarray(np.tril(rnd((n, n))) + n * np.eye(n))
+        b = rnd((n, n))
+        before = h100.calls.get("dtrsm", 0)
+        x = tb.dtrsm(1.0, t, b, lower=1)
+        assert h100.calls.get("dtrsm", 0) > before
+        assert np.abs(t @ x - b).max() <= _bound(n, np.abs(t) @ np.abs(x), np.float64)
+        gpu_s, cpu_s = _dispatch.gpu_costs("trsm", (n, n, n), np.float64, None, threads, _dispatch.gpu_runtime())
+        assert cpu_s == pytest.approx(n ** 3 / 1e9)  # flop_count of trsm: m^2 n
+        main(["info"])
+        assert "trsm/real 1 GF/s at 2048" in capsys.readouterr().out
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _dispatch.apply_policy(reload=True)
+
+
 def test_gpu_alone_takes_every_call_from_the_floor(h100, tuned):
     """TILEBLAS_DEVICES=gpu: the model is not asked (a host of 1e14 flop/s a core), calls below the floor
     stay on the CPU all the same."""

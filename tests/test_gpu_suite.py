@@ -32,13 +32,13 @@ def test_gpu_suite_runs_through_and_says_why_without_a_gpu(tmp_path):
     assert len(files) <= 8 and {"summary.txt", "build.txt", "env.txt", "pytest.txt", "bench.txt"} <= set(files)
     summary = (out / "summary.txt").read_text()
     rows = {m.group(1): m for m in re.finditer(r"^(\w+) +(\d+) +(\d+) +(\S+) +(.*)$", summary, re.M)}
-    assert set(rows) == {"build", "wheels", "env", "pytest", "bench"}, summary
+    assert set(rows) == {"build", "wheels", "env", "pytest", "tune", "bench"}, summary
     assert sum(int(m.group(2)) for m in rows.values()) <= 480  # the step limits fit the 8 minutes
     assert rows["build"].group(4) == "0", (out / "build.txt").read_text()  # every extension compiled
     assert re.search(r"(\d+) of \1 extensions built", (out / "build.txt").read_text())
     assert rows["pytest"].group(4) == "0"  # the GPU tests collected and skipped cleanly
-    for step in ("env", "bench"):  # failed soft, saying why
+    for step in ("env", "tune", "bench"):  # failed soft, saying why
         assert rows[step].group(4) not in ("0", "-") and "GPU" in rows[step].group(5)
-        text = (out / f"{step}.txt").read_text()
+        text = (out / f"{'bench' if step == 'tune' else step}.txt").read_text()  # tune writes to bench's log
         assert "pip install 'tileblas[gpu]'" in text or "no usable GPU" in text or "sees no GPU" in text
     assert not list(ROOT.glob("src/tileblas/**/*.so.tmp"))

@@ -573,6 +573,38 @@ def test_tuned_one_thread_limit_reaches_the_c_path_and_info(tmp_path, monkeypatc
         assert fp.config()["one_thread"] == dict(_dropin.config(2).one_thread)
 
 
+def test_tuned_cpu_rates_are_kept_read_back_and_handed_on_at_their_thread_count(tmp_path, monkeypatch):
+    """A policy file's cpu_rates (the native call's rates tune timed) are written and read back, reach
+    DropInConfig only at the thread count tune ran at, are interpolated in the order's logarithm and held
+    at the ends; a damaged entry leaves the shipped default in force, with a note naming it."""
+    pol = _policy()
+    pol.threads = 2
+    pol.cpu_rates = {("trsm", "real"): ((512, 2e10), (2048, 4e10)), ("gemm", "complex"): ((1024, 5e10),)}
+    f = tmp_path / "paths.json"
+    _paths.save_policy(pol, f)
+    assert json.loads(f.read_text())["cpu_rates"] == {"trsm/real": [[512, 2e10], [2048, 4e10]],
+                                                      "gemm/complex": [[1024, 5e10]]}
+    monkeypatch.setenv("TILEBLAS_PATHS", str(f))
+    try:
+        p = _paths.reload()
+        assert p.cpu_rates == pol.cpu_rates and p.source.startswith("tuned")
+        two, four = _dropin.config(2), _dropin.config(4)
+        assert two.cpu_rate("trsm", "d", 1024) == pytest.approx(3e10)  # halfway in log(order)
+        assert two.cpu_rate("trmm", "d", 1024) is None  # not timed: the model's rate
+        assert two.cpu_rate("trsm", "f", 100) == 2e10 and two.cpu_rate("trsm", "d", 8192) == 4e10
+        assert two.cpu_rate("hemm", "D", 4096) is None  # hemm is of the symm family: not timed ...
+        assert two.cpu_rate("gemm", "F", 4096) == 5e10  # ... gemm's complex class is (held past 1024)
+        assert four.cpu_rates == {} and four.cpu_rate("trsm", "d", 1024) is None
+        assert "cpu_rates" not in two.c_fields()
+        _assert_refused(f, "cpu_rates", ({"trsv/real": [[1, 1.0]]}, {"trsm/real": []}, {"trsm/real": [[0, 1.0]]},
+                                         {"trsm/real": [[512, 0.0]]}, {"trsm/real": [[512, 1.0], [256, 1.0]]},
+                                         {"trsm/real": [[512.5, 1.0]]}, {"trsm/real": [[True, 1.0]]},
+                                         {"trsm/real": [[512, "x"]]}, {"trsm/real": [[512, 1.0, 2.0]]}))
+    finally:
+        monkeypatch.delenv("TILEBLAS_PATHS")
+        _paths.reload()
+
+
 def test_measure_one_thread_measures_and_restores_the_c_path():
     fp = pytest.importorskip("tileblas.blas._fastpath")
     from tileblas.perf._pathtune import measure_one_thread

@@ -584,21 +584,33 @@ def _model_seconds(name: str, shape: tuple, dtype: Any, grt: Any) -> float:
     return _shares.predict_seconds(name, m, n, k, dtype, tile, grt.devices)
 
 
-def gpu_costs(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any) -> tuple[float, float]:
+def gpu_costs(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any,
+              cfg: _dropin.DropInConfig | None = None) -> tuple[float, float]:
     """The predicted seconds ``(gpu_s, cpu_s)`` of a call of routine ``name``, shape (m, n, k) and
     ``dtype``: on the GPUs of ``grt`` (in the tiles their runtime would take, plus the per-call cost
     measured at the search: :func:`_call_cost`) and on the CPU path of ``threads`` threads of ``host``'s
-    kind (its model's rate)."""
+    kind: at the rate ``tileblas tune`` timed for the routine's family and precision class at that thread
+    count (``cfg``'s :meth:`~tileblas.policy._dropin.DropInConfig.cpu_rate`, ``cfg`` by default the one in
+    force for ``threads``), else at the host model's rate (:class:`~tileblas.Tuning` ``core_flops`` a
+    thread, the same for every family); single precision at the model's ratio to double."""
     import numpy as np
 
+    from tileblas._dtypes import DTYPE_OF
     from tileblas.runtime import _planner as P
     from tileblas.runtime import _shares
 
     m, n, k = shape
-    gpu_s = _model_seconds(name, shape, dtype, grt) + _GPU.call_cost.output_seconds(m * n * np.dtype(dtype).itemsize)
-    flops = P.flop_count(name, m, n, k) * (4.0 if np.dtype(dtype).kind == "c" else 1.0)
-    cpu_s = flops / (threads * _shares.host_model(host).rate(dtype, max(min(m, n, k), 1)))
-    return gpu_s, cpu_s
+    dt = np.dtype(dtype)
+    gpu_s = _model_seconds(name, shape, dt, grt) + _GPU.call_cost.output_seconds(m * n * dt.itemsize)
+    flops = P.flop_count(name, m, n, k) * (4.0 if dt.kind == "c" else 1.0)
+    order = max(min(m, n, k), 1)
+    model = _shares.host_model(host)
+    rate = threads * model.rate(dt, order)
+    measured = (cfg if cfg is not None else _config(threads)[0]).cpu_rate(name, dt.char, order)
+    if measured is not None:
+        double = DTYPE_OF["z" if dt.kind == "c" else "d"]
+        rate = measured * model.rate(dt, order) / model.rate(double, order)
+    return gpu_s, flops / rate
 
 
 def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt: Any,
@@ -606,7 +618,7 @@ def _gpu_first(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt
     """Whether a call of routine ``name``, shape (m, n, k) and ``dtype`` goes to the GPUs of ``grt``
     rather than the CPU path of ``threads`` threads of ``host``'s kind: their predicted seconds
     (:func:`gpu_costs`) by :func:`tileblas.policy._offload.gpu_first`."""
-    return _offload.gpu_first(*gpu_costs(name, shape, dtype, host, threads, grt), cfg.gpu_margin)
+    return _offload.gpu_first(*gpu_costs(name, shape, dtype, host, threads, grt, cfg), cfg.gpu_margin)
 
 
 def set_devices(devices: str | None) -> _offload.DeviceSetting:
@@ -673,6 +685,7 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     takes calls where none does, and per routine and precision the smallest order n of a square call
     that goes to the GPUs (from the model; None: none up to 65536).  ``search`` looks for the GPUs now
     where no call has."""
+    from tileblas._tuning import get_tuning
     from tileblas.runtime._runtime import get_runtime
 
     rt = get_runtime()
@@ -685,7 +698,9 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
                            "call_cost": {"seconds": _GPU.call_cost.seconds,
                                          "seconds_per_byte": _GPU.call_cost.per_byte,
                                          "seconds_per_locked_byte": _GPU.call_cost.per_locked_byte,
-                                         "locked_from_bytes": _GPU.call_cost.locked_from}}
+                                         "locked_from_bytes": _GPU.call_cost.locked_from},
+                           "cpu_rates": {k: [list(p) for p in v] for k, v in cfg.cpu_rates.items()},
+                           "core_flops": get_tuning().core_flops}
     if not s.wants_gpus:
         out["note"] = "refused: no GPU is looked for" if s.note else "no GPU is looked for"
     if grt is None or not _setting().wants_gpus:

@@ -203,6 +203,14 @@ def _print_dropin_gpu(d: dict[str, Any]) -> None:
     print(f"             to the GPUs from (order n of a square call, from the model; never below "
           f"{d.get('min_flops', 0):.3g} flops or in a C-path split range): "
           + "; ".join(f"{f} {', '.join(v)}" for f, v in fams.items()))
+    rates = d.get("cpu_rates") or {}
+    if rates:
+        print(f"             the CPU path's time at the rates `tileblas tune` timed at {d.get('cpu_threads', '?')} "
+              "thread(s) (largest order): " + "; ".join(f"{k} {v[-1][1] / 1e9:.3g} GF/s at {v[-1][0]}"
+                                                       for k, v in rates.items()))
+    elif "core_flops" in d:
+        print(f"             the CPU path's time at {d['core_flops'] / 1e9:.3g} GF/s a thread for every family "
+              "(Tuning.core_flops; `tileblas tune --paths-only` times each family's)")
     cost = d.get("call_cost") or {}
     if cost:
         locked = cost.get("locked_from_bytes", float("inf"))

@@ -363,6 +363,9 @@ def _tune_paths(args: argparse.Namespace) -> int:
         elif rule is not None:
             line += ("; recursion never" if math.isinf(rule[0]) else
                      f"; recursion from order {rule[0]:.0f} with {rule[1]:.0f}-{rule[2]:.0f} right-hand sides")
+        rates = pol.cpu_rates.get((fam, cls))
+        if rates:  # kept as measured (no noise test: the GPU rule weighs them against a GPU's prediction)
+            line += "; one call " + ", ".join(f"{r / 1e9:.3g} GF/s at {n}" for n, r in rates)
         print(line)
     for fam, lim in sorted(pol.one_thread.items()):
         print(f"  {fam:6s} on the one-thread instance below {lim:.3g} flops" if lim > 0 else

@@ -8,7 +8,8 @@ Design note
     * native vs tiled at square sizes: one OpenBLAS call on all the host cores' threads, and the default
       tile runtime forced to tile (``shared_flops=0``, ``small_flops=0``).  ``tile_flops`` is the flop
       count of the smallest size from which the tiles won (by more than ``margin``) at that size and every
-      larger one measured; never (``inf``) otherwise.
+      larger one measured; never (``inf``) otherwise.  The native call's rates at those sizes are kept as
+      ``cpu_rates`` (the CPU side of the drop-in's GPU rule).
     * native vs recursion for trmm/trsm, both on all threads, over triangle orders x right-hand sides
       (side L, lower, no transpose): per right-hand-side count the smallest order from which the recursion
       won at every larger order; the rule ``[min_order, rhs_lo, rhs_hi]`` covers the longest run of
@@ -186,6 +187,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
     rng = np.random.default_rng(0)
     tiles: dict = {}
     recursion: dict = {}
+    rates: dict = {}
     measured: dict[str, Any] = {"native_vs_tiled": {}, "native_vs_recursive": {}, "reps": reps,
                                 "threads": threads, "margin": margin, "within_noise": []}
     say = progress or (lambda s: None)
@@ -208,6 +210,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
                     control = best["native"] / best["control"]
                     adj = above_noise(ratio, control)
                     rows.append([n, best["native"], best["tiled"], ratio, control])
+                    rates.setdefault((fam, cls), []).append((n, _flops(fam, n, n, cls == "complex") / best["native"]))
                     wins.append((n, adj > 1.0 + margin))
                     heard.append(adj != 1.0)
                     say(f"{fam}/{cls} n={n}: native {best['native'] * 1e3:.3f} ms, tiled {best['tiled'] * 1e3:.3f} ms"
@@ -234,7 +237,7 @@ def measure_policy(sizes: Sequence[int] = (512, 1024, 2048), orders: Sequence[in
     finally:
         tiled_rt.shutdown()
     when = time.strftime("%Y-%m-%d %H:%M")
-    return PathPolicy(tiles, recursion, f"tuned on {when}", None, "", measured, threads)
+    return PathPolicy(tiles, recursion, f"tuned on {when}", None, "", measured, threads, cpu_rates=rates)
 
 
 def _measure_recursion(fam: str, cls: str, dt: Any, orders: Sequence[int], rhs: Sequence[int], reps: int,

@@ -126,6 +126,10 @@ class DropInConfig:
     gpu_margin : float
         A call at or above its floor goes to the GPUs where their predicted time times this is at most the
         CPU path's predicted time (:func:`tileblas.policy._offload.gpu_first`).
+    cpu_rates : mapping
+        ``{'gemm/real': ((order, flop/s), ...)}``: the CPU path's rates ``tileblas tune`` timed at this
+        thread count, per family and precision class (double precision), for that predicted time
+        (:meth:`cpu_rate`); shipped: none (the host model's rate, the same for every family).
     """
 
     threads: int = 1
@@ -143,6 +147,7 @@ class DropInConfig:
     herk_copy_k: tuple[float, float] = (6.0, 12.0)
     gpu_min_flops: float = 1e9
     gpu_margin: float = 1.25
+    cpu_rates: Mapping[str, tuple] = field(default_factory=lambda: _frozen({}), hash=False)
 
     def c_fields(self) -> dict[str, Any]:
         """The fields as the C path's ``configure`` takes them (plain dicts; ``threads`` and the GPU fields,
@@ -152,6 +157,15 @@ class DropInConfig:
             if isinstance(v, Mapping):
                 out[k] = dict(v)
         return out
+
+    def cpu_rate(self, name: str, dtype_char: str, order: int) -> float | None:
+        """The CPU path's measured rate (flop/s, complex flops counted 4x) for routine family ``name``
+        ('gemm', 'herk', ...) in the double precision of ``dtype_char``'s class at square order ``order``
+        (:func:`tileblas.policy._paths.cpu_rate`), or None where ``tileblas tune`` timed none here."""
+        from tileblas.policy import _paths
+
+        points = self.cpu_rates.get(f"{_paths.FAMILY[name]}/{_paths.precision_class(dtype_char)}")
+        return None if not points else _paths.cpu_rate(points, order)
 
     def gpu_floors(self) -> dict[str, float]:
         """Per key of :attr:`limits` (a family, or ``'dtrmm/L'`` for a trmm/trsm precision and side): the
@@ -181,7 +195,7 @@ class DropInConfig:
 
 
 #: Fields the Python path reads, not the C path's ``configure``.
-_PYTHON_ONLY = frozenset({"threads", "gpu_min_flops", "gpu_margin"})
+_PYTHON_ONLY = frozenset({"threads", "gpu_min_flops", "gpu_margin", "cpu_rates"})
 
 
 #: The shipped defaults (nothing read: no tuned file, no tile crossovers or recursion shapes).
@@ -194,7 +208,8 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
     ``one_thread``, the lower ends of ``split``: ``split_from``, ``inf`` never) over the shipped values;
     with fewer than two threads nothing runs on the one-thread instance or split, and at a thread count
     the shipped values were not measured at (:data:`MEASURED_THREADS`) only what ``tileblas tune`` stored
-    does (a tuned lower end of ``split`` with the shipped upper end).  With ``gpu`` (GPUs may
+    does (a tuned lower end of ``split`` with the shipped upper end); the CPU rates tune timed, where it
+    ran at ``threads`` threads.  With ``gpu`` (GPUs may
     take the drop-in's large calls) the limits are lowered to the GPU floors (:meth:`DropInConfig.with_gpu_floors`)."""
     from tileblas._dtypes import DTYPE_OF
     from tileblas.policy import _paths
@@ -219,6 +234,8 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
         split = dict(SHIPPED.split) if measured else {}
         for name, lo in pol.split_from.items():
             split[name] = (0.0, 0.0) if math.isinf(lo) else (lo, SHIPPED.split[name][1])
+    rates = {f"{f}/{c}": v for (f, c), v in pol.cpu_rates.items()} if pol.threads == threads else {}
     cfg = dataclasses.replace(SHIPPED, threads=threads, limits=_frozen(limits), windows=_frozen(windows),
-                              one_thread=_frozen(one_thread), split=_frozen(split), rank_gemm=_frozen(rank_gemm))
+                              one_thread=_frozen(one_thread), split=_frozen(split), rank_gemm=_frozen(rank_gemm),
+                              cpu_rates=_frozen(rates))
     return cfg.with_gpu_floors() if gpu else cfg

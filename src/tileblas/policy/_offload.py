@@ -11,7 +11,9 @@ What it owns
       (:meth:`tileblas.policy._dropin.DropInConfig.gpu_floors`) goes to the GPUs where their predicted
       seconds (copies over the measured host link, the device's kernel rate, the runtime's per-tile cost;
       :func:`tileblas.runtime._shares.predict_seconds`) times ``gpu_margin`` are at most the CPU path's
-      predicted seconds (the host workers' rate, :class:`~tileblas.Tuning` ``core_flops`` a thread).  Both
+      predicted seconds (the rate ``tileblas tune`` timed for the family and precision class at that
+      thread count, :meth:`tileblas.policy._dropin.DropInConfig.cpu_rate`; untuned, the host workers'
+      rate, :class:`~tileblas.Tuning` ``core_flops`` a thread).  Both
       are functions of the call's shape and precision and of the machine's figures, never of the load
       or a timing taken at the call: the same call takes the same path every time in a process.
     * :func:`crossover`: the smallest order for which a rule holds, for ``tileblas info``.

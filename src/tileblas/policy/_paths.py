@@ -32,7 +32,9 @@ The policy
     ``split_from`` the flops from which that path runs a routine's calls in parts on the thread pool
     (``{'dgemm': flops}``, ``inf``: never; the upper ends stay shipped); what they do not name keeps its
     shipped value.  :class:`tileblas.policy._dropin.DropInConfig` holds the shipped values and puts these
-    over them.
+    over them.  ``cpu_rates`` holds the rates (flop/s) of the native calls tune timed, per family and class
+    at its square orders (``{'gemm/real': [[512, 9.6e10], [1024, ...]]}``): on a machine with GPUs, the
+    CPU side of the drop-in's GPU rule at the thread count tune ran at (:func:`cpu_rate`).
 
     Shipped default (a machine never tuned): never tile on host-only runtimes; the recursion by the
     rule of :mod:`tileblas.policy._recursion`.  On the development machine ``tileblas tune --paths-only``
@@ -71,7 +73,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["default_path", "policy_path", "PathPolicy", "policy", "reload", "save_policy", "FAMILY",
-           "FAMILIES", "CLASSES", "precision_class", "SCHEMA", "RANK_GEMM_ROUTINES", "SPLIT_TUNE", "SPLIT_ROUTINES"]
+           "FAMILIES", "CLASSES", "precision_class", "SCHEMA", "RANK_GEMM_ROUTINES", "SPLIT_TUNE", "SPLIT_ROUTINES",
+           "cpu_rate"]
 
 #: Routine -> routine family of the policy.
 FAMILY = {"gemm": "gemm", "symm": "symm", "hemm": "symm", "syrk": "syrk", "herk": "syrk",
@@ -142,12 +145,15 @@ class PathPolicy:
     split_from : dict
         ``{'dgemm': flops}``: the lower ends of the C path's split tune measured (``inf``: never split;
         empty: the shipped ones).
+    cpu_rates : dict
+        ``{(family, class): ((order, flop/s), ...)}``: the native call's rate tune timed at square orders,
+        orders ascending (empty: none measured).
     """
 
     def __init__(self, tile_flops: dict | None = None, recursion: dict | None = None, source: str = "shipped default",
                  file: str | None = None, note: str = "", measured: dict | None = None, threads: int = 0,
                  rank_gemm: dict | None = None, one_thread: dict | None = None,
-                 split_from: dict | None = None) -> None:
+                 split_from: dict | None = None, cpu_rates: dict | None = None) -> None:
         self.tile_flops = {(f, c): math.inf for f in FAMILIES for c in CLASSES}
         self.tile_flops.update(tile_flops or {})
         self.recursion: dict = {(f, c): None for f in ("trmm", "trsm") for c in CLASSES}
@@ -160,6 +166,8 @@ class PathPolicy:
         self.rank_gemm: dict[str, tuple[float, float]] = dict(rank_gemm or {})
         self.one_thread: dict[str, float] = dict(one_thread or {})
         self.split_from: dict[str, float] = dict(split_from or {})
+        self.cpu_rates: dict[tuple[str, str], tuple[tuple[int, float], ...]] = {
+            k: tuple((int(n), float(r)) for n, r in sorted(v)) for k, v in (cpu_rates or {}).items()}
         self._limits: dict[str, float] | None = None
 
     def tile_limit(self, name: str, dtype_char: str) -> float:
@@ -186,6 +194,7 @@ class PathPolicy:
             "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
             "one_thread": dict(self.one_thread),
             "split_from": {k: num(v) for k, v in self.split_from.items()},
+            "cpu_rates": {f"{f}/{c}": [list(p) for p in v] for (f, c), v in self.cpu_rates.items()},
         }
 
     def describe(self) -> dict[str, Any]:
@@ -196,7 +205,8 @@ class PathPolicy:
                               for (f, c), v in self.recursion.items()},
                 "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
                 "one_thread": dict(self.one_thread),
-                "split_from": {k: (None if math.isinf(v) else v) for k, v in self.split_from.items()}}
+                "split_from": {k: (None if math.isinf(v) else v) for k, v in self.split_from.items()},
+                "cpu_rates": {f"{f}/{c}": [list(p) for p in v] for (f, c), v in self.cpu_rates.items()}}
 
 
 def _is_flops(x: Any) -> bool:
@@ -343,7 +353,34 @@ def _parse(data: Any, file: str) -> PathPolicy:
         if v is not None and not _is_flops(v):
             raise ValueError(f"split_from {key!r} must be flops >= 0 or null (never); got {v!r}")
         split[key] = math.inf if v is None else float(v)
-    return PathPolicy(tiles, rec, f"tuned on {when}", file, "", measured, threads, rank, one, split)
+    rates: dict = {}
+    for key, v in _table(data, "cpu_rates").items():
+        rates[_family_class(key, FAMILIES)] = _rates(key, v)
+    return PathPolicy(tiles, rec, f"tuned on {when}", file, "", measured, threads, rank, one, split, rates)
+
+
+def _rates(key: str, v: Any) -> tuple[tuple[int, float], ...]:
+    """A ``cpu_rates`` entry: a non-empty list of ``[order, flop/s]``, orders ascending integers >= 1,
+    rates finite and > 0."""
+    ok = isinstance(v, list) and 0 < len(v) <= 64 and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
+        and p[0] >= 1 and _is_flops(p[1]) and p[1] > 0 for p in v)
+    if not ok or any(a[0] >= b[0] for a, b in zip(v, v[1:])):
+        raise ValueError(f"cpu_rates {key!r} must be [[order, flop/s], ...] with orders >= 1 ascending and "
+                         f"rates > 0; got {v!r}")
+    return tuple((int(n), float(r)) for n, r in v)
+
+
+def cpu_rate(points: tuple[tuple[int, float], ...], order: int) -> float:
+    """The rate of ``points`` (a ``cpu_rates`` entry) at ``order``: linear in the order's logarithm between
+    the measured orders, the nearest measured rate outside them."""
+    if order <= points[0][0]:
+        return points[0][1]
+    for (n0, r0), (n1, r1) in zip(points, points[1:]):
+        if order <= n1:
+            w = math.log(order / n0) / math.log(n1 / n0)
+            return r0 + w * (r1 - r0)
+    return points[-1][1]
 
 
 _lock = threading.Lock()
