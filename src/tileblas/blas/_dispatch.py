@@ -605,11 +605,11 @@ def gpu_costs(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt:
     flops = P.flop_count(name, m, n, k) * (4.0 if dt.kind == "c" else 1.0)
     order = max(min(m, n, k), 1)
     model = _shares.host_model(host)
-    rate = threads * model.rate(dt, order)
     measured = (cfg if cfg is not None else _config(threads)[0]).cpu_rate(name, dt.char, order)
-    if measured is not None:
-        double = DTYPE_OF["z" if dt.kind == "c" else "d"]
-        rate = measured * model.rate(dt, order) / model.rate(double, order)
+    if measured is None:
+        rate = threads * model.rate(dt, order)
+    else:
+        rate = measured * model.rate(dt, order) / model.rate(DTYPE_OF["z" if dt.kind == "c" else "d"], order)
     return gpu_s, flops / rate
 
 

@@ -50,8 +50,8 @@ Reading the file
     ``/dev/zero`` or a directory is not opened for reading at all, and is opened non-blocking to check),
     of at most 1 MiB (read no further), UTF-8 JSON nested no deeper than tune writes, and taken only when
     every value is of the kind and range tune writes (flops finite and >= 0, or null where null means
-    never; a recursion rule of min_order >= 1 and rhs_lo <= rhs_hi; ``threads`` a count; ``created`` a
-    time).  Anything else is the whole file refused: one ``RuntimeWarning`` naming the file, and the
+    never; a recursion rule of min_order >= 1 and rhs_lo <= rhs_hi; ``cpu_rates`` at most 64 pairs of
+    an order >= 1 and a rate > 0, orders ascending; ``threads`` a count; ``created`` a time).  Anything else is the whole file refused: one ``RuntimeWarning`` naming the file, and the
     shipped default.
 
 What it must not touch
@@ -198,15 +198,12 @@ class PathPolicy:
         }
 
     def describe(self) -> dict[str, Any]:
-        """A JSON-friendly summary (what ``tileblas info`` prints)."""
+        """A JSON-friendly summary (what ``tileblas info`` prints): the values as :meth:`to_json` writes
+        them, with where they came from."""
+        data = self.to_json()
         return {"source": self.source, "file": self.file, "note": self.note, "threads": self.threads,
-                "tile_flops": {f"{f}/{c}": (None if math.isinf(v) else v) for (f, c), v in self.tile_flops.items()},
-                "recursion": {f"{f}/{c}": (None if v is None else [None if math.isinf(x) else x for x in v])
-                              for (f, c), v in self.recursion.items()},
-                "rank_gemm": {k: list(v) for k, v in self.rank_gemm.items()},
-                "one_thread": dict(self.one_thread),
-                "split_from": {k: (None if math.isinf(v) else v) for k, v in self.split_from.items()},
-                "cpu_rates": {f"{f}/{c}": [list(p) for p in v] for (f, c), v in self.cpu_rates.items()}}
+                **{k: data[k] for k in ("tile_flops", "recursion", "rank_gemm", "one_thread", "split_from",
+                                        "cpu_rates")}}
 
 
 def _is_flops(x: Any) -> bool:
