@@ -124,21 +124,18 @@ def test_crossover_finds_the_smallest_order_of_a_rule():
     assert _offload.gpu_first(1.0, 1.25, 1.25) and not _offload.gpu_first(1.0, 1.2, 1.25)
 
 
-def test_the_gpu_floors_keep_every_call_the_c_path_splits():
-    """A call that may go to a GPU leaves the C path at its floor: gpu_min_flops, and no lower than the
-    top of any split range of its family (precision, for trmm/trsm); with GPUs possible the C path's
-    limits are the floors, without them the C path keeps its limits."""
+def test_with_gpus_possible_the_c_path_asks_from_the_floor_and_keeps_its_limits():
+    """Where GPUs may take calls the C path's configuration differs in one field: a call it would run from
+    the GPU floor on asks the GPU policy (gpu_ask); its limits, split ranges and one-thread limits stay,
+    so a call kept on the CPU runs as it runs without GPUs."""
+    for threads in (1, 2, 4):
+        cpu, gpu = _dropin.config(threads), _dropin.config(threads, gpu=True)
+        assert cpu.gpu_ask > 1e300 and gpu.gpu_ask == gpu.gpu_min_flops == _dropin.SHIPPED.gpu_min_flops
+        assert {k: v for k, v in gpu.c_fields().items() if k != "gpu_ask"} == \
+            {k: v for k, v in cpu.c_fields().items() if k != "gpu_ask"}
     two = _dropin.config(2)
-    floors = two.gpu_floors()
-    assert floors["gemm"] == max(two.gpu_min_flops, two.split["dgemm"][1], two.split["zgemm"][1])
-    assert floors["syrk"] == max(two.gpu_min_flops, *(two.split[p + "syrk"][1] for p in "sdcz"))
-    assert floors["dtrsm/L"] == floors["dtrsm/R"] == max(two.gpu_min_flops, two.split["dtrsm"][1])
-    assert floors["syr2k"] == two.gpu_min_flops  # split only far below the floor
-    assert floors["symm"] == max(two.gpu_min_flops, *(two.split[p + "symm"][1] for p in "sdcz"))
-    for key, v in floors.items():
-        assert _dropin.config(2, gpu=True).limits[key] == min(two.limits[key], v)
-    assert _dropin.config(1).gpu_floors()["syrk"] == _dropin.SHIPPED.gpu_min_flops  # no split on one thread
-    assert set(_dropin.config(2, gpu=True).c_fields()) == set(two.c_fields())
+    assert two.split["dgemm"][1] > two.gpu_min_flops  # calls the C path splits lie above the floor
+    assert "gpu_ask" in two.c_fields()
     assert "gpu_min_flops" not in two.c_fields() and "gpu_margin" not in two.c_fields()
 
 
@@ -149,8 +146,8 @@ def test_small_calls_stay_on_the_cpu_and_look_for_no_gpu(h100):
         c = tb.dgemm(1.0, a, b)
         assert np.abs(c - a @ b).max() <= _bound(n, np.abs(a) @ np.abs(b), np.float64)
     tb.zgemm(1.0, rnd((400, 400), np.complex128), rnd((400, 400), np.complex128))
-    tb.dsyrk(1.0, rnd((1200, 1200)))  # 1.7e9 flops: below the syrk floor (the C path's split range)
-    tb.dtrsm(1.0, np.asfortranarray(np.tril(rnd((1400, 1400))) + 1400 * np.eye(1400)), rnd((1400, 1400)))
+    tb.dsyrk(1.0, rnd((990, 990)))  # 9.7e8 flops, split on two threads
+    tb.dtrsm(1.0, np.asfortranarray(np.tril(rnd((990, 990))) + 990 * np.eye(990)), rnd((990, 990)))  # 9.7e8
     assert _gpu_calls(h100) == 0 and _dispatch.gpu_runtime(search=False) is None
     rep = _dispatch.gpu_report(search=False)
     assert rep["gpus"] == [] and "search=False" in rep["note"]
@@ -348,18 +345,69 @@ def test_a_runtime_of_ones_own_decides_for_itself(h100):
     assert _gpu_calls(h100) == 0 and _dispatch.gpu_runtime(search=False) is None
 
 
-def test_the_c_path_hands_calls_from_the_floor_to_python_only_while_gpus_may_take_them(h100):
+def test_the_c_path_asks_about_calls_from_the_floor_only_while_gpus_may_take_them(h100):
     from tileblas.blas import _fastpath
 
     if not hasattr(_fastpath, "configure"):
         pytest.skip("no C path here")
     tb.dgemm(1.0, rnd((32, 32)), rnd((32, 32)))  # the default runtime and the C path in force
-    floors = _dispatch._config(_dispatch._threads(_dispatch._FAST[0]))[1]
-    assert _fastpath.config()["limits"]["gemm"] == floors["gemm"]
+    cfg = _dispatch._config(_dispatch._threads(_dispatch._FAST[0]))
+    limits = _fastpath.config()["limits"]
+    assert _fastpath.config()["gpu_ask"] == cfg.gpu_min_flops
+    assert _fastpath.config()["gpu_hook"] is _dispatch._c_path_asks
     _dispatch.set_devices("cpu")
-    assert _fastpath.config()["limits"]["gemm"] > 1e300
+    assert _fastpath.config()["gpu_ask"] > 1e300 and _fastpath.config()["gpu_hook"] is None
+    assert _fastpath.config()["limits"] == limits
     _dispatch.set_devices("auto")
-    assert _fastpath.config()["limits"]["gemm"] == floors["gemm"]
+    assert _fastpath.config()["gpu_ask"] == cfg.gpu_min_flops
+    assert _fastpath.config()["gpu_hook"] is _dispatch._c_path_asks
+
+
+def test_the_c_path_leaves_a_call_the_gpus_take_and_runs_one_they_leave(h100, tuned):
+    """A call the C path would run, above the floor: where the GPUs take it, decide() says 'gpu' and the call
+    runs there; where the model keeps it on the CPU (a host of 1e14 flop/s a core), the C path runs it
+    on the path it takes with TILEBLAS_DEVICES=cpu; a trivial call (alpha 0) is never put to the GPUs."""
+    from tileblas.blas import _fastpath
+
+    if not hasattr(_fastpath, "configure"):
+        pytest.skip("no C path here")
+    n = 1100
+    a, b = rnd((n, n)), rnd((n, n))
+    tb.dgemm(1.0, rnd((32, 32)), rnd((32, 32)))
+    path = _fastpath.decide(tb.dgemm, 1.0, a, b)
+    assert path["path"] == "python" and path["why"] == "gpu"
+    before = h100.calls.get("dgemm", 0)
+    tb.dgemm(1.0, a, b)
+    assert h100.calls.get("dgemm", 0) == before + 1
+    assert _fastpath.decide(tb.dgemm, 0.0, a, b)["path"] != "python"
+    _dispatch.set_devices("cpu")
+    on_cpu = _fastpath.decide(tb.dgemm, 1.0, a, b)
+    _dispatch.set_devices("auto")
+    tuned(core_flops=1e14)
+    kept = _fastpath.decide(tb.dgemm, 1.0, a, b)
+    assert kept["path"] == on_cpu["path"] != "python" and kept["parts"] == on_cpu["parts"]
+    got = tb.dgemm(1.0, a, b)
+    assert h100.calls.get("dgemm", 0) == before + 1
+    assert np.abs(got - a @ b).max() <= _bound(n, np.abs(a) @ np.abs(b), np.float64)
+
+
+def test_a_failing_gpu_policy_keeps_the_c_paths_call_on_the_cpu(h100, monkeypatch):
+    """The GPU policy raising inside the C path's question keeps the call on the CPU (no exception)."""
+    from tileblas.blas import _fastpath
+
+    if not hasattr(_fastpath, "configure"):
+        pytest.skip("no C path here")
+    tb.dgemm(1.0, rnd((32, 32)), rnd((32, 32)))
+
+    def broken(*args):
+        raise RuntimeError("broken policy")
+
+    monkeypatch.setattr(_dispatch, "_gpu_choice", broken)
+    n = 1100
+    a, b = rnd((n, n)), rnd((n, n))
+    assert _fastpath.decide(tb.dgemm, 1.0, a, b)["path"] != "python"
+    c = tb.dgemm(1.0, a, b)
+    assert np.abs(c - a @ b).max() <= _bound(n, np.abs(a) @ np.abs(b), np.float64)
 
 
 # ------------------------------------------------------------------------------------------- fallbacks

@@ -22,11 +22,11 @@ tileblas.blas).
 The GPUs
     Beside the default runtime's CPU workers the drop-in uses the GPUs ``TILEBLAS_DEVICES`` allows (its
     grammar: :mod:`tileblas.policy._offload`; :func:`set_devices` in code).  A call of the default runtime
-    at or above its GPU floor (:meth:`~tileblas.policy._dropin.DropInConfig.gpu_floors`; the C path keeps
-    every call below, and is configured to hand the rest to this path while GPUs may be in use) goes to
-    the GPUs' runtime where :func:`tileblas.policy._offload.gpu_first` says so, from the seconds
+    at or above the GPU floor (:attr:`~tileblas.policy._dropin.DropInConfig.gpu_min_flops`; the C path
+    keeps every call below, and while GPUs may be in use puts each call it would run above to
+    :func:`_c_path_asks`, leaving to this path those the GPUs take) goes to the GPUs' runtime where :func:`tileblas.policy._offload.gpu_first` says so, from the seconds
     :func:`_gpu_first` predicts for the call on each side.  The GPUs are looked for once per process, by
-    the first call at or above a floor (never at import, never for a smaller call, never with
+    the first call at or above the floor (never at import, never for a smaller call, never with
     ``TILEBLAS_DEVICES=cpu``; where CuPy is not installed, not at all): CuPy imported, the devices counted,
     one :class:`~tileblas.devices.gpu.GPUDevice` made per GPU (its tile memory, cuBLAS handles, measured
     host link), and a 64 x 64 dgemm checked on each.  Whatever fails there (no CuPy, no device, a broken
@@ -78,7 +78,7 @@ def c_config(rt: Any = None) -> dict[str, Any]:
     if rt is None:
         cfg = _dropin.SHIPPED.c_fields()
         cfg.update(enabled=False, contextvar=None, entries={}, one_thread_entries={}, pool_slot=-1,
-                   get_num_threads=0)
+                   get_num_threads=0, gpu_hook=None)
         return cfg
     from tileblas.kernels import _openblas
     from tileblas.runtime import _runtime
@@ -86,9 +86,10 @@ def c_config(rt: Any = None) -> dict[str, Any]:
     threads = _threads(rt)
     names = _dropin.routines(*_dropin.FAMILIES)
     lib = _openblas.get_library(threads)
-    cfg = _dropin.config(threads, gpu=_gpu_possible()).c_fields()
+    gpu = _gpu_possible()
+    cfg = _dropin.config(threads, gpu=gpu).c_fields()
     cfg.update(enabled=True, contextvar=_runtime._CURRENT, entries={r: lib.fortran(r) for r in names},
-               one_thread_entries={}, pool_slot=-1, get_num_threads=0)
+               one_thread_entries={}, pool_slot=-1, get_num_threads=0, gpu_hook=_c_path_asks if gpu else None)
     if threads > 1:  # the one-thread instance: below the one-thread limits, and the parts of split calls
         # under an address-space limit it loads only with room for the buffers of those parts, run at once,
         # and for those the other instance's jobs map at its first parallel call (which may come later)
@@ -156,10 +157,10 @@ def _configure(rt: Any) -> dict[str, Any] | None:
     """Hand the C path its configuration for ``rt`` (None: off) in one call; the configuration passed."""
     if _fastpath is None:
         return None
-    floors = rt is not None and _gpu_possible()
+    asks = rt is not None and _gpu_possible()
     cfg = c_config(rt)
     _fastpath.configure(cfg)
-    _GPU.c_floors = floors
+    _GPU.c_asks = asks
     return cfg
 
 
@@ -287,9 +288,9 @@ class _Gpus:
         self.runtime: Any = None  # the GPUs' Runtime, or None
         self.note = ""  # why no GPU takes calls, or what was found
         self.pid = os.getpid()
-        self.c_floors = False  # the C path's limits are the GPU floors
+        self.c_asks = False  # the C path asks about its calls from the GPU floor on (gpu_ask, gpu_hook)
         self.installed: bool | None = None  # CuPy is installed (looked at once; None: not yet)
-        self.configs: dict[int, tuple] = {}  # thread count -> (config, its GPU floors)
+        self.configs: dict[int, _dropin.DropInConfig] = {}  # thread count -> its config
         self.choices: dict[tuple, bool] = {}  # (routine, m, n, k, dtype, threads) -> to the GPUs
         self.choices_for: tuple = ()  # what the choices were made with (GPU runtime, config, Tuning)
         self.stale: list = []  # a fork child's inherited GPU runtimes, kept from any teardown
@@ -374,22 +375,12 @@ def _say_unusable(s: _offload.DeviceSetting) -> None:
             pass
 
 
-def _config(threads: int) -> tuple[_dropin.DropInConfig, dict[str, float]]:
-    """The C path's configuration for ``threads`` threads and its GPU floors (kept until the policy is
-    applied again)."""
+def _config(threads: int) -> _dropin.DropInConfig:
+    """The C path's configuration for ``threads`` threads (kept until the policy is applied again)."""
     got = _GPU.configs.get(threads)
     if got is None:
-        cfg = _dropin.config(threads)
-        got = _GPU.configs[threads] = (cfg, cfg.gpu_floors())
+        got = _GPU.configs[threads] = _dropin.config(threads)
     return got
-
-
-def _floor_key(name: str, bound: dict, dtype: Any) -> str:
-    if name in ("trmm", "trsm"):
-        from tileblas._dtypes import PREFIX_OF
-
-        return f"{PREFIX_OF[dtype]}{name}/{bound['side']}"
-    return name
 
 
 def _search() -> None:
@@ -527,9 +518,10 @@ def gpu_runtime(search: bool = True) -> Any:
     return _GPU.runtime if _setting().wants_gpus else None
 
 
-def _sync_floors() -> None:
-    """Hand the C path its limits again where whether GPUs may take calls has changed since."""
-    if _GPU.c_floors != _gpu_possible() and _FAST[0] is not None:
+def _sync_asks() -> None:
+    """Hand the C path its configuration again where whether GPUs may take calls (and so whether it asks
+    :func:`_c_path_asks` about its calls from the GPU floor on) has changed since."""
+    if _GPU.c_asks != _gpu_possible() and _FAST[0] is not None:
         _configure(_FAST[0])
 
 
@@ -540,20 +532,51 @@ def _gpu_target(rt: Any, name: str, args: tuple, kwargs: dict) -> Any:
     if not getattr(rt, "_made_default", False) or _runtime._CURRENT.get() is not None:
         return None
     if not _gpu_possible():
-        _sync_floors()
+        _sync_asks()
         return None
+    from tileblas.runtime import _planner as P
+
+    bound = P.bind_arguments(name, args, kwargs)
+    if P.is_trivial(name, bound):
+        return None
+    shape, out, _ = P.call_size(name, bound)
+    return _gpu_choice(rt, name, shape, out.dtype)
+
+
+def _c_path_asks(name: str, prefix: str, m: int, n: int, k: int) -> bool:
+    """The C path's question about a call it would run, of routine family ``name``, precision ``prefix``
+    and shape (m, n, k) (as :func:`tileblas.runtime._planner.call_size` gives it), from the GPU floor on
+    while GPUs may take calls: whether the GPUs take it (it then leaves the call to the Python path,
+    whose :func:`_gpu_target` gives the same answer).  Never raises: a failure keeps the call on the CPU."""
+    try:
+        from tileblas._dtypes import DTYPE_OF
+
+        rt = _FAST[0]
+        if rt is None or not _gpu_possible():
+            return False
+        return _gpu_choice(rt, name, (m, n, k), DTYPE_OF[prefix]) is not None
+    except Exception:  # noqa: BLE001 - the GPU policy failing keeps the call where it is
+        return False
+
+
+def _gpu_choice(rt: Any, name: str, shape: tuple, dtype: Any) -> Any:
+    """The GPUs' runtime for a call (not trivial) of the default runtime ``rt``, routine family ``name``,
+    shape (m, n, k) and ``dtype``, or None: at or above the GPU floor, where the GPUs are found and
+    :func:`_gpu_first` prefers them (or the setting forces them); a choice made once per shape, precision
+    and thread count."""
+    import numpy as np
+
     from tileblas.runtime import _planner as P
 
     threads = _threads(rt)
     if threads < 1:
         return None
-    bound = P.bind_arguments(name, args, kwargs)
-    shape, out, flops = P.call_size(name, bound)
-    cfg, floors = _config(threads)
-    if flops < floors[_floor_key(name, bound, out.dtype)] or P.is_trivial(name, bound):
+    dt = np.dtype(dtype)
+    cfg = _config(threads)
+    if P.flop_count(name, *shape) * (4.0 if dt.kind == "c" else 1.0) < cfg.gpu_min_flops:
         return None
     grt = gpu_runtime()
-    _sync_floors()
+    _sync_asks()
     if grt is None:
         return None
     if _setting().forced:
@@ -564,10 +587,10 @@ def _gpu_target(rt: Any, name: str, args: tuple, kwargs: dict) -> Any:
     if len(_GPU.choices_for) != 3 or any(a is not b for a, b in zip(_GPU.choices_for, made_with)) \
             or len(_GPU.choices) > 4096:
         _GPU.choices, _GPU.choices_for = {}, made_with
-    key = (name, *shape, out.dtype.char, threads)
+    key = (name, *shape, dt.char, threads)
     goes = _GPU.choices.get(key)
     if goes is None:  # a function of the call's shape and precision and of made_with: computed once
-        goes = _GPU.choices[key] = _gpu_first(name, shape, out.dtype, rt.devices[0], threads, grt, cfg)
+        goes = _GPU.choices[key] = _gpu_first(name, shape, dt, rt.devices[0], threads, grt, cfg)
     return grt if goes else None
 
 
@@ -605,7 +628,7 @@ def gpu_costs(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt:
     flops = P.flop_count(name, m, n, k) * (4.0 if dt.kind == "c" else 1.0)
     order = max(min(m, n, k), 1)
     model = _shares.host_model(host)
-    measured = (cfg if cfg is not None else _config(threads)[0]).cpu_rate(name, dt.char, order)
+    measured = (cfg if cfg is not None else _config(threads)).cpu_rate(name, dt.char, order)
     if measured is None:
         rate = threads * model.rate(dt, order)
     else:
@@ -692,7 +715,7 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     threads = _threads(rt) or 1
     s = _setting()
     grt = gpu_runtime(search) if _gpu_possible() or _GPU.searched else None
-    cfg, floors = _config(threads)
+    cfg = _config(threads)
     out: dict[str, Any] = {"setting": s.describe(), "cpu_threads": threads, "gpus": [], "note": _GPU.note,
                            "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {},
                            "call_cost": {"seconds": _GPU.call_cost.seconds,
@@ -717,11 +740,10 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     for fam in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm"):
         for p in "sdcz":
             dt = np.dtype(DTYPE_OF[p])
-            key = f"{p}{fam}/L" if fam in ("trmm", "trsm") else fam
             cplx = 4.0 if dt.kind == "c" else 1.0
 
-            def goes(n: int, fam: str = fam, dt: Any = dt, key: str = key, cplx: float = cplx) -> bool:
-                if P.flop_count(fam, n, n, n) * cplx < floors[key]:
+            def goes(n: int, fam: str = fam, dt: Any = dt, cplx: float = cplx) -> bool:
+                if P.flop_count(fam, n, n, n) * cplx < cfg.gpu_min_flops:
                     return False
                 return s.forced or _gpu_first(fam, (n, n, n), dt, rt.devices[0], threads, grt, cfg)
 

@@ -97,6 +97,9 @@ typedef struct {
     int part_fraction, part_min;       /* a part of a split: at least order / part_fraction, part_min */
     int max_parts;                     /* the most parts of a split (<= MAX_PARTS) */
     double herk_copy_k[2];             /* herk/her2k C-ordered: copy from n >= this x k (single, double) */
+    double gpu_ask;                    /* a call it would run with at least these flops asks gpu_hook */
+    PyObject *gpu_hook;                /* gpu_hook(family, prefix, m, n, k) true: the GPUs take it (Python
+                                        * path); NULL: none (owned) */
 } Config;
 
 extern Config fp_cfg;

@@ -15,6 +15,11 @@
  *   PATH_ONE_THREAD  below the family's one-thread limit: one call on the one-thread instance
  *   PATH_INSTANCE    one call on the instance of the thread setting
  *
+ * A call it would run that has at least gpu_ask flops (GPUs may take calls: the GPU floor) is then put to
+ * gpu_hook, the drop-in's GPU policy (tileblas.blas._dispatch): where the GPUs take it, PATH_PYTHON (whose
+ * GPU target gives the same answer); else the path above, so that a call kept on the CPU runs as it runs
+ * where no GPU may be used, with the same bits.
+ *
  * The layout stage asks one rule of it too (fp_copy_beats_conjugate: herk/her2k on C-ordered operands).
  * The part count of a split is one small function (part_count).  The limits are fields of the
  * configuration; what each is: tileblas.policy._dropin.DropInConfig; why each has its value:
@@ -38,6 +43,8 @@
  *       pool_slot           the pool slot of the instance (-1: none: no split)
  *       get_num_threads     the address of the instance's openblas_get_num_threads (0: none)
  *       gil_flops, gil_elements, convert_max, part_fraction, part_min, max_parts, herk_copy_k
+ *       gpu_ask             flops from which a call the path would run is put to gpu_hook
+ *       gpu_hook            gpu_hook(family, prefix, m, n, k) -> bool (the GPUs take the call), or None
  *   config() -> dict    the configuration in force, as configure takes it (configure(config()) changes
  *                       nothing; ranges never taken are left out)
  *   stats() -> dict     split_calls, rank_gemm_calls: calls run split, and by the gemm route, so far
@@ -99,8 +106,9 @@ split_parts(const Config *cfg, const Limits *r, int prec, double flops, int len,
     return part_count(cfg, len / (order > 0 ? least_part(cfg, order) : cfg->part_min));
 }
 
-Path
-fp_decide(const Call *c, const Config *cfg)
+/* The path on the CPU (decide() without the GPU question). */
+static Path
+decide_cpu(const Call *c, const Config *cfg)
 {
     const Limits *r = &cfg->r[c->fam][c->prec];
     int parts = 0;
@@ -155,6 +163,38 @@ fp_decide(const Call *c, const Config *cfg)
     return p;
 }
 
+/* Whether the GPUs take a call (gpu_hook's answer; the hook failing: no, the exception reported as
+ * unraisable, the call kept on the CPU). */
+static int
+gpu_takes(const Call *c, const Config *cfg)
+{
+    int m = c->fam >= SYRK && c->fam <= HER2K ? c->n : c->m, took;
+    PyObject *r = PyObject_CallFunction(cfg->gpu_hook, "sCiii", FAMILY[c->fam], PREFIXES[c->prec], m, c->n, c->k);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(cfg->gpu_hook);
+        return 0;
+    }
+    took = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (took < 0) {
+        PyErr_WriteUnraisable(cfg->gpu_hook);
+        return 0;
+    }
+    return took;
+}
+
+Path
+fp_decide(const Call *c, const Config *cfg)
+{
+    Path p = decide_cpu(c, cfg);
+    if (p.kind != PATH_PYTHON && cfg->gpu_hook != NULL && c->flops >= cfg->gpu_ask && !is_zero(&c->alpha, c->prec)
+        && c->m > 0 && c->n > 0 && c->k > 0 && gpu_takes(c, cfg)) {
+        Path py = {PATH_PYTHON, 0, NULL, NULL, NULL, 0, "gpu"};
+        return py;
+    }
+    return p;
+}
+
 /* herk/her2k on C-ordered operands: whether copies of the n x k operands to Fortran order cost less than
  * solving the conjugate problem (c's triangle conjugated after the call, and before where c is read):
  * from n >= herk_copy_k x k (single, double precision), twice that where c is read. */
@@ -205,7 +245,7 @@ fp_path_dict(const Path *p, const Call *c)
 static const char *const KEYS[] = {"enabled", "contextvar", "limits", "windows", "entries", "one_thread_entries",
                                    "one_thread", "split", "rank_gemm", "pool_slot", "get_num_threads",
                                    "gil_flops", "gil_elements", "convert_max", "part_fraction", "part_min",
-                                   "max_parts", "herk_copy_k", NULL};
+                                   "max_parts", "herk_copy_k", "gpu_ask", "gpu_hook", NULL};
 
 /* "dgemm" -> its family, *prec its precision; -1 when the name is not a Level-3 routine (no exception). */
 static int
@@ -490,7 +530,7 @@ parse_pool(PyObject *cfg, Config *n)
 static int
 parse_scalars(PyObject *cfg, Config *n)
 {
-    PyObject *on = PyDict_GetItemString(cfg, "enabled"), *var = PyDict_GetItemString(cfg, "contextvar");
+    PyObject *on = PyDict_GetItemString(cfg, "enabled"), *var = PyDict_GetItemString(cfg, "contextvar"), *hook;
     long v;
     if (!PyBool_Check(on)) {
         PyErr_Format(PyExc_TypeError, "configure: enabled must be a bool, got %R", on);
@@ -512,6 +552,13 @@ parse_scalars(PyObject *cfg, Config *n)
     n->part_min = (int)v;
     if (get_int(PyDict_GetItemString(cfg, "max_parts"), "max_parts", 2, MAX_PARTS, &v) < 0) return -1;
     n->max_parts = (int)v;
+    if (get_flops(PyDict_GetItemString(cfg, "gpu_ask"), "gpu_ask", NULL, &n->gpu_ask) < 0) return -1;
+    hook = PyDict_GetItemString(cfg, "gpu_hook");
+    if (hook != Py_None && !PyCallable_Check(hook)) {
+        PyErr_Format(PyExc_TypeError, "configure: gpu_hook must be callable or None, got %R", hook);
+        return -1;
+    }
+    n->gpu_hook = hook == Py_None ? NULL : hook;
     return get_pair(PyDict_GetItemString(cfg, "herk_copy_k"), "herk_copy_k", NULL, "(single, double)",
                     n->herk_copy_k);
 }
@@ -520,7 +567,7 @@ PyObject *
 fp_configure(PyObject *mod, PyObject *cfg)
 {
     Config n;
-    PyObject *old;
+    PyObject *old, *old_hook;
     Py_ssize_t nkeys = 0;
     (void)mod;
     if (!PyDict_Check(cfg)) {
@@ -556,9 +603,12 @@ fp_configure(PyObject *mod, PyObject *cfg)
         return NULL;
     /* all of it checked: now in force, at once */
     Py_XINCREF(n.contextvar);
+    Py_XINCREF(n.gpu_hook);
     old = fp_cfg.contextvar;
+    old_hook = fp_cfg.gpu_hook;
     fp_cfg = n;
     Py_XDECREF(old);
+    Py_XDECREF(old_hook);
     Py_RETURN_NONE;
 }
 
@@ -705,7 +755,9 @@ fp_config(PyObject *mod, PyObject *unused)
         || put(d, "part_fraction", PyLong_FromLong(c->part_fraction)) < 0
         || put(d, "part_min", PyLong_FromLong(c->part_min)) < 0
         || put(d, "max_parts", PyLong_FromLong(c->max_parts)) < 0
-        || put(d, "herk_copy_k", Py_BuildValue("(dd)", c->herk_copy_k[0], c->herk_copy_k[1])) < 0)
+        || put(d, "herk_copy_k", Py_BuildValue("(dd)", c->herk_copy_k[0], c->herk_copy_k[1])) < 0
+        || put(d, "gpu_ask", PyFloat_FromDouble(c->gpu_ask)) < 0
+        || put(d, "gpu_hook", Py_NewRef(c->gpu_hook != NULL ? c->gpu_hook : Py_None)) < 0)
         goto fail;
     return d;
 fail:

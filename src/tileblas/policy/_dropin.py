@@ -6,9 +6,9 @@ What it owns
     crossovers and the recursion's shapes), where it runs one call on the one-thread instance, where it
     splits a call in parts on the thread pool and how, where real syrk/syr2k run as gemm, and its smaller
     rules (when a BLAS call releases the GIL, how large an operand it converts itself, when herk/her2k copy
-    C-ordered operands), and the floors below which no call goes to a GPU (:meth:`DropInConfig.gpu_floors`:
-    the C path keeps every call below them; the Python path asks :mod:`tileblas.policy._offload` about the
-    rest).  :func:`config` overlays what ``tileblas tune`` stored (read through
+    C-ordered operands), and the GPU floor: below it no call goes to a GPU; a call at or above it, where
+    GPUs may take calls, is put to the drop-in's GPU policy (:mod:`tileblas.policy._offload`) by the C path
+    (:attr:`DropInConfig.gpu_ask`) or the Python path, whichever would run it.  :func:`config` overlays what ``tileblas tune`` stored (read through
     :func:`tileblas.policy._paths.policy`) and fits the defaults to a thread setting: a pure function of
     the shipped values, the tuned file, the :class:`~tileblas.Tuning` in force and the thread count.
     ``tileblas.blas._dispatch`` hands its fields to the C path in one ``configure`` call; the C path's
@@ -52,13 +52,12 @@ def _frozen(d: Mapping) -> Mapping:
 def _shipped_split() -> Mapping[str, tuple[float, float]]:
     """Per routine, the flops [lo, hi) run split on the pool (the figures:
     docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults")."""
-    out = {r: (2.5e5, 3e8) for r in routines("gemm", "symm", "hemm")}  # parts of C
-    out.update({r: (2.5e5, 1e10) for r in ("csymm", "zsymm", "chemm", "zhemm")})  # to order 1024
+    out = {r: (2.5e5, 1e10) for r in routines("gemm", "symm", "hemm")}  # parts of C, to order 1024
     rank = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}  # strips of the triangle
     out.update({r: rank[r[0]] for r in routines("syrk", "herk")})
     out.update({r: (_SHIPPED_ONE_THREAD[r], 3e6) for r in ("csyr2k", "zsyr2k", "cher2k", "zher2k")})  # strips
     out["dsyr2k"] = (1.9e6, 5e8)  # strips, orders 99-630; below, to its one-thread limit, OpenBLAS's choice
-    out.update(dict.fromkeys(("sgemm", "dgemm"), (2e6, 3e8)))  # from order 100; orders 65-99 OpenBLAS's choice
+    out.update(dict.fromkeys(("sgemm", "dgemm"), (2e6, 1e10)))  # from order 100; orders 65-99 OpenBLAS's choice
     tri = {"s": (0.0, 4e9), "d": (0.0, 4e9), "c": (0.0, 1.5e10), "z": (0.0, 1.5e10)}  # parts of b
     out.update({r: tri[r[0]] for r in routines("trmm", "trsm")})
     return _frozen(out)
@@ -122,9 +121,13 @@ class DropInConfig:
         herk/her2k on C-ordered operands copy them to Fortran order from n >= this x k (single, double
         precision; twice that where c is read), else solve the conjugate problem.
     gpu_min_flops : float
-        Calls below these flops never go to a GPU (nor, for that, leave the C path): :meth:`gpu_floors`.
+        The GPU floor: calls below these flops never go to a GPU (nor, for that, leave the C path).
+    gpu_ask : float
+        A call the C path would run with at least these flops asks the drop-in's GPU policy first, and
+        leaves the C path only where the GPUs take it (kept on the CPU, it runs as it does without GPUs,
+        with the same bits); shipped: never (:func:`config` with ``gpu``: :attr:`gpu_min_flops`).
     gpu_margin : float
-        A call at or above its floor goes to the GPUs where their predicted time times this is at most the
+        A call at or above the GPU floor goes to the GPUs where their predicted time times this is at most the
         CPU path's predicted time (:func:`tileblas.policy._offload.gpu_first`).
     cpu_rates : mapping
         ``{'gemm/real': ((order, flop/s), ...)}``: the CPU path's rates ``tileblas tune`` timed at this
@@ -148,6 +151,7 @@ class DropInConfig:
     gpu_min_flops: float = 1e9
     gpu_margin: float = 1.25
     cpu_rates: Mapping[str, tuple] = field(default_factory=lambda: _frozen({}), hash=False)
+    gpu_ask: float = sys.float_info.max
 
     def c_fields(self) -> dict[str, Any]:
         """The fields as the C path's ``configure`` takes them (plain dicts; ``threads`` and the GPU fields,
@@ -167,32 +171,6 @@ class DropInConfig:
         points = self.cpu_rates.get(f"{_paths.FAMILY[name]}/{_paths.precision_class(dtype_char)}")
         return None if not points else _paths.cpu_rate(points, order)
 
-    def gpu_floors(self) -> dict[str, float]:
-        """Per key of :attr:`limits` (a family, or ``'dtrmm/L'`` for a trmm/trsm precision and side): the
-        flops from which a call may go to a GPU: :attr:`gpu_min_flops`, and no less than the top of any
-        :attr:`split` range of the family (of the precision, for trmm/trsm).  A call the C path would run
-        in parts on the pool never goes to the Python path for a GPU: above its split range the C path
-        makes one call on the instance of the thread setting, which is what the Python path's CPU path
-        makes too, so a call sent to the Python path and kept on the CPU gives the C path's bits."""
-        out: dict[str, float] = {}
-        for fam in FAMILIES:
-            if fam in ("trmm", "trsm"):
-                for p in "sdcz":
-                    top = max(self.gpu_min_flops, self.split.get(p + fam, (0.0, 0.0))[1])
-                    out[f"{p}{fam}/L"] = out[f"{p}{fam}/R"] = top
-            else:
-                out[fam] = max([self.gpu_min_flops, *(self.split.get(r, (0.0, 0.0))[1] for r in routines(fam))])
-        return out
-
-    def with_gpu_floors(self) -> "DropInConfig":
-        """This configuration with every limit no higher than its :meth:`gpu_floors` (a call that may go to
-        a GPU leaves the C path for the Python path, which asks the GPU policy)."""
-        floors = self.gpu_floors()
-        limits = dict(self.limits)
-        for key, v in floors.items():
-            limits[key] = min(limits.get(key, sys.float_info.max), v)
-        return dataclasses.replace(self, limits=_frozen(limits))
-
 
 #: Fields the Python path reads, not the C path's ``configure``.
 _PYTHON_ONLY = frozenset({"threads", "gpu_min_flops", "gpu_margin", "cpu_rates"})
@@ -210,7 +188,8 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
     the shipped values were not measured at (:data:`MEASURED_THREADS`) only what ``tileblas tune`` stored
     does (a tuned lower end of ``split`` with the shipped upper end); the CPU rates tune timed, where it
     ran at ``threads`` threads.  With ``gpu`` (GPUs may
-    take the drop-in's large calls) the limits are lowered to the GPU floors (:meth:`DropInConfig.with_gpu_floors`)."""
+    take the drop-in's large calls) a call the C path would run from the GPU floor on asks the GPU policy
+    (:attr:`DropInConfig.gpu_ask`); nothing else changes."""
     from tileblas._dtypes import DTYPE_OF
     from tileblas.policy import _paths
     from tileblas.policy._recursion import recursion_window
@@ -238,4 +217,4 @@ def config(threads: int, gpu: bool = False) -> DropInConfig:
     cfg = dataclasses.replace(SHIPPED, threads=threads, limits=_frozen(limits), windows=_frozen(windows),
                               one_thread=_frozen(one_thread), split=_frozen(split), rank_gemm=_frozen(rank_gemm),
                               cpu_rates=_frozen(rates))
-    return cfg.with_gpu_floors() if gpu else cfg
+    return dataclasses.replace(cfg, gpu_ask=cfg.gpu_min_flops) if gpu else cfg

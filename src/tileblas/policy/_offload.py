@@ -7,8 +7,8 @@ What it owns
       the CPU workers and every GPU (the first N), ``gpu[:N]`` the GPUs for every call from the floor.
       The drop-in reads the variable once per process (``tileblas.blas._dispatch.set_devices`` sets it in
       code); a value outside the grammar is one ``RuntimeWarning`` naming it, and the CPU workers only.
-    * The rule (:func:`gpu_first`): a call at or above its floor
-      (:meth:`tileblas.policy._dropin.DropInConfig.gpu_floors`) goes to the GPUs where their predicted
+    * The rule (:func:`gpu_first`): a call at or above the GPU floor
+      (:attr:`tileblas.policy._dropin.DropInConfig.gpu_min_flops`) goes to the GPUs where their predicted
       seconds (copies over the measured host link, the device's kernel rate, the runtime's per-tile cost;
       :func:`tileblas.runtime._shares.predict_seconds`) times ``gpu_margin`` are at most the CPU path's
       predicted seconds (the rate ``tileblas tune`` timed for the family and precision class at that
