@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import sys
 
 import numpy as np
 import pytest
@@ -539,6 +540,8 @@ def test_bad_module_state_arguments_are_refused():
            ({"part_fraction": 0}, ValueError, "part_fraction"),
            ({"herk_copy_k": 6.0}, TypeError, "herk_copy_k"),
            ({"gil_elements": 1.5}, TypeError, "gil_elements"),
+           ({"gpu_ask": -1.0}, ValueError, "gpu_ask"),
+           ({"gpu_hook": 3}, TypeError, "gpu_hook"),
            ({"nonsense": 1}, ValueError, "unknown key")]
     for change, exc, match in bad:
         with pytest.raises(exc, match=match):
@@ -548,6 +551,50 @@ def test_bad_module_state_arguments_are_refused():
         fp.configure({k: v for k, v in saved.items() if k != "windows"})
     with pytest.raises(TypeError, match="configure takes a dict"):
         fp.configure([1.0])
+    assert fp.config() == saved
+
+
+def test_the_gpu_question_is_asked_from_gpu_ask_with_the_calls_shape_and_a_failing_hook_keeps_the_call():
+    """A call the path would run with at least gpu_ask flops is put to gpu_hook(family, prefix, m, n, k)
+    (the shape as the Python path counts it: syrk's m is its n); True leaves it to the Python path
+    (decide() says 'gpu'), False runs it in C; a hook that raises is reported as unraisable and the call
+    runs in C, right; an alpha of 0 or a call below gpu_ask is never put to it."""
+    saved = fp.config()
+    if not saved["enabled"]:
+        pytest.skip("the C path is off here")
+    asked = []
+    answer = [True]
+
+    def hook(*args):
+        asked.append(args)
+        if answer[0] is None:
+            raise RuntimeError("broken hook")
+        return answer[0]
+
+    rng = np.random.default_rng(9)
+    a = np.asfortranarray(rng.standard_normal((40, 24)))
+    b = np.asfortranarray(rng.standard_normal((24, 30)))
+    try:
+        fp.configure({**saved, "gpu_ask": 3e4, "gpu_hook": hook})  # gemm 40x30x24: 5.8e4, syrk 3.9e4
+        assert fp.decide(tb.dgemm, 1.0, a, b)["why"] == "gpu" and asked == [("gemm", "d", 40, 30, 24)]
+        assert fp.decide(tb.dgemm, 0.0, a, b)["path"] != "python" and len(asked) == 1
+        assert fp.decide(tb.dsyrk, 1.0, a)["why"] == "gpu" and asked[-1] == ("syrk", "d", 40, 40, 24)
+        assert fp.decide(tb.dgemm, 1.0, np.asfortranarray(a[:20]), b)["path"] != "python"  # 2.9e4: not asked
+        assert len(asked) == 2
+        answer[0] = False
+        assert fp.decide(tb.dgemm, 1.0, a, b)["path"] != "python" and len(asked) == 3
+        answer[0] = None
+        seen, before = [], sys.unraisablehook
+        sys.unraisablehook = lambda u: seen.append(u.exc_value)
+        try:
+            c = tb.dgemm(1.0, a, b)
+        finally:
+            sys.unraisablehook = before
+        assert len(seen) == 1 and "broken hook" in str(seen[0])
+        np.testing.assert_allclose(c, a @ b, rtol=0, atol=4 * 24 * np.finfo(float).eps
+                                   * (np.abs(a) @ np.abs(b)).max())
+    finally:
+        fp.configure(saved)
     assert fp.config() == saved
 
 

@@ -164,22 +164,21 @@ decide_cpu(const Call *c, const Config *cfg)
 }
 
 /* Whether the GPUs take a call (gpu_hook's answer; the hook failing: no, the exception reported as
- * unraisable, the call kept on the CPU). */
+ * unraisable, the call kept on the CPU).  The hook is held for the call: it may configure the path again
+ * (the GPUs found or not), which lets go of the configuration's reference. */
 static int
 gpu_takes(const Call *c, const Config *cfg)
 {
     int m = c->fam >= SYRK && c->fam <= HER2K ? c->n : c->m, took;
-    PyObject *r = PyObject_CallFunction(cfg->gpu_hook, "sCiii", FAMILY[c->fam], PREFIXES[c->prec], m, c->n, c->k);
-    if (r == NULL) {
-        PyErr_WriteUnraisable(cfg->gpu_hook);
-        return 0;
-    }
-    took = PyObject_IsTrue(r);
-    Py_DECREF(r);
+    PyObject *hook = Py_NewRef(cfg->gpu_hook);
+    PyObject *r = PyObject_CallFunction(hook, "sCiii", FAMILY[c->fam], PREFIXES[c->prec], m, c->n, c->k);
+    took = r == NULL ? -1 : PyObject_IsTrue(r);
+    Py_XDECREF(r);
     if (took < 0) {
-        PyErr_WriteUnraisable(cfg->gpu_hook);
-        return 0;
+        PyErr_WriteUnraisable(hook);
+        took = 0;
     }
+    Py_DECREF(hook);
     return took;
 }
 
