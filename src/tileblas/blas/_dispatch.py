@@ -24,7 +24,8 @@ The GPUs
     grammar: :mod:`tileblas.policy._offload`; :func:`set_devices` in code).  A call of the default runtime
     at or above the GPU floor (:attr:`~tileblas.policy._dropin.DropInConfig.gpu_min_flops`; the C path
     keeps every call below, and while GPUs may be in use puts each call it would run above to
-    :func:`_c_path_asks`, leaving to this path those the GPUs take) goes to the GPUs' runtime where :func:`tileblas.policy._offload.gpu_first` says so, from the seconds
+    :func:`_c_path_asks`, leaving to this path those the GPUs take) goes to the GPUs' runtime where
+    :func:`tileblas.policy._offload.gpu_first` says so, from the seconds
     :func:`_gpu_first` predicts for the call on each side.  The GPUs are looked for once per process, by
     the first call at or above the floor (never at import, never for a smaller call, never with
     ``TILEBLAS_DEVICES=cpu``; where CuPy is not installed, not at all): CuPy imported, the devices counted,
@@ -573,7 +574,7 @@ def _gpu_choice(rt: Any, name: str, shape: tuple, dtype: Any) -> Any:
         return None
     dt = np.dtype(dtype)
     cfg = _config(threads)
-    if P.flop_count(name, *shape) * (4.0 if dt.kind == "c" else 1.0) < cfg.gpu_min_flops:
+    if P.call_flops(name, *shape, dt) < cfg.gpu_min_flops:
         return None
     grt = gpu_runtime()
     _sync_asks()
@@ -625,7 +626,7 @@ def gpu_costs(name: str, shape: tuple, dtype: Any, host: Any, threads: int, grt:
     m, n, k = shape
     dt = np.dtype(dtype)
     gpu_s = _model_seconds(name, shape, dt, grt) + _GPU.call_cost.output_seconds(m * n * dt.itemsize)
-    flops = P.flop_count(name, m, n, k) * (4.0 if dt.kind == "c" else 1.0)
+    flops = P.call_flops(name, m, n, k, dt)
     order = max(min(m, n, k), 1)
     model = _shares.host_model(host)
     measured = (cfg if cfg is not None else _config(threads)).cpu_rate(name, dt.char, order)
@@ -740,10 +741,9 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     for fam in ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm"):
         for p in "sdcz":
             dt = np.dtype(DTYPE_OF[p])
-            cplx = 4.0 if dt.kind == "c" else 1.0
 
-            def goes(n: int, fam: str = fam, dt: Any = dt, cplx: float = cplx) -> bool:
-                if P.flop_count(fam, n, n, n) * cplx < cfg.gpu_min_flops:
+            def goes(n: int, fam: str = fam, dt: Any = dt) -> bool:
+                if P.call_flops(fam, n, n, n, dt) < cfg.gpu_min_flops:
                     return False
                 return s.forced or _gpu_first(fam, (n, n, n), dt, rt.devices[0], threads, grt, cfg)
 

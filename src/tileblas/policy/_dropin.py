@@ -8,7 +8,8 @@ What it owns
     rules (when a BLAS call releases the GIL, how large an operand it converts itself, when herk/her2k copy
     C-ordered operands), and the GPU floor: below it no call goes to a GPU; a call at or above it, where
     GPUs may take calls, is put to the drop-in's GPU policy (:mod:`tileblas.policy._offload`) by the C path
-    (:attr:`DropInConfig.gpu_ask`) or the Python path, whichever would run it.  :func:`config` overlays what ``tileblas tune`` stored (read through
+    (:attr:`DropInConfig.gpu_ask`) or the Python path, whichever would run it.  :func:`config` overlays
+    what ``tileblas tune`` stored (read through
     :func:`tileblas.policy._paths.policy`) and fits the defaults to a thread setting: a pure function of
     the shipped values, the tuned file, the :class:`~tileblas.Tuning` in force and the thread count.
     ``tileblas.blas._dispatch`` hands its fields to the C path in one ``configure`` call; the C path's

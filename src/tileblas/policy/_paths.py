@@ -51,7 +51,8 @@ Reading the file
     of at most 1 MiB (read no further), UTF-8 JSON nested no deeper than tune writes, and taken only when
     every value is of the kind and range tune writes (flops finite and >= 0, or null where null means
     never; a recursion rule of min_order >= 1 and rhs_lo <= rhs_hi; ``cpu_rates`` at most 64 pairs of
-    an order >= 1 and a rate > 0, orders ascending; ``threads`` a count; ``created`` a time).  Anything else is the whole file refused: one ``RuntimeWarning`` naming the file, and the
+    an order >= 1 and a rate > 0, orders ascending; ``threads`` a count; ``created`` a time).  Anything
+    else is the whole file refused: one ``RuntimeWarning`` naming the file, and the
     shipped default.
 
 What it must not touch

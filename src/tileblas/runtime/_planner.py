@@ -870,7 +870,13 @@ def call_size(name: str, bound: dict[str, Any]) -> tuple[tuple[int, int, int], n
     """((m, n, k), the output array, flops) of a checked call (a complex flop counts as 4)."""
     m, n, k = _dims(name, bound)
     out = bound["c"] if "c" in bound else bound["b"]
-    return (m, n, k), out, flop_count(name, m, n, k) * (4.0 if out.dtype.kind == "c" else 1.0)
+    return (m, n, k), out, call_flops(name, m, n, k, out.dtype)
+
+
+def call_flops(name: str, m: int, n: int, k: int, dtype: Any) -> float:
+    """Flops of a call of routine family ``name``, shape (m, n, k) and ``dtype`` (a complex flop counts
+    as 4)."""
+    return flop_count(name, m, n, k) * (4.0 if np.dtype(dtype).kind == "c" else 1.0)
 
 
 def is_trivial(name: str, b: dict[str, Any]) -> bool:
