@@ -381,13 +381,20 @@ def test_bench_manycore_measures_warm_blocks_counters_and_cold_calls(tmp_path, c
 
 def test_bench_after_times_each_library_right_after_each_other(tmp_path):
     """benchmarks/bench_after.py: SciPy's and tileblas' dgemm after a pause and right after NumPy's, SciPy's
-    and tileblas' calls, one order, in its JSON; a negative pause refused."""
+    and tileblas' calls, one order, in its JSON; SciPy's and NumPy's calls a pause after their own call
+    alone and after it with tileblas' right after; a negative pause or later refused."""
     script = bench_script("bench_after")
     js = tmp_path / "after.json"
-    assert script.main(["--sizes", "32", "--rounds", "1", "--pause", "0", "--json", str(js)]) == 0
-    got = json.loads(js.read_text())["32"]
+    assert script.main(["--sizes", "32", "--rounds", "1", "--pause", "0", "--later", "0.01", "--json", str(js)]) == 0
+    data = json.loads(js.read_text())
+    got = data["right_after"]["32"]
     assert set(got) == {"scipy", "tileblas"}
     for timed in got.values():
         assert set(timed) == {"pause", "numpy", "scipy", "tileblas"} and all(v > 0 for v in timed.values())
-    with pytest.raises(SystemExit):
-        script.main(["--pause", "-1"])
+    later = data["later"]["32"]
+    assert set(later) == {"scipy", "numpy"}
+    for timed in later.values():
+        assert set(timed) == {"alone", "then tileblas"} and all(v > 0 for v in timed.values())
+    for bad in (["--pause", "-1"], ["--later", "-1"]):
+        with pytest.raises(SystemExit):
+            script.main(bad)

@@ -337,6 +337,25 @@ def test_a_sleeping_workers_watcher_wakes_it_in_the_idle_class(lib, settings):
     assert after["left"] == mid["left"] and after["wakes"] > mid["wakes"]
 
 
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) > 1),
+                    reason="the watcher is Linux's (SCHED_IDLE); a CPU mask is only narrowed with two CPUs")
+def test_a_watcher_keeps_the_process_cpu_mask_while_it_watches(lib, settings):
+    """A watcher is never pinned off the calling thread's CPU: pinned, it held the other CPU of two while
+    it watched, another library's spinning OpenBLAS thread moved to the calling thread's CPU and slept there,
+    and that library's next call woke it behind its calling thread (docs/developer/drop-in-internals.md,
+    "The watcher").  Watched for 1 s after parts on the workers, each watcher that looks has the mask its
+    thread was made with (the process's)."""
+    slot = lib.pool_slot
+    mask = os.sched_getaffinity(0)
+    _pool.configure(spin_ns=0, yield_ns=0, watch_ns=1_000_000_000)  # asleep at once, watched for 1 s
+    for _ in range(5):
+        _pool.run_parts(slot, 4, spin_ns=50_000)
+        time.sleep(0.002)
+    assert _wait_for(lambda: any(_pool_watching()), timeout=3.0)
+    watchers = _threads_named("tileblas-watch")
+    assert watchers and all(os.sched_getaffinity(t) == mask for t in watchers)
+
+
 def test_the_wake_counters_time_each_wake_from_its_post(lib, settings):
     """woke counts the workers that woke from sleep to work, wake_ns and wake_max_ns their time from the
     post to running, tail_ns the calling thread's wait after its own parts.  Parts posted to sleeping

@@ -308,8 +308,8 @@ sleep_off(Worker *w, int cpu)
 }
 
 /* After w wakes: its CPU mask as it was before sleep_off.  A worker its watcher woke does this after its
- * work instead of before (worker_main): its CPU was idle but for the watcher, so it has its CPU to
- * itself, and the system call (several us on a virtual machine) is not in the way of the calling thread,
+ * work instead of before (worker_main): a watcher runs only where a CPU is otherwise idle, so the worker
+ * it wakes has an idle CPU to itself, and the system call (several us on a virtual machine) is not in the way of the calling thread,
  * which waits for its part.  The calling thread or another thread that woke it may find it busy (under
  * load, where the watcher does not run): that worker gets its whole mask back at once, so the scheduler
  * may move it to the calling thread's CPU. */
@@ -631,11 +631,16 @@ wake_or_leave(Worker *w, int cpu)
  * 25-90 us after the wake began.  A worker kept awake costs neither, but holds a CPU from the other
  * threads that need it (another library's, the caller's own work).  The watcher keeps it awake in the
  * idle scheduling class (SCHED_IDLE): for watch_ns after the worker fell asleep it spins looking for work
- * posted to the worker, and wakes it there, on its own CPU, where the worker preempts it at once.  A
- * thread of that class runs only where no other thread wants the CPU, and the kernel counts its CPU as
- * idle when it places a woken thread, so other threads do not wait for it.  The calling thread then only
- * posts the work (wake_or_leave); where the watcher is not on a CPU (its CPU taken by another thread), the
- * calling thread wakes the worker itself.  Nothing it does changes how a call is divided. */
+ * posted to the worker, and wakes it, where the worker preempts it at once (the worker's own CPU mask,
+ * sleep_off, keeps it off the calling thread's CPU).  A thread of that class runs only where no other
+ * thread wants the CPU, and the kernel counts its CPU as idle when it places a woken thread, so other
+ * threads do not wait for it.  The watcher keeps the CPU mask it was made with: pinned off the calling
+ * thread's CPU, it held the other CPU of two for 100 ms after each call, where another library's
+ * spinning OpenBLAS thread then moved to the calling thread's CPU and slept there; that library's next
+ * call, a pause later, woke it behind its calling thread and took 7-11 ms instead of 0.15-0.3
+ * (docs/developer/drop-in-internals.md, "The watcher").  The calling thread then only posts the work
+ * (wake_or_leave); where the watcher is not on a CPU (its CPU taken by another thread), the calling
+ * thread wakes the worker itself.  Nothing it does changes how a call is divided. */
 #if defined(__linux__) && defined(SCHED_IDLE)
 #define HAVE_WATCHER 1
 /* The watcher wakes w where it sleeps (wake() reads asleep), and counts it. */
@@ -660,9 +665,6 @@ watcher_main(void *arg)
         return NULL;
     }
     pthread_setname_np(pthread_self(), "tileblas-watch");
-    cpu_set_t mask, off;
-    if (sched_getaffinity(0, sizeof mask, &mask) != 0)
-        CPU_ZERO(&mask);
     for (;;) {
         /* asleep until armed (arm_watcher raises watch_seq after it sets watch_until) */
         int seq = atomic_load(&w->watch_seq);
@@ -672,13 +674,6 @@ watcher_main(void *arg)
         }
         atomic_store(&w->beat, now_ns());
         atomic_store(&w->watching, 1);
-        /* off the calling thread's CPU, as the worker sleeps (sleep_off): it is woken where the watcher is */
-        int cpu = atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed);
-        off = mask;
-        if (cpu >= 0 && CPU_ISSET(cpu, &off) && CPU_COUNT(&off) > 1)
-            CPU_CLR(cpu, &off);
-        if (CPU_COUNT(&off) > 0)
-            sched_setaffinity(0, sizeof off, &off);
         long long until = atomic_load(&w->watch_until);
         for (;;) {
             int found = 0;
