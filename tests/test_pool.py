@@ -341,10 +341,10 @@ def test_a_sleeping_workers_watcher_wakes_it_in_the_idle_class(lib, settings):
                     reason="the watcher is Linux's (SCHED_IDLE); a CPU mask is only narrowed with two CPUs")
 def test_a_watcher_keeps_the_process_cpu_mask_while_it_watches(lib, settings):
     """A watcher is never pinned off the calling thread's CPU: pinned, it held the other CPU of two while
-    it watched, another library's spinning OpenBLAS thread moved to the calling thread's CPU and slept there,
-    and that library's next call woke it behind its calling thread (docs/developer/drop-in-internals.md,
-    "The watcher").  Watched for 1 s after parts on the workers, each watcher that looks has the mask its
-    thread was made with (the process's)."""
+    it watched, another library's spinning OpenBLAS thread moved to the calling thread's CPU and slept
+    there, and that library's next call woke it behind its calling thread
+    (docs/developer/drop-in-internals.md, "tileblas' pool": the watcher).  Watched for 1 s after parts on
+    the workers, each watcher that looks has the mask its thread was made with (the process's)."""
     slot = lib.pool_slot
     mask = os.sched_getaffinity(0)
     _pool.configure(spin_ns=0, yield_ns=0, watch_ns=1_000_000_000)  # asleep at once, watched for 1 s

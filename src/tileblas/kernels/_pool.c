@@ -309,8 +309,8 @@ sleep_off(Worker *w, int cpu)
 
 /* After w wakes: its CPU mask as it was before sleep_off.  A worker its watcher woke does this after its
  * work instead of before (worker_main): a watcher runs only where a CPU is otherwise idle, so the worker
- * it wakes has an idle CPU to itself, and the system call (several us on a virtual machine) is not in the way of the calling thread,
- * which waits for its part.  The calling thread or another thread that woke it may find it busy (under
+ * it wakes has an idle CPU to itself, and the system call (several us on a virtual machine) is not in
+ * the way of the calling thread, which waits for its part.  The calling thread or another thread that woke it may find it busy (under
  * load, where the watcher does not run): that worker gets its whole mask back at once, so the scheduler
  * may move it to the calling thread's CPU. */
 static void
@@ -638,9 +638,9 @@ wake_or_leave(Worker *w, int cpu)
  * thread's CPU, it held the other CPU of two for 100 ms after each call, where another library's
  * spinning OpenBLAS thread then moved to the calling thread's CPU and slept there; that library's next
  * call, a pause later, woke it behind its calling thread and took 7-11 ms instead of 0.15-0.3
- * (docs/developer/drop-in-internals.md, "The watcher").  The calling thread then only posts the work
- * (wake_or_leave); where the watcher is not on a CPU (its CPU taken by another thread), the calling
- * thread wakes the worker itself.  Nothing it does changes how a call is divided. */
+ * (docs/developer/drop-in-internals.md, "tileblas' pool": the watcher).  The calling thread then only
+ * posts the work (wake_or_leave); where the watcher is not on a CPU (its CPU taken by another thread),
+ * the calling thread wakes the worker itself.  Nothing it does changes how a call is divided. */
 #if defined(__linux__) && defined(SCHED_IDLE)
 #define HAVE_WATCHER 1
 /* The watcher wakes w where it sleeps (wake() reads asleep), and counts it. */
