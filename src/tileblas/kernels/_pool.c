@@ -310,9 +310,9 @@ sleep_off(Worker *w, int cpu)
 /* After w wakes: its CPU mask as it was before sleep_off.  A worker its watcher woke does this after its
  * work instead of before (worker_main): a watcher runs only where a CPU is otherwise idle, so the worker
  * it wakes has an idle CPU to itself, and the system call (several us on a virtual machine) is not in
- * the way of the calling thread, which waits for its part.  The calling thread or another thread that woke it may find it busy (under
- * load, where the watcher does not run): that worker gets its whole mask back at once, so the scheduler
- * may move it to the calling thread's CPU. */
+ * the way of the calling thread, which waits for its part.  The calling thread or another thread that
+ * woke it may find it busy (under load, where the watcher does not run): that worker gets its whole mask
+ * back at once, so the scheduler may move it to the calling thread's CPU. */
 static void
 wake_on(Worker *w)
 {
