@@ -36,12 +36,17 @@ import tileblas.blas as tb  # noqa: E402
 from tileblas._timing import interleaved  # noqa: E402
 
 
+def _calls(n: int) -> dict[str, Callable[[], object]]:
+    """Each library's product of one Fortran-ordered operand of order n by itself."""
+    a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
+    return {"numpy": lambda: a @ a, "scipy": lambda: sb.dgemm(1.0, a, a), "tileblas": lambda: tb.dgemm(1.0, a, a)}
+
+
 def measure(n: int, rounds: int, pause: float) -> dict[str, dict[str, float]]:
     """Median seconds of each library's dgemm of order n right after each other call ("pause": after the
     pause alone), every pairing one contender of the project's interleaved timing (a round times each
     once, each after the pause)."""
-    a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
-    calls = {"numpy": lambda: a @ a, "scipy": lambda: sb.dgemm(1.0, a, a), "tileblas": lambda: tb.dgemm(1.0, a, a)}
+    calls = _calls(n)
 
     def after(before: str, timed: str) -> Callable[[], float]:
         def run() -> float:
@@ -68,8 +73,7 @@ def measure_later(n: int, rounds: int, pause: float, later: float) -> dict[str, 
     """Median seconds of SciPy's dgemm and NumPy's ``a @ a`` of order n ``later`` seconds after that
     library's call ("alone") and after that call with tileblas' dgemm right after it ("then tileblas"),
     every pairing one contender of one interleaved timing."""
-    a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
-    calls = {"numpy": lambda: a @ a, "scipy": lambda: sb.dgemm(1.0, a, a), "tileblas": lambda: tb.dgemm(1.0, a, a)}
+    calls = _calls(n)
 
     def after(lib: str, then_tileblas: bool) -> Callable[[], float]:
         def run() -> float:
@@ -82,11 +86,10 @@ def measure_later(n: int, rounds: int, pause: float, later: float) -> dict[str, 
             return time.perf_counter() - t0
         return run
 
-    pairs = {(lib, way): after(lib, way == "then tileblas") for lib in ("scipy", "numpy")
-             for way in ("alone", "then tileblas")}
-    t = interleaved({f"{k[0]} {k[1]}": f for k, f in pairs.items()}, rounds, self_timed=True, settle=pause)
-    return {lib: {way: statistics.median(t.samples[f"{lib} {way}"]) for l2, way in pairs if l2 == lib}
-            for lib in ("scipy", "numpy")}
+    libs, ways = ("scipy", "numpy"), ("alone", "then tileblas")
+    t = interleaved({f"{lib} {way}": after(lib, way == "then tileblas") for lib in libs for way in ways}, rounds,
+                    self_timed=True, settle=pause)
+    return {lib: {way: statistics.median(t.samples[f"{lib} {way}"]) for way in ways} for lib in libs}
 
 
 def main(argv: list[str] | None = None) -> int:
