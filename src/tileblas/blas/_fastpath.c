@@ -89,10 +89,6 @@ PyInit__fastpath(void)
         Py_DECREF(m);
         return NULL;
     }
-    pool_api = (const PoolAPI *)PyCapsule_Import(POOL_CAPSULE, 0);
-    if (pool_api == NULL)
-        PyErr_Clear(); /* no pool here: calls are not split */
-    else if (pool_api->version != POOL_API_VERSION)
-        pool_api = NULL; /* a _pool of another build: not split */
+    pool_api = pool_api_import(); /* NULL: no pool in this build, calls are not split */
     return m;
 }

@@ -625,6 +625,26 @@ l2_gbmv(const Level12Object *self, const Sig12 *s, PyObject *const *args)
     return (PyObject *)out;
 }
 
+/* The matrix operand of the band and packed routines: band, a (lda x n) with kk off-diagonals at most
+ * lda - 1; packed, ap with n = kk and n (n + 1) / 2 elements at least.  NULL where the path declines it. */
+static inline PyArrayObject *
+band_or_packed(PyObject *arg, int prec, int band, long kk, int *n, int *lda)
+{
+    PyArrayObject *a;
+    if (band) {
+        if ((a = fortran_matrix(arg, prec)) == NULL || kk > PyArray_DIM(a, 0) - 1) return NULL;
+        *n = (int)PyArray_DIM(a, 1);
+        *lda = (int)PyArray_DIM(a, 0);
+    }
+    else {
+        if ((a = plain_vector(arg, prec, 0)) == NULL) return NULL;
+        *n = (int)kk;
+        *lda = 0;
+        if (PyArray_SIZE(a) < (npy_intp)*n * (*n + 1) / 2) return NULL;
+    }
+    return a;
+}
+
 /* sbmv, hbmv (band a, k diagonals), spmv, hpmv (packed ap of order n): a new y */
 static PyObject *
 l2_band_mv(const Level12Object *self, const Sig12 *s, PyObject *const *args)
@@ -637,17 +657,7 @@ l2_band_mv(const Level12Object *self, const Sig12 *s, PyObject *const *args)
     if ((kk = get_size(args[s->size], band ? 0 : 1)) < 0 || (lo = get_flag(args[s->lower], 1)) < 0)
         Py_RETURN_NOTIMPLEMENTED;
     if ((x = plain_vector(args[s->x], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
-    if (band) {
-        if ((a = fortran_matrix(args[s->a], prec)) == NULL || kk > PyArray_DIM(a, 0) - 1) Py_RETURN_NOTIMPLEMENTED;
-        n = (int)PyArray_DIM(a, 1);
-        lda = (int)PyArray_DIM(a, 0);
-    }
-    else {
-        if ((a = plain_vector(args[s->a], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
-        n = (int)kk;
-        lda = 0;
-        if (PyArray_SIZE(a) < (npy_intp)n * (n + 1) / 2) Py_RETURN_NOTIMPLEMENTED;
-    }
+    if ((a = band_or_packed(args[s->a], prec, band, kk, &n, &lda)) == NULL) Py_RETURN_NOTIMPLEMENTED;
     if (PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
     if (!get_scalar(args[s->alpha], prec, 0, &alpha)) Py_RETURN_NOTIMPLEMENTED;
     if (!get_beta(args[s->beta], prec, 0, &beta)) Py_RETURN_NOTIMPLEMENTED;
@@ -678,17 +688,7 @@ l2_band_tri(const Level12Object *self, const Sig12 *s, PyObject *const *args)
     dg = get_flag(args[s->diag], 1);
     ow = get_overwrite(args[s->ow]);
     if (lo < 0 || tr < 0 || dg < 0 || ow < 0) Py_RETURN_NOTIMPLEMENTED;
-    if (band) {
-        if ((a = fortran_matrix(args[s->a], prec)) == NULL || kk > PyArray_DIM(a, 0) - 1) Py_RETURN_NOTIMPLEMENTED;
-        n = (int)PyArray_DIM(a, 1);
-        lda = (int)PyArray_DIM(a, 0);
-    }
-    else {
-        if ((a = plain_vector(args[s->a], prec, 0)) == NULL) Py_RETURN_NOTIMPLEMENTED;
-        n = (int)kk;
-        lda = 0;
-        if (PyArray_SIZE(a) < (npy_intp)n * (n + 1) / 2) Py_RETURN_NOTIMPLEMENTED;
-    }
+    if ((a = band_or_packed(args[s->a], prec, band, kk, &n, &lda)) == NULL) Py_RETURN_NOTIMPLEMENTED;
     if ((x = plain_vector(args[s->x], prec, 0)) == NULL || PyArray_SIZE(x) < n) Py_RETURN_NOTIMPLEMENTED;
     if (ow && overlaps(x, a)) Py_RETURN_NOTIMPLEMENTED;
     if ((out = inout_vector(args[s->x], prec, ow)) == NULL) return declined();

@@ -449,18 +449,6 @@ PyMODINIT_FUNC
 PyInit__native(void)
 {
     import_array();
-    {
-        /* the module itself, not PyCapsule_Import: its path goes through the package's attributes, which
-         * are not set yet while the package imports this module */
-        PyObject *pool = PyImport_ImportModule("tileblas.kernels._pool"), *cap = NULL;
-        if (pool != NULL) cap = PyObject_GetAttrString(pool, "_api");
-        if (cap != NULL) pool_api = (const PoolAPI *)PyCapsule_GetPointer(cap, POOL_CAPSULE);
-        Py_XDECREF(cap);
-        Py_XDECREF(pool);
-        if (pool_api == NULL)
-            PyErr_Clear(); /* no pool in this build: calls are not counted */
-        else if (pool_api->version != POOL_API_VERSION)
-            pool_api = NULL;
-    }
+    pool_api = pool_api_import(); /* NULL: no pool in this build, calls are not counted */
     return PyModule_Create(&module);
 }

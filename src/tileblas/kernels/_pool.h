@@ -1,6 +1,7 @@
 /*
- * tileblas.kernels._pool's C API: what other compiled modules of tileblas (tileblas.blas._fastpath) take
- * from the capsule POOL_CAPSULE.  Declared here once; _pool.c fills it, its users include this header.
+ * tileblas.kernels._pool's C API: what other compiled modules of tileblas (tileblas.blas._fastpath,
+ * tileblas.kernels._native, tileblas.rblas._guard) take from the capsule POOL_CAPSULE, through
+ * pool_api_import.  Declared here once; _pool.c fills it, its users include this header.
  */
 #ifndef TILEBLAS_POOL_H
 #define TILEBLAS_POOL_H
@@ -33,5 +34,25 @@ typedef struct PoolAPI {
     void (*enter)(void);
     void (*leave)(void);
 } PoolAPI;
+
+/* The pool's API, for a module's init (its includer has included Python.h): taken from the module's
+ * attribute, not by PyCapsule_Import, whose path goes through the package's attributes, not yet set while
+ * the package imports its modules.  NULL, with no error set, where this build has no pool or the pool is
+ * of another build (another version): the caller then goes without it. */
+static inline const PoolAPI *
+pool_api_import(void)
+{
+    const PoolAPI *api = NULL;
+    PyObject *pool = PyImport_ImportModule("tileblas.kernels._pool"), *cap = NULL;
+    if (pool != NULL) cap = PyObject_GetAttrString(pool, "_api");
+    if (cap != NULL) api = (const PoolAPI *)PyCapsule_GetPointer(cap, POOL_CAPSULE);
+    Py_XDECREF(cap);
+    Py_XDECREF(pool);
+    if (api == NULL)
+        PyErr_Clear();
+    else if (api->version != POOL_API_VERSION)
+        api = NULL;
+    return api;
+}
 
 #endif

@@ -50,13 +50,8 @@
 
 static const PoolAPI *pool_api = NULL;
 
-/* Run parts on the pool, its sleeping workers woken (these calls are long enough to pay for it); the
- * pool's API before version 4 had no such choice. */
-#if POOL_API_VERSION >= 4
+/* Run parts on the pool, its sleeping workers woken (these calls are long enough to pay for it). */
 #define RUN_PARTS(slot, part, nparts, size, data) pool_api->run_parts(slot, part, nparts, size, data, 1)
-#else
-#define RUN_PARTS(slot, part, nparts, size, data) pool_api->run_parts(slot, part, nparts, size, data)
-#endif
 
 /* About this many bytes of output per chunk: the chunk's inputs, its output and the copy of the output
  * fit in a core's L2 cache with room to spare. */
@@ -1496,14 +1491,6 @@ PyMODINIT_FUNC
 PyInit__guard(void)
 {
     import_array();
-    PyObject *pool = PyImport_ImportModule("tileblas.kernels._pool"), *cap = NULL;
-    if (pool != NULL) cap = PyObject_GetAttrString(pool, "_api");
-    if (cap != NULL) pool_api = (const PoolAPI *)PyCapsule_GetPointer(cap, POOL_CAPSULE);
-    Py_XDECREF(cap);
-    Py_XDECREF(pool);
-    if (pool_api == NULL)
-        PyErr_Clear(); /* no pool in this build: one thread, calls not counted */
-    else if (pool_api->version != POOL_API_VERSION)
-        pool_api = NULL;
+    pool_api = pool_api_import(); /* NULL: no pool in this build, one thread, calls not counted */
     return PyModule_Create(&module);
 }
