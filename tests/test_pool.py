@@ -356,6 +356,62 @@ def test_a_watcher_keeps_the_process_cpu_mask_while_it_watches(lib, settings):
     assert watchers and all(os.sched_getaffinity(t) == mask for t in watchers)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="CPU masks: Linux, two CPUs at least")
+def test_a_calling_thread_lends_its_cpu_to_a_late_worker_and_the_worker_gets_its_mask_back(lib, settings):
+    """A calling thread that goes to sleep waiting for a worker's part (after spin_ns) moves that worker
+    onto its own CPU, which it leaves idle: a late worker may share its CPU with other work
+    (docs/developer/drop-in-internals.md, "tileblas' pool": lending the CPU).  Forced: each worker waits
+    2 ms before it claims a part, the parts run 10 ms, so the calling thread, done first, waits for the
+    worker's part (unless a busy machine kept the worker off a CPU until the calling thread took both
+    parts: such calls are not counted).  A call whose calling thread slept waiting for the worker's part
+    lent its CPU once.  The calling thread stays on one CPU; a thread beside it looks at the workers'
+    masks meanwhile: a running worker had that CPU alone (lent), and after the calls, asleep, it has the
+    process's mask without that CPU (sleep_off), not that CPU alone (never given back).  The parts are the
+    same two, whichever thread ran them."""
+    slot = lib.pool_slot
+    mask = os.sched_getaffinity(0)
+    cpu = min(mask)
+    seen, stop = set(), threading.Event()
+
+    def look():  # running workers whose mask is the calling thread's CPU alone
+        while not stop.is_set():
+            for t in _threads_named("tileblas-pool"):
+                try:
+                    if _state(t) == "R" and os.sched_getaffinity(t) == {cpu}:
+                        seen.add(t)
+                except OSError:
+                    pass
+            time.sleep(0.0005)
+
+    _pool.configure(worker_delay_ns=2_000_000, watch_ns=0)
+    waited = lent = 0
+    looker = threading.Thread(target=look)
+    os.sched_setaffinity(0, {cpu})  # this thread only (the main thread's id is the process's)
+    try:
+        looker.start()
+        for _ in range(20):
+            before = _pool.stats()
+            got = _pool.run_parts(slot, 2, spin_ns=10_000_000)
+            after = _pool.stats()
+            assert sorted(i for i, _ in got) == [0, 1]
+            if {who for _, who in got} == {0, 1} and after["waits_asleep"] > before["waits_asleep"]:
+                waited += 1
+                lent += after["lent"] - before["lent"]
+                if waited == 3:
+                    break
+        stop.set()
+        looker.join()
+        assert _wait_for(lambda: all(_state(t) == "S" for t in seen), timeout=3.0)
+        masks = [os.sched_getaffinity(t) for t in seen]
+    finally:
+        stop.set()
+        os.sched_setaffinity(0, mask)
+        _pool.configure(worker_delay_ns=0)
+    assert waited >= 1 and lent == waited
+    assert seen and all(m == mask - {cpu} for m in masks), (seen, masks, cpu)
+
+
 def test_the_wake_counters_time_each_wake_from_its_post(lib, settings):
     """woke counts the workers that woke from sleep to work, wake_ns and wake_max_ns their time from the
     post to running, tail_ns the calling thread's wait after its own parts.  Parts posted to sleeping
@@ -376,12 +432,17 @@ def test_the_wake_counters_time_each_wake_from_its_post(lib, settings):
     assert after["tail_ns"] > before["tail_ns"]
 
 
+def _state(tid):
+    """A thread's state letter (R running or runnable, S asleep, ...), from /proc."""
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def _pool_watching():
     """Whether each watcher is on a CPU or runnable (state R), from /proc."""
     out = []
     for tid in _threads_named("tileblas-watch"):
-        with open(f"/proc/self/task/{tid}/stat") as f:
-            out.append(f.read().rsplit(")", 1)[1].split()[0] == "R")
+        out.append(_state(tid) == "R")
     return out
 
 

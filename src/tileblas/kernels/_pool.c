@@ -28,8 +28,9 @@
  * a woken sleeper is scheduled promptly).  Spinning 200 us, not OpenBLAS's 100 ms, it holds a core from
  * another thread for at most that long after a call.  A thread waiting for the parts or jobs of others
  * spins as long, then sleeps until the thread that finishes them tells it: its CPU is then free for the
- * thread it waits for (queued behind it, or sharing another CPU with other work, from where the
- * scheduler moves it to the idle one).  Where the user asks for a longer wait (TILEBLAS_POOL_WAIT, set
+ * thread it waits for, queued behind it, or sharing another CPU with other work, and lent to it: moved
+ * onto that CPU until its work is done (lend_cpu; the kernel seldom moves it there by itself within a
+ * call).  Where the user asks for a longer wait (TILEBLAS_POOL_WAIT, set
  * from Python), an idle worker yields (sched_yield) in a loop for yield_ns after its spin, as OpenBLAS's
  * threads do, and then sleeps: loops with the caller's own work between calls find it awake, at the
  * cost of the CPU it holds meanwhile from another library's threads.  While a worker sleeps, its watcher,
@@ -89,7 +90,9 @@
  *                                   thread ran), alone (batches the calling thread ran by itself: slot
  *                                   busy or no workers), sleeps, wakes, unwoken (sleeping workers a short
  *                                   batch left asleep), waits_asleep (calling threads that slept waiting
- *                                   for others' parts or jobs), left (wakes a calling thread left to a
+ *                                   for others' parts or jobs), lent (workers such a thread moved onto
+ *                                   its CPU: lend_cpu), moved (workers that stepped off the calling
+ *                                   thread's CPU: step_aside), left (wakes a calling thread left to a
  *                                   watcher), watch_wakes (wakes by watchers), woke (workers that woke
  *                                   from sleep to work), wake_ns and wake_max_ns (the sum and the longest
  *                                   of their times from the post to running), tail_ns (the time calling
@@ -172,6 +175,12 @@ typedef struct Worker {
     int off_cpu;                     /* asleep: the CPU it may not be woken onto (-1: none); its own */
 #if defined(__linux__)
     cpu_set_t mask;                  /* its CPU mask before it left off_cpu out (restored on waking) */
+    _Atomic int tid;                 /* its thread id (0 until it runs): lend_cpu moves it by this */
+    /* while it runs a part or a job (working), a calling thread that waits for it may move it onto its own
+     * CPU (lent, its mask before in lend_mask); the worker puts the mask back when that work is done */
+    pthread_mutex_t lend_lock;
+    int working, lent;
+    cpu_set_t lend_mask;
 #endif
     /* its watcher: a thread of the idle scheduling class that, while the worker sleeps, looks for work
      * posted to it and wakes it, so that the calling thread need not (watcher_main) */
@@ -225,7 +234,7 @@ static _Atomic long long watch_ns = 100000000LL; /* how long a sleeping worker's
 static _Atomic long long n_calls = 0, n_jobs = 0, n_batches = 0, n_parts = 0, n_caller_parts = 0, n_alone = 0,
                          n_sleeps = 0, n_wakes = 0, n_workers = 0, n_moved = 0, n_unwoken = 0,
                          n_waits_asleep = 0, n_left = 0, n_watch_wakes = 0, n_woke = 0, n_wake_ns = 0,
-                         n_wake_max_ns = 0, n_tail_ns = 0;
+                         n_wake_max_ns = 0, n_tail_ns = 0, n_lent = 0;
 static _Atomic int n_spinning = 0;
 static _Atomic long long n_warmed = 0; /* buffers warmed (warm) */
 static _Atomic int n_warming = 0;      /* warm-ups running now */
@@ -323,6 +332,82 @@ wake_on(Worker *w)
     w->off_cpu = -1;
 }
 
+/* Around each part or job a worker runs: while it works, a calling thread that waits for it may lend it
+ * its CPU (lend_cpu).  A worker that was lent one gets its CPU mask back when the work is done, and moves
+ * off that CPU, before it says the work is done: the calling thread, told, then wakes on a CPU of its own
+ * (the one it lent, which the kernel chooses first), not behind the worker. */
+static inline void
+work_begin(Worker *w)
+{
+#if defined(__linux__)
+    pthread_mutex_lock(&w->lend_lock);
+    w->working = 1;
+    pthread_mutex_unlock(&w->lend_lock);
+#else
+    (void)w;
+#endif
+}
+
+static inline void
+work_end(Worker *w)
+{
+#if defined(__linux__)
+    int cpu = -1;
+    pthread_mutex_lock(&w->lend_lock);
+    w->working = 0;
+    if (w->lent) {
+        w->lent = 0;
+        sched_setaffinity(0, sizeof w->lend_mask, &w->lend_mask);
+        cpu = sched_getcpu();
+    }
+    pthread_mutex_unlock(&w->lend_lock);
+    if (cpu >= 0)
+        step_aside(cpu);
+#else
+    (void)w;
+#endif
+}
+
+/* The calling thread, about to sleep until workers finish their work (wait_until): the CPU it leaves idle
+ * goes to one of them, w or (w NULL) the first of the slot's workers that is working, which is moved
+ * onto it (its mask that CPU alone until its work is done, work_end).  A worker still working this long
+ * after the calling thread's own part is late: woken late, or sharing its CPU with other work (another
+ * library's spinning threads, a busy process), where it runs at a fraction of its speed while this CPU
+ * idles; the kernel seldom moves it here by itself within a call (a CPU idle as briefly and often as the
+ * calling thread's does not look for work to take).  Only where the thread runs: the parts and the
+ * bits of the call are the same. */
+static void
+lend_cpu(Slot *s, Worker *only)
+{
+#if defined(__linux__)
+    int cpu = sched_getcpu();
+    if (cpu < 0)
+        return;
+    int n = only != NULL ? 1 : s->nworkers;
+    for (int i = 0; i < n; i++) {
+        Worker *w = only != NULL ? only : s->workers[i];
+        int tid = atomic_load_explicit(&w->tid, memory_order_acquire), lent = 0;
+        if (tid <= 0)
+            continue;
+        pthread_mutex_lock(&w->lend_lock);
+        if (w->working && !w->lent && sched_getaffinity(tid, sizeof w->lend_mask, &w->lend_mask) == 0) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            lent = w->lent = sched_setaffinity(tid, sizeof one, &one) == 0;
+        }
+        pthread_mutex_unlock(&w->lend_lock);
+        if (lent) {
+            atomic_fetch_add_explicit(&n_lent, 1, memory_order_relaxed);
+            return;
+        }
+    }
+#else
+    (void)s;
+    (void)only;
+#endif
+}
+
 /* ---------------------------------------------------------------------------------- claimed parts */
 
 /* A slot's locks and its waiter's condition as new (at attach, and in a child after fork()). */
@@ -347,9 +432,10 @@ notify_waiter(Slot *s)
     }
 }
 
-/* Claim and run parts of the slot's batch until none is left; the number run. */
+/* Claim and run parts of the slot's batch until none is left; the number run.  w: the worker that runs
+ * them (NULL: the calling thread). */
 static int
-claim_parts(Slot *s)
+claim_parts(Slot *s, Worker *w)
 {
     int ran = 0;
     unsigned long long c = atomic_load(&s->claim);
@@ -362,7 +448,11 @@ claim_parts(Slot *s)
         size_t elsize = atomic_load_explicit(&s->part_elsize, memory_order_relaxed);
         if (!atomic_compare_exchange_weak(&s->claim, &c, c + 1))
             continue; /* c now holds the word as it is */
+        if (w != NULL)
+            work_begin(w);
         fn((int)next, data + (size_t)next * elsize, 0);
+        if (w != NULL)
+            work_end(w);
         ran++;
         atomic_fetch_add(&s->parts_done, 1); /* seq_cst: before notify_waiter reads waiting */
         notify_waiter(s);
@@ -372,9 +462,9 @@ claim_parts(Slot *s)
 
 /* Spin until *flag reaches at least `want`: busy for spin_ns, then asleep until the thread that brings
  * it there says so (notify_waiter), so that this CPU is free: for the thread waited for, where it was
- * queued behind this one, or for the scheduler to move it here from a CPU it shares with other work. */
+ * queued behind this one, or lent to it (lend_cpu: w, or the slot's first working worker). */
 static void
-wait_until(Slot *s, _Atomic int *flag, int want)
+wait_until(Slot *s, _Atomic int *flag, int want, Worker *w)
 {
     long long start = 0;
     while (atomic_load_explicit(flag, memory_order_acquire) < want) {
@@ -386,6 +476,7 @@ wait_until(Slot *s, _Atomic int *flag, int want)
         if (start == 0)
             start = t;
         else if (t - start > atomic_load_explicit(&spin_ns, memory_order_relaxed)) {
+            lend_cpu(s, w);
             pthread_mutex_lock(&s->wlock);
             atomic_fetch_add_explicit(&n_waits_asleep, 1, memory_order_relaxed);
             atomic_store(&s->waiting, 1); /* seq_cst: before the flag is read again */
@@ -484,6 +575,7 @@ worker_main(void *arg)
     int first = 1; /* a new worker sleeps until its first work: there is no call to keep it hot for */
 #if defined(__linux__)
     pthread_setname_np(pthread_self(), "tileblas-pool"); /* as top, gdb and py-spy show it */
+    atomic_store_explicit(&w->tid, (int)syscall(SYS_gettid), memory_order_release);
 #endif
     for (;;) {
         int mask_after = 0; /* woken by its watcher: its mask back after the work (wake_on) */
@@ -501,7 +593,9 @@ worker_main(void *arg)
         step_aside(atomic_load_explicit(&w->slot->caller_cpu, memory_order_relaxed));
         if (atomic_load_explicit(&w->cmd, memory_order_acquire) == CMD_JOB) {
             atomic_store_explicit(&w->started, 1, memory_order_release);
+            work_begin(w);
             w->fn(w->index, w->data, w->arg);
+            work_end(w);
             atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
             atomic_store(&w->done, 1); /* seq_cst: before notify_waiter reads waiting */
             notify_waiter(w->slot);
@@ -512,7 +606,7 @@ worker_main(void *arg)
             long long delay = atomic_load_explicit(&worker_delay_ns, memory_order_relaxed);
             if (delay > 0)
                 pause_for(delay);
-            claim_parts(w->slot);
+            claim_parts(w->slot, w);
         }
         if (mask_after)
             wake_on(w); /* before the next sleep_off reads the mask */
@@ -548,13 +642,17 @@ worker_new(Slot *s)
         return NULL;
     w->slot = s;
     w->off_cpu = -1;
-#if !defined(__linux__)
+#if defined(__linux__)
+    pthread_mutex_init(&w->lend_lock, NULL);
+#else
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
 #endif
     atomic_store(&w->done, 1);
     if (start_detached(worker_main, w, WORKER_STACK, &w->thread) != 0) {
-#if !defined(__linux__)
+#if defined(__linux__)
+        pthread_mutex_destroy(&w->lend_lock);
+#else
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
 #endif
@@ -884,7 +982,7 @@ run_jobs(Slot *s, dojob_fn dojob, int numjobs, size_t elsize, void *jobdata, int
     dojob(0, jobdata, arg);
     long long t_own = now_ns();
     for (int i = 1; i < numjobs; i++)
-        wait_until(s, &s->workers[i - 1]->done, 1);
+        wait_until(s, &s->workers[i - 1]->done, 1, s->workers[i - 1]);
     atomic_fetch_add_explicit(&n_tail_ns, now_ns() - t_own, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
 }
@@ -955,9 +1053,9 @@ pool_run_parts(int slot, pool_job_fn part, int nparts, size_t elsize, void *data
         else
             atomic_fetch_add_explicit(&n_unwoken, 1, memory_order_relaxed);
     }
-    int ran = claim_parts(s);
+    int ran = claim_parts(s, NULL);
     long long t_own = now_ns();
-    wait_until(s, &s->parts_done, nparts);
+    wait_until(s, &s->parts_done, nparts, NULL);
     atomic_fetch_add_explicit(&n_tail_ns, now_ns() - t_own, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
     atomic_fetch_add_explicit(&n_parts, nparts, memory_order_relaxed);
@@ -1192,12 +1290,13 @@ static PyObject *
 pool_stats(PyObject *self, PyObject *unused)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:L,s:i}", "calls", (long long)atomic_load(&n_calls),
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:L,s:i}", "calls", (long long)atomic_load(&n_calls),
                          "jobs", (long long)atomic_load(&n_jobs), "batches", (long long)atomic_load(&n_batches),
                          "parts", (long long)atomic_load(&n_parts), "caller_parts",
                          (long long)atomic_load(&n_caller_parts), "alone", (long long)atomic_load(&n_alone),
                          "sleeps", (long long)atomic_load(&n_sleeps), "wakes", (long long)atomic_load(&n_wakes),
-                         "moved", (long long)atomic_load(&n_moved), "unwoken", (long long)atomic_load(&n_unwoken),
+                         "moved", (long long)atomic_load(&n_moved), "lent", (long long)atomic_load(&n_lent),
+                         "unwoken", (long long)atomic_load(&n_unwoken),
                          "waits_asleep", (long long)atomic_load(&n_waits_asleep), "left", (long long)atomic_load(&n_left),
                          "watch_wakes", (long long)atomic_load(&n_watch_wakes), "woke", (long long)atomic_load(&n_woke),
                          "wake_ns", (long long)atomic_load(&n_wake_ns), "wake_max_ns",
