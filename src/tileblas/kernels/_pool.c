@@ -177,9 +177,10 @@ typedef struct Worker {
     cpu_set_t mask;                  /* its CPU mask before it left off_cpu out (restored on waking) */
     _Atomic int tid;                 /* its thread id (0 until it runs): lend_cpu moves it by this */
     /* while it runs a part or a job (working), a calling thread that waits for it may move it onto its own
-     * CPU (lent, its mask before in lend_mask); the worker puts the mask back when that work is done */
+     * CPU (lent_cpu, -1: none; its mask before in lend_mask); the worker puts the mask back when that work
+     * is done */
     pthread_mutex_t lend_lock;
-    int working, lent;
+    int working, lent_cpu;
     cpu_set_t lend_mask;
 #endif
     /* its watcher: a thread of the idle scheduling class that, while the worker sleeps, looks for work
@@ -352,17 +353,16 @@ static inline void
 work_end(Worker *w)
 {
 #if defined(__linux__)
-    int cpu = -1;
     pthread_mutex_lock(&w->lend_lock);
+    int cpu = w->lent_cpu;
     w->working = 0;
-    if (w->lent) {
-        w->lent = 0;
+    if (cpu >= 0) {
+        w->lent_cpu = -1;
         sched_setaffinity(0, sizeof w->lend_mask, &w->lend_mask);
-        cpu = sched_getcpu();
     }
     pthread_mutex_unlock(&w->lend_lock);
     if (cpu >= 0)
-        step_aside(cpu);
+        step_aside(cpu); /* off the lent CPU, where it still runs (unless its mask put back left it out) */
 #else
     (void)w;
 #endif
@@ -390,11 +390,12 @@ lend_cpu(Slot *s, Worker *only)
         if (tid <= 0)
             continue;
         pthread_mutex_lock(&w->lend_lock);
-        if (w->working && !w->lent && sched_getaffinity(tid, sizeof w->lend_mask, &w->lend_mask) == 0) {
+        if (w->working && w->lent_cpu < 0 && sched_getaffinity(tid, sizeof w->lend_mask, &w->lend_mask) == 0) {
             cpu_set_t one;
             CPU_ZERO(&one);
             CPU_SET(cpu, &one);
-            lent = w->lent = sched_setaffinity(tid, sizeof one, &one) == 0;
+            if ((lent = sched_setaffinity(tid, sizeof one, &one) == 0))
+                w->lent_cpu = cpu;
         }
         pthread_mutex_unlock(&w->lend_lock);
         if (lent) {
@@ -644,6 +645,7 @@ worker_new(Slot *s)
     w->off_cpu = -1;
 #if defined(__linux__)
     pthread_mutex_init(&w->lend_lock, NULL);
+    w->lent_cpu = -1;
 #else
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
