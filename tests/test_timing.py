@@ -103,6 +103,30 @@ def test_block_from_a_slow_sizing_call_is_sized_again_after_the_first_round(monk
     assert t.best == {"a": 2.0 ** -10, "b": 2.0 ** -20}
 
 
+def test_a_block_that_runs_past_its_cap_ends_early_and_its_sample_is_the_time_per_call_it_made(monkeypatch):
+    """A block sized from a quick call whose calls then run slowly (here: the sizing call 1/2**20 s, later
+    calls 1/16 s, a block of 1000 calls) ends once it has run block_cap_s (1/4 s), its calls read in runs
+    of 1, 2, 4: 7 calls, each sample exactly 1/16 s.  The other contender's block, within the cap, makes
+    every call it was sized for.  The calls advance the loop's clock (see the test above)."""
+    now = [0.0]
+    monkeypatch.setattr(_timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0],
+                                                               sleep=time.sleep))
+    calls = {"s": 0, "b": 0}
+
+    def s():
+        calls["s"] += 1
+        now[0] += 2.0 ** -20 if calls["s"] == 1 else 2.0 ** -4
+
+    def b():
+        calls["b"] += 1
+        now[0] += 2.0 ** -20
+
+    t = interleaved({"s": s, "b": b}, 3, block_s=2.0 ** -6, max_block=1000, block_from="s", block_cap_s=0.25)
+    assert t.samples["s"] == [2.0 ** -4] * 3 and t.best["b"] == 2.0 ** -20
+    assert t.block == {"s": 7, "b": 1000}  # calls made in the last round: 1 + 2 + 4 past the cap, all of b's
+    assert calls == {"s": 1 + 3 * 7, "b": 3 * 1000}
+
+
 def test_until_stable_extends_rounds_until_every_minimum_repeats():
     a = iter([1.0] * 20)
     b = iter([2.0, 1.5, 1.2, 1.201] + [5.0] * 20)  # the minimum repeats (within 1 %) only in round 4
@@ -138,6 +162,7 @@ def test_stable():
     ({"rounds": 1, "fresh": True, "self_timed": True}, "self_timed"),
     ({"rounds": 1, "block_from": "zz"}, "'zz'"),
     ({"rounds": 1, "max_block": 0}, "max_block"),
+    ({"rounds": 1, "block_cap_s": 0.0}, "block_cap_s"),
 ])
 def test_bad_arguments_are_named(kw, names):
     kw = {"calls": {"a": lambda: None}, **kw}

@@ -36,7 +36,8 @@ class Timings:
         Every timed sample of each contender (seconds per call), in round order: ``samples[k][i]`` of all
         ``k`` come from round ``i``.
     block : dict
-        Calls per timed sample of each contender in the last round.
+        Calls per timed sample of each contender in the last round (fewer than sized where the block
+        ran past ``block_cap_s``).
     rounds : int
         Rounds run.
     """
@@ -58,7 +59,7 @@ def stable(samples: list[float], tol: float) -> bool:
 def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: bool = False,
                 self_timed: bool = False, settle: float = 0.0, prime: int = 0, warmup: int = 0,
                 block_s: float = 0.0, max_block: int = 1, block_from: str | None = None,
-                alternate: bool = False, until_stable: float | None = None, max_rounds: int | None = None,
+                block_cap_s: float = math.inf, alternate: bool = False, until_stable: float | None = None, max_rounds: int | None = None,
                 min_seconds: float = 0.0, max_seconds: float = math.inf) -> Timings:
     """Time each of ``calls`` against the others, interleaved, and keep the best.
 
@@ -88,6 +89,11 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
         round's block of this contender asks for a block over twice as long (the one call was slowed
         by the machine).  Default: each contender's block is sized from its own best so far, after
         each turn.
+    block_cap_s : float
+        Plain calls only: a block ends early once it has run this many seconds, its sample the time per
+        call of the calls it made (read in runs of 1, 2, 4, ... calls: no clock between two calls of a
+        run).  A block sized from a quick call whose calls then run a thousand times slower (another
+        library's threads on a loaded machine) would otherwise run for minutes.  Default: no bound.
     alternate : bool
         Reverse the order of contenders every other round (ABBA).
     until_stable : float, optional
@@ -114,14 +120,17 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
         raise ValueError(f"block_from must name one of the calls {sorted(calls)}; got {block_from!r}")
     if max_block < 1:
         raise ValueError(f"max_block must be at least 1; got {max_block!r}")
+    if not block_cap_s > 0:
+        raise ValueError(f"block_cap_s must be positive; got {block_cap_s!r}")
 
     def sized(seconds: float) -> int:
         if block_s <= 0 or seconds >= block_s:
             return 1
         return max(1, min(max_block, int(block_s / max(seconds, 1e-9))))
 
-    def turn(k: str, n: int) -> float:
-        """One turn of contender ``k``: pause, warm-up, ``n`` timed calls; seconds per call."""
+    def turn(k: str, n: int) -> tuple[float, int]:
+        """One turn of contender ``k``: pause, warm-up, ``n`` timed calls (fewer past ``block_cap_s``);
+        seconds per call and the calls timed."""
         c = calls[k]
         if fresh:
             warm = [c() for _ in range(warmup)]
@@ -134,15 +143,26 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
             t0 = time.perf_counter()
             for r in runs:
                 r()
-            return (time.perf_counter() - t0) / n
+            return (time.perf_counter() - t0) / n, n
         for _ in range(warmup):
             c()
         if self_timed:
-            return sum(c() for _ in range(n)) / n
+            return sum(c() for _ in range(n)) / n, n
         t0 = time.perf_counter()
-        for _ in range(n):
-            c()
-        return (time.perf_counter() - t0) / n
+        if n == 1 or block_cap_s == math.inf:
+            for _ in range(n):
+                c()
+            return (time.perf_counter() - t0) / n, n
+        done, run = 0, 1
+        while done < n:
+            m = min(run, n - done)
+            for _ in range(m):
+                c()
+            done += m
+            if time.perf_counter() - t0 > block_cap_s:
+                break
+            run *= 2
+        return (time.perf_counter() - t0) / done, done
 
     for _ in range(prime):
         for k, c in calls.items():
@@ -152,14 +172,16 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
     keys = list(calls)
     block = {k: 1 for k in keys}
     if block_from is not None:
-        block = dict.fromkeys(keys, sized(turn(block_from, 1)))
+        block = dict.fromkeys(keys, sized(turn(block_from, 1)[0]))
+    made = dict(block)
     got: dict[str, list[float]] = {k: [] for k in keys}
     limit = max(rounds, max_rounds or rounds)
     t = 0
     t0 = time.perf_counter()
     while t < limit:
         for k in (keys if not alternate or t % 2 == 0 else keys[::-1]):
-            got[k].append(turn(k, block[k]))
+            per_call, made[k] = turn(k, block[k])
+            got[k].append(per_call)
             if block_from is None:
                 block[k] = sized(min(got[k]))
         if t == 0 and block_from is not None and (again := sized(got[block_from][0])) > 2 * block[block_from]:
@@ -174,4 +196,4 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
         spent = time.perf_counter() - t0
         if spent >= max_seconds or (spent >= min_seconds and all(stable(v, until_stable) for v in got.values())):
             break
-    return Timings({k: min(v) for k, v in got.items()}, got, block, t)
+    return Timings({k: min(v) for k, v in got.items()}, got, made, t)

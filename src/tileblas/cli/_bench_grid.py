@@ -11,7 +11,10 @@ after the other)
         back-to-back calls: one call once a call takes ``block_s`` (50 ms) or longer, else as many as
         fill ``block_s`` (sized from the first round, at most ``max_block``; the same rule for every
         implementation).  Small calls take thousands of calls per block: a block of well under a
-        millisecond measures the timer and the machine's noise more than the call.
+        millisecond measures the timer and the machine's noise more than the call.  A block ends early
+        once it has run ``block_cap_s`` (1 s), its time per call from the calls it made: under load,
+        SciPy's calls of order 16-128 ran up to a thousand times slower in a block than the one call
+        that sized it (8 ms against 7 us), and a block of thousands of them ran for a minute.
     ``cold``
         Every timed call is the first call after an idle pause (``idle``, 0.2 s), made right after one
         untimed call of the *other* library: tileblas is timed after a SciPy call and the pause, SciPy
@@ -348,7 +351,7 @@ def _pool_differences(before: Mapping[str, int], after: Mapping[str, int]) -> di
 
 
 def _timed(mode: str, f_s: Callable, f_t: Callable, args: tuple, kw: dict, rounds: int, settle: float,
-           block_s: float, max_block: int, idle: float) -> Timings:
+           block_s: float, max_block: int, idle: float, block_cap_s: float = math.inf) -> Timings:
     """The point's three contenders timed as ``mode`` says (see the module docstring)."""
     if mode == "cold":
         def after(prep: Callable, timed: Callable) -> Callable[[], Callable[[], Any]]:
@@ -363,7 +366,7 @@ def _timed(mode: str, f_s: Callable, f_t: Callable, args: tuple, kw: dict, round
     # warm and load: a pause and one warm-up call before each turn; one block size for all three, from SciPy's
     return interleaved({"scipy": lambda: f_s(*args, **kw), "tileblas": lambda: f_t(*args, **kw),
                         "control": lambda: f_s(*args, **kw)}, rounds, settle=settle, warmup=1,
-                       block_s=block_s, max_block=max_block, block_from="scipy")
+                       block_s=block_s, max_block=max_block, block_from="scipy", block_cap_s=block_cap_s)
 
 
 def _versions() -> dict[str, Any]:
@@ -388,7 +391,7 @@ def _versions() -> dict[str, Any]:
 
 def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s: float = 0.05,
              max_block: int = 100_000, progress: Callable[[Point], None] | None = None, *, idle: float = 0.2,
-             det_calls: int = 40, load: BusyNeighbours | None = None) -> list[Point]:
+             det_calls: int = 40, load: BusyNeighbours | None = None, block_cap_s: float = 1.0) -> list[Point]:
     """Time every point (in place) in its mode, count its distinct results, and return the points.
 
     ``load``: the busy processes of the ``load`` points, started by the caller (they are let run for
@@ -434,7 +437,7 @@ def run_grid(points: list[Point], rounds: int = 5, settle: float = 0.2, block_s:
                 load.run()
             try:
                 pool0 = _pool_counters()
-                timed = _timed(p.mode, f_s, f_t, args, kw, rounds, settle, block_s, max_block, idle)
+                timed = _timed(p.mode, f_s, f_t, args, kw, rounds, settle, block_s, max_block, idle, block_cap_s)
                 pool1 = _pool_counters()
                 # untimed, after the timing and its counters: the same calls again, their distinct results
                 det = distinct_results({"tileblas": lambda: f_t(*args, **kw), "scipy": lambda: f_s(*args, **kw)},
