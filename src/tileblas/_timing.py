@@ -59,8 +59,8 @@ def stable(samples: list[float], tol: float) -> bool:
 def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: bool = False,
                 self_timed: bool = False, settle: float = 0.0, prime: int = 0, warmup: int = 0,
                 block_s: float = 0.0, max_block: int = 1, block_from: str | None = None,
-                block_cap_s: float = math.inf, alternate: bool = False, until_stable: float | None = None, max_rounds: int | None = None,
-                min_seconds: float = 0.0, max_seconds: float = math.inf) -> Timings:
+                block_cap_s: float = math.inf, alternate: bool = False, until_stable: float | None = None,
+                max_rounds: int | None = None, min_seconds: float = 0.0, max_seconds: float = math.inf) -> Timings:
     """Time each of ``calls`` against the others, interleaved, and keep the best.
 
     Parameters
