@@ -77,25 +77,30 @@ def test_block_from_one_contender_is_shared_and_sized_before_the_first_round():
     assert calls["b"] == 2 * n or n + 1 <= calls["b"] < 1.5 * n, (calls, n)
 
 
+def _clocked_calls(monkeypatch, seconds):
+    """Contenders that advance the timing loop's only clock (its perf_counter, patched): contender k's first
+    call takes seconds[k][0], every later one seconds[k][1] (binary fractions: exact sums).  The contenders
+    and the count of calls of each."""
+    now = [0.0]
+    monkeypatch.setattr(_timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0], sleep=time.sleep))
+    calls = dict.fromkeys(seconds, 0)
+
+    def contender(k):
+        def call():
+            calls[k] += 1
+            now[0] += seconds[k][0] if calls[k] == 1 else seconds[k][1]
+        return call
+
+    return {k: contender(k) for k in seconds}, calls
+
+
 def test_block_from_a_slow_sizing_call_is_sized_again_after_the_first_round(monkeypatch):
     """A stall of the one sizing call (here: the first call takes 1/64 s, later ones 1/1024 s) would leave
     blocks of one or two calls for every round; the first round's block shows it, and the block is sized
     again for all contenders from there.  The calls advance a clock of their own (the loop's only clock),
     so that the sizes follow from the seconds and not from how long a sleep takes on a loaded machine."""
-    now = [0.0]
-    monkeypatch.setattr(_timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0],
-                                                               sleep=time.sleep))
-    calls = {"a": 0, "b": 0}
-
-    def a():
-        calls["a"] += 1
-        now[0] += 2.0 ** -6 if calls["a"] == 1 else 2.0 ** -10  # binary fractions: exact sums
-
-    def b():
-        calls["b"] += 1
-        now[0] += 2.0 ** -20
-
-    t = interleaved({"a": a, "b": b}, 3, block_s=2.0 ** -6, max_block=1000, block_from="a")
+    fns, calls = _clocked_calls(monkeypatch, {"a": (2.0 ** -6, 2.0 ** -10), "b": (2.0 ** -20, 2.0 ** -20)})
+    t = interleaved(fns, 3, block_s=2.0 ** -6, max_block=1000, block_from="a")
     n = t.block["a"]
     assert t.block == {"a": 16, "b": 16}  # 1/64 s over 1/1024 s per call, for both contenders
     first = 1  # the sizing call asked for a block of one call
@@ -108,20 +113,8 @@ def test_a_block_that_runs_past_its_cap_ends_early_and_its_sample_is_the_time_pe
     calls 1/16 s, a block of 1000 calls) ends once it has run block_cap_s (1/4 s), its calls read in runs
     of 1, 2, 4: 7 calls, each sample exactly 1/16 s.  The other contender's block, within the cap, makes
     every call it was sized for.  The calls advance the loop's clock (see the test above)."""
-    now = [0.0]
-    monkeypatch.setattr(_timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0],
-                                                               sleep=time.sleep))
-    calls = {"s": 0, "b": 0}
-
-    def s():
-        calls["s"] += 1
-        now[0] += 2.0 ** -20 if calls["s"] == 1 else 2.0 ** -4
-
-    def b():
-        calls["b"] += 1
-        now[0] += 2.0 ** -20
-
-    t = interleaved({"s": s, "b": b}, 3, block_s=2.0 ** -6, max_block=1000, block_from="s", block_cap_s=0.25)
+    fns, calls = _clocked_calls(monkeypatch, {"s": (2.0 ** -20, 2.0 ** -4), "b": (2.0 ** -20, 2.0 ** -20)})
+    t = interleaved(fns, 3, block_s=2.0 ** -6, max_block=1000, block_from="s", block_cap_s=0.25)
     assert t.samples["s"] == [2.0 ** -4] * 3 and t.best["b"] == 2.0 ** -20
     assert t.block == {"s": 7, "b": 1000}  # calls made in the last round: 1 + 2 + 4 past the cap, all of b's
     assert calls == {"s": 1 + 3 * 7, "b": 3 * 1000}
