@@ -148,18 +148,15 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
             c()
         if self_timed:
             return sum(c() for _ in range(n)) / n, n
+        # without a bound, one run of n calls; with one, runs of 1, 2, 4, ... and the clock between runs
+        done, run = 0, n if block_cap_s == math.inf else 1
         t0 = time.perf_counter()
-        if n == 1 or block_cap_s == math.inf:
-            for _ in range(n):
-                c()
-            return (time.perf_counter() - t0) / n, n
-        done, run = 0, 1
         while done < n:
             m = min(run, n - done)
             for _ in range(m):
                 c()
             done += m
-            if time.perf_counter() - t0 > block_cap_s:
+            if done < n and time.perf_counter() - t0 > block_cap_s:
                 break
             run *= 2
         return (time.perf_counter() - t0) / done, done
@@ -173,7 +170,7 @@ def interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, *, fresh: b
     block = {k: 1 for k in keys}
     if block_from is not None:
         block = dict.fromkeys(keys, sized(turn(block_from, 1)[0]))
-    made = dict(block)
+    made: dict[str, int] = {}  # calls each contender's last turn made (every contender turns every round)
     got: dict[str, list[float]] = {k: [] for k in keys}
     limit = max(rounds, max_rounds or rounds)
     t = 0

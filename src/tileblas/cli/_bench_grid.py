@@ -14,7 +14,7 @@ after the other)
         millisecond measures the timer and the machine's noise more than the call.  A block ends early
         once it has run ``block_cap_s`` (1 s), its time per call from the calls it made: under load,
         SciPy's calls of order 16-128 ran up to a thousand times slower in a block than the one call
-        that sized it (8 ms against 7 us), and a block of thousands of them ran for a minute.
+        that sized it (1-8 ms against about 9 us), and a block of thousands of them ran for a minute.
     ``cold``
         Every timed call is the first call after an idle pause (``idle``, 0.2 s), made right after one
         untimed call of the *other* library: tileblas is timed after a SciPy call and the pause, SciPy
