@@ -154,6 +154,14 @@ int prefix_index(char c);
 
 /* _fp_level3.c, _fp_level12.c */
 extern PyTypeObject Level3Type, Level12Type;
+/* The slots every routine type shares (its Routine head, its front, its vectorcall), in its
+ * PyTypeObject after its name, size, doc, tp_new and tp_repr. */
+#define ROUTINE_TYPE_SLOTS                                                                              \
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,                    \
+    .tp_dealloc = (destructor)routine_dealloc, .tp_traverse = (traverseproc)routine_traverse,           \
+    .tp_clear = (inquiry)routine_clear, .tp_dictoffset = offsetof(Routine, front) + offsetof(Front, dict), \
+    .tp_methods = front_methods, .tp_getset = front_getset, .tp_call = PyVectorcall_Call,               \
+    .tp_vectorcall_offset = offsetof(Routine, vectorcall)
 PyObject *fp_decide_py(PyObject *mod, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 
 /* ---------------------------------------------------------------------------- the call descriptor */

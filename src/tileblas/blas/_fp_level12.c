@@ -858,8 +858,7 @@ level12_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
-
-
+/* "<tileblas small-call path of gemv (d)>"; with a front, the routine's name */
 static PyObject *
 level12_repr(Level12Object *self)
 {
@@ -871,18 +870,10 @@ PyTypeObject Level12Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tileblas.blas._fastpath.Level12",
     .tp_basicsize = sizeof(Level12Object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Level12(kind, prefix, address): the small-call path of one Level-1/2 routine; called with\n"
               "all the routine's arguments positionally, it returns the result or NotImplemented.\n"
               "small.front(fallback, names, defaults) puts it in front of the Python implementation.",
     .tp_new = level12_new,
-    .tp_dealloc = (destructor)routine_dealloc,
-    .tp_traverse = (traverseproc)routine_traverse,
-    .tp_clear = (inquiry)routine_clear,
-    .tp_dictoffset = offsetof(Routine, front) + offsetof(Front, dict),
-    .tp_methods = front_methods,
-    .tp_getset = front_getset,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Routine, vectorcall),
     .tp_repr = (reprfunc)level12_repr,
+    ROUTINE_TYPE_SLOTS,
 };

@@ -867,19 +867,11 @@ PyTypeObject Level3Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tileblas.blas._fastpath.Level3",
     .tp_basicsize = sizeof(Level3Object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Level3(family, prefix): the small-call path of one Level-3 routine; called with all the\n"
               "routine's arguments positionally, it returns the result or NotImplemented (Python path).\n"
               "path.front(fallback, names, defaults) is the routine itself: called as users call it, it runs\n"
               "the small-call path or hands the call, as made, to fallback (the Python implementation).",
     .tp_new = level3_new,
-    .tp_dealloc = (destructor)routine_dealloc,
-    .tp_traverse = (traverseproc)routine_traverse,
-    .tp_clear = (inquiry)routine_clear,
-    .tp_dictoffset = offsetof(Routine, front) + offsetof(Front, dict),
-    .tp_methods = front_methods,
-    .tp_getset = front_getset,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Routine, vectorcall),
     .tp_repr = (reprfunc)level3_repr,
+    ROUTINE_TYPE_SLOTS,
 };
