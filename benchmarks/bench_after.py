@@ -12,7 +12,13 @@ call, then tileblas' right after it" (tileblas' call meets that library's spinni
 same pause after the library's call alone: whether tileblas' call, done, still changes the other library's
 next one.
 
-    python benchmarks/bench_after.py [--sizes 256,512,1024] [--rounds 11] [--pause 0.3] [--later 0.5] [--json PATH]
+A third table times blocks of calls (``--loops``, routine:order; each block about 20 ms of SciPy's calls, the
+same count for both libraries) of SciPy's routine and of tileblas', after the pause alone and right after one
+call of SciPy's same routine (its threads then spin): a loop of either library that follows a SciPy call.
+Per call, best of the rounds; ratio SciPy / tileblas.
+
+    python benchmarks/bench_after.py [--sizes 256,512,1024] [--rounds 11] [--pause 0.3] [--later 0.5]
+        [--loops strsm:64,dtrsm:64,ctrsm:128,dtrsm:512] [--json PATH]
 
 Figures: docs/measurements/drop-in.md, "One call right after another library's".
 """
@@ -92,14 +98,69 @@ def measure_later(n: int, rounds: int, pause: float, later: float) -> dict[str, 
     return {lib: {way: statistics.median(t.samples[f"{lib} {way}"]) for way in ways} for lib in libs}
 
 
+def _loop_args(routine: str, n: int) -> tuple:
+    """The arguments of one call of a Level-3 routine of order n (alpha, a, b; alpha, a for syrk and herk),
+    Fortran-ordered, a well conditioned for trsm."""
+    dt = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[routine[0]]
+    rng = np.random.default_rng(n)
+    a = np.asfortranarray((rng.standard_normal((n, n)) + n * np.eye(n)).astype(dt))
+    b = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
+    return (1.0, a) if routine[1:] in ("syrk", "herk") else (1.0, a, b)
+
+
+def measure_loops(routine: str, n: int, rounds: int, pause: float) -> dict[str, dict[str, float]]:
+    """Best seconds per call of a block of SciPy's and of tileblas' ``routine`` of order n, after the pause
+    alone ("pause") and right after one call of SciPy's routine ("scipy"), every pairing one contender of
+    one interleaved timing; the block count from SciPy's call after the pause (about 20 ms of them)."""
+    args = _loop_args(routine, n)
+    fs, ft = getattr(sb, routine), getattr(tb, routine)
+    fs(*args), ft(*args)
+    t0 = time.perf_counter()
+    fs(*args)
+    count = max(3, min(20000, int(0.02 / max(time.perf_counter() - t0, 1e-7))))
+
+    def block(f: Callable, after_scipy: bool) -> Callable[[], float]:
+        def run() -> float:
+            if after_scipy:
+                fs(*args)
+            t = time.perf_counter()
+            for _ in range(count):
+                f(*args)
+            return (time.perf_counter() - t) / count
+        return run
+
+    ways = ("pause", "scipy")
+    t = interleaved({f"{lib} after {way}": block(f, way == "scipy") for lib, f in (("scipy", fs), ("tileblas", ft))
+                     for way in ways}, rounds, self_timed=True, settle=pause)
+    return {lib: {way: min(t.samples[f"{lib} after {way}"]) for way in ways} for lib in ("scipy", "tileblas")}
+
+
+def _loop_points(spec: str) -> list[tuple[str, int]]:
+    """``routine:order,...`` as (routine, order) pairs; ValueError naming the bad item."""
+    out = []
+    for item in (x for x in spec.split(",") if x):
+        routine, _, n = item.partition(":")
+        level3 = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
+        if routine[1:] not in level3 or not hasattr(sb, routine) or not n.isdigit() or int(n) < 1:
+            raise ValueError(f"--loops: {item!r} is not routine:order of a Level-3 routine (e.g. dtrsm:64)")
+        out.append((routine, int(n)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="256,512,1024")
     p.add_argument("--rounds", type=int, default=11)
     p.add_argument("--pause", type=float, default=0.3)
     p.add_argument("--later", type=float, default=0.5, help="second table: seconds before the timed call")
+    p.add_argument("--loops", default="strsm:64,dtrsm:64,ctrsm:128,dtrsm:512",
+                   help="third table: routine:order points of the blocks of calls ('' for none)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    try:
+        loop_points = _loop_points(args.loops)
+    except ValueError as e:
+        p.error(str(e))
     if args.rounds < 1:
         p.error(f"--rounds must be at least 1; got {args.rounds}")
     if not args.pause >= 0:
@@ -119,10 +180,17 @@ def main(argv: list[str] | None = None) -> int:
         for way in ("alone", "then tileblas"):
             print(f"{lib:9s} {lib + ' ' + way if way == 'alone' else lib + ', ' + way:24s} "
                   + " ".join(f"{later[n][lib][way] * 1e3:8.2f} ms" for n in later))
+    loops = {f"{r}:{n}": measure_loops(r, n, args.rounds, args.pause) for r, n in loop_points}
+    if loops:
+        print(f"\n{'blocks of calls':16s} {'after':8s} {'SciPy':>10s} {'tileblas':>10s} {'ratio':>6s}")
+        for key, v in loops.items():
+            for way, name in (("pause", "a pause"), ("scipy", "SciPy")):
+                s, t = v["scipy"][way], v["tileblas"][way]
+                print(f"{key:16s} {name:8s} {s * 1e6:8.1f} us {t * 1e6:8.1f} us {s / t:5.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"right_after": {str(n): v for n, v in res.items()},
-                       "later": {str(n): v for n, v in later.items()}}, f, indent=1)
+                       "later": {str(n): v for n, v in later.items()}, "loops": loops}, f, indent=1)
     return 0
 
 

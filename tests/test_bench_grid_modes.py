@@ -382,11 +382,17 @@ def test_bench_manycore_measures_warm_blocks_counters_and_cold_calls(tmp_path, c
 def test_bench_after_times_each_library_right_after_each_other(tmp_path):
     """benchmarks/bench_after.py: SciPy's and tileblas' dgemm after a pause and right after NumPy's, SciPy's
     and tileblas' calls, one order, in its JSON; SciPy's and NumPy's calls a pause after their own call
-    alone and after it with tileblas' right after; a negative pause or later refused."""
+    alone and after it with tileblas' right after; blocks of calls of one routine after a pause and after
+    SciPy's call; a negative pause or later, and a --loops item that is not routine:order, refused."""
     script = bench_script("bench_after")
     js = tmp_path / "after.json"
-    assert script.main(["--sizes", "32", "--rounds", "1", "--pause", "0", "--later", "0.01", "--json", str(js)]) == 0
+    assert script.main(["--sizes", "32", "--rounds", "1", "--pause", "0", "--later", "0.01", "--loops", "dtrsm:16",
+                        "--json", str(js)]) == 0
     data = json.loads(js.read_text())
+    loops = data["loops"]["dtrsm:16"]
+    assert set(loops) == {"scipy", "tileblas"}
+    for timed in loops.values():
+        assert set(timed) == {"pause", "scipy"} and all(v > 0 for v in timed.values())
     got = data["right_after"]["32"]
     assert set(got) == {"scipy", "tileblas"}
     for timed in got.values():
@@ -395,6 +401,6 @@ def test_bench_after_times_each_library_right_after_each_other(tmp_path):
     assert set(later) == {"scipy", "numpy"}
     for timed in later.values():
         assert set(timed) == {"alone", "then tileblas"} and all(v > 0 for v in timed.values())
-    for bad in (["--pause", "-1"], ["--later", "-1"]):
+    for bad in (["--pause", "-1"], ["--later", "-1"], ["--loops", "dgemv:16"], ["--loops", "dtrsm:x"]):
         with pytest.raises(SystemExit):
             script.main(bad)
