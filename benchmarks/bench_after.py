@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tileblas.blas as tb  # noqa: E402
 from tileblas._timing import interleaved  # noqa: E402
+from tileblas.cli._bench_grid import ROUTINES, Point, _operands  # noqa: E402
 
 
 def _calls(n: int) -> dict[str, Callable[[], object]]:
@@ -98,21 +99,11 @@ def measure_later(n: int, rounds: int, pause: float, later: float) -> dict[str, 
     return {lib: {way: statistics.median(t.samples[f"{lib} {way}"]) for way in ways} for lib in libs}
 
 
-def _loop_args(routine: str, n: int) -> tuple:
-    """The arguments of one call of a Level-3 routine of order n (alpha, a, b; alpha, a for syrk and herk),
-    Fortran-ordered, a well conditioned for trsm."""
-    dt = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[routine[0]]
-    rng = np.random.default_rng(n)
-    a = np.asfortranarray((rng.standard_normal((n, n)) + n * np.eye(n)).astype(dt))
-    b = np.asfortranarray(rng.standard_normal((n, n)).astype(dt))
-    return (1.0, a) if routine[1:] in ("syrk", "herk") else (1.0, a, b)
-
-
 def measure_loops(routine: str, n: int, rounds: int, pause: float) -> dict[str, dict[str, float]]:
     """Best seconds per call of a block of SciPy's and of tileblas' ``routine`` of order n, after the pause
     alone ("pause") and right after one call of SciPy's routine ("scipy"), every pairing one contender of
     one interleaved timing; the block count from SciPy's call after the pause (about 20 ms of them)."""
-    args = _loop_args(routine, n)
+    args, _ = _operands(Point(routine, n), np.random.default_rng(n))  # the grid's square F-ordered operands
     fs, ft = getattr(sb, routine), getattr(tb, routine)
     fs(*args), ft(*args)
     t0 = time.perf_counter()
@@ -140,8 +131,7 @@ def _loop_points(spec: str) -> list[tuple[str, int]]:
     out = []
     for item in (x for x in spec.split(",") if x):
         routine, _, n = item.partition(":")
-        level3 = ("gemm", "symm", "hemm", "syrk", "herk", "syr2k", "her2k", "trmm", "trsm")
-        if routine[1:] not in level3 or not hasattr(sb, routine) or not n.isdigit() or int(n) < 1:
+        if routine[1:] not in ROUTINES or not hasattr(sb, routine) or not n.isdigit() or int(n) < 1:
             raise ValueError(f"--loops: {item!r} is not routine:order of a Level-3 routine (e.g. dtrsm:64)")
         out.append((routine, int(n)))
     return out
