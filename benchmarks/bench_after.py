@@ -15,7 +15,8 @@ next one.
 A third table times blocks of calls (``--loops``, routine:order; each block about 20 ms of SciPy's calls, the
 same count for both libraries) of SciPy's routine and of tileblas', after the pause alone and right after one
 call of SciPy's same routine (its threads then spin): a loop of either library that follows a SciPy call.
-Per call, best of the rounds; ratio SciPy / tileblas.
+Per call, best of the rounds, and the mean of the rounds (what loops pay on average: a call held up for
+milliseconds now and then shows there, not in the best); ratio SciPy / tileblas.
 
     python benchmarks/bench_after.py [--sizes 256,512,1024] [--rounds 11] [--pause 0.3] [--later 0.5]
         [--loops strsm:64,dtrsm:64,ctrsm:128,dtrsm:512] [--json PATH]
@@ -99,10 +100,12 @@ def measure_later(n: int, rounds: int, pause: float, later: float) -> dict[str, 
     return {lib: {way: statistics.median(t.samples[f"{lib} {way}"]) for way in ways} for lib in libs}
 
 
-def measure_loops(routine: str, n: int, rounds: int, pause: float) -> dict[str, dict[str, float]]:
-    """Best seconds per call of a block of SciPy's and of tileblas' ``routine`` of order n, after the pause
-    alone ("pause") and right after one call of SciPy's routine ("scipy"), every pairing one contender of
-    one interleaved timing; the block count from SciPy's call after the pause (about 20 ms of them)."""
+def measure_loops(routine: str, n: int, rounds: int,
+                  pause: float) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Seconds per call of a block of SciPy's and of tileblas' ``routine`` of order n, after the pause alone
+    ("pause") and right after one call of SciPy's routine ("scipy"), every pairing one contender of one
+    interleaved timing; the block count from SciPy's call after the pause (about 20 ms of them).  The best
+    of the rounds and their mean, each as {library: {way: seconds}}."""
     args, _ = _operands(Point(routine, n), np.random.default_rng(n))  # the grid's square F-ordered operands
     fs, ft = getattr(sb, routine), getattr(tb, routine)
     fs(*args), ft(*args)
@@ -123,7 +126,9 @@ def measure_loops(routine: str, n: int, rounds: int, pause: float) -> dict[str, 
     ways = ("pause", "scipy")
     t = interleaved({f"{lib} after {way}": block(f, way == "scipy") for lib, f in (("scipy", fs), ("tileblas", ft))
                      for way in ways}, rounds, self_timed=True, settle=pause)
-    return {lib: {way: min(t.samples[f"{lib} after {way}"]) for way in ways} for lib in ("scipy", "tileblas")}
+    libs = ("scipy", "tileblas")
+    return ({lib: {way: min(t.samples[f"{lib} after {way}"]) for way in ways} for lib in libs},
+            {lib: {way: statistics.fmean(t.samples[f"{lib} after {way}"]) for way in ways} for lib in libs})
 
 
 def _loop_points(spec: str) -> list[tuple[str, int]]:
@@ -170,17 +175,23 @@ def main(argv: list[str] | None = None) -> int:
         for way in ("alone", "then tileblas"):
             print(f"{lib:9s} {lib + ' ' + way if way == 'alone' else lib + ', ' + way:24s} "
                   + " ".join(f"{later[n][lib][way] * 1e3:8.2f} ms" for n in later))
-    loops = {f"{r}:{n}": measure_loops(r, n, args.rounds, args.pause) for r, n in loop_points}
+    timed = {f"{r}:{n}": measure_loops(r, n, args.rounds, args.pause) for r, n in loop_points}
+    loops = {key: best for key, (best, _) in timed.items()}
+    loops_mean = {key: mean for key, (_, mean) in timed.items()}
     if loops:
-        print(f"\n{'blocks of calls':16s} {'after':8s} {'SciPy':>10s} {'tileblas':>10s} {'ratio':>6s}")
+        print(f"\n{'blocks of calls':16s} {'after':8s} {'SciPy':>10s} {'tileblas':>10s} {'ratio':>6s}   "
+              f"{'mean of rounds: SciPy':>21s} {'tileblas':>10s} {'ratio':>6s}")
         for key, v in loops.items():
+            m = loops_mean[key]
             for way, name in (("pause", "a pause"), ("scipy", "SciPy")):
-                s, t = v["scipy"][way], v["tileblas"][way]
-                print(f"{key:16s} {name:8s} {s * 1e6:8.1f} us {t * 1e6:8.1f} us {s / t:5.2f}x")
+                s, t, ms, mt = v["scipy"][way], v["tileblas"][way], m["scipy"][way], m["tileblas"][way]
+                print(f"{key:16s} {name:8s} {s * 1e6:8.1f} us {t * 1e6:8.1f} us {s / t:5.2f}x   "
+                      f"{ms * 1e6:18.1f} us {mt * 1e6:8.1f} us {ms / mt:5.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"right_after": {str(n): v for n, v in res.items()},
-                       "later": {str(n): v for n, v in later.items()}, "loops": loops}, f, indent=1)
+                       "later": {str(n): v for n, v in later.items()}, "loops": loops, "loops_mean": loops_mean},
+                      f, indent=1)
     return 0
 
 

@@ -383,16 +383,17 @@ def test_bench_after_times_each_library_right_after_each_other(tmp_path):
     """benchmarks/bench_after.py: SciPy's and tileblas' dgemm after a pause and right after NumPy's, SciPy's
     and tileblas' calls, one order, in its JSON; SciPy's and NumPy's calls a pause after their own call
     alone and after it with tileblas' right after; blocks of calls of one routine after a pause and after
-    SciPy's call; a negative pause or later, and a --loops item that is not routine:order, refused."""
+    SciPy's call, best and mean of the rounds; a negative pause or later, and a --loops item that is not routine:order, refused."""
     script = bench_script("bench_after")
     js = tmp_path / "after.json"
     assert script.main(["--sizes", "32", "--rounds", "1", "--pause", "0", "--later", "0.01", "--loops", "dtrsm:16",
                         "--json", str(js)]) == 0
     data = json.loads(js.read_text())
-    loops = data["loops"]["dtrsm:16"]
-    assert set(loops) == {"scipy", "tileblas"}
-    for timed in loops.values():
-        assert set(timed) == {"pause", "scipy"} and all(v > 0 for v in timed.values())
+    loops, means = data["loops"]["dtrsm:16"], data["loops_mean"]["dtrsm:16"]
+    assert set(loops) == set(means) == {"scipy", "tileblas"}
+    for lib, timed in loops.items():
+        assert set(timed) == set(means[lib]) == {"pause", "scipy"} and all(v > 0 for v in timed.values())
+        assert all(means[lib][way] >= best for way, best in timed.items())  # a mean is never below the best
     got = data["right_after"]["32"]
     assert set(got) == {"scipy", "tileblas"}
     for timed in got.values():

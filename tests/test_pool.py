@@ -412,6 +412,47 @@ def test_a_calling_thread_lends_its_cpu_to_a_late_worker_and_the_worker_gets_its
     assert seen and all(m == mask - {cpu} for m in masks), (seen, masks, cpu)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="CPU masks: Linux, two CPUs at least")
+def test_a_lent_worker_says_its_part_is_done_before_it_gives_the_cpu_back(lib, settings):
+    """A worker lent the calling thread's CPU tells the calling thread its part is done while still on
+    that CPU, and only then gets its mask back and moves off it: moved first, it waited to tell behind
+    whatever ran on its own CPU (another library's spinning thread: a scheduler tick, 4 ms, per call) while
+    the lent CPU idled (docs/developer/drop-in-internals.md, "tileblas' pool": lending the CPU).  Forced
+    as in the test above, with each lent worker holding the CPU 0.5 s after it told: a call that lent its
+    CPU returns well before that, the worker still has that CPU alone when it returns, and then gets the
+    process's mask back (without that CPU once asleep, sleep_off)."""
+    slot = lib.pool_slot
+    mask = os.sched_getaffinity(0)
+    cpu = min(mask)
+    _pool.configure(worker_delay_ns=2_000_000, watch_ns=0, give_back_delay_ns=500_000_000)
+    os.sched_setaffinity(0, {cpu})  # this thread only
+    lent_calls = []
+    try:
+        for _ in range(20):
+            before = _pool.stats()
+            t0 = time.monotonic()
+            got = _pool.run_parts(slot, 2, spin_ns=10_000_000)
+            seconds = time.monotonic() - t0
+            held = [t for t in _threads_named("tileblas-pool") if os.sched_getaffinity(t) == {cpu}]
+            after = _pool.stats()
+            assert sorted(i for i, _ in got) == [0, 1]
+            if after["lent"] > before["lent"]:
+                lent_calls.append((seconds, held))
+                assert _wait_for(lambda: not any(os.sched_getaffinity(t) == {cpu}
+                                                 for t in _threads_named("tileblas-pool")), timeout=5.0)
+                if len(lent_calls) == 2:
+                    break
+    finally:
+        os.sched_setaffinity(0, mask)
+        _pool.configure(worker_delay_ns=0, give_back_delay_ns=0)
+    assert lent_calls, "no call lent its CPU"
+    for seconds, held in lent_calls:
+        assert seconds < 0.5 and held, lent_calls
+    assert _wait_for(lambda: all(_state(t) == "S" for t in _threads_named("tileblas-pool")), timeout=3.0)
+    assert all(os.sched_getaffinity(t) == mask - {cpu} for t in _threads_named("tileblas-pool"))
+
+
 def test_the_wake_counters_time_each_wake_from_its_post(lib, settings):
     """woke counts the workers that woke from sleep to work, wake_ns and wake_max_ns their time from the
     post to running, tail_ns the calling thread's wait after its own parts.  Parts posted to sleeping
@@ -507,7 +548,7 @@ def test_parts_from_many_threads_at_once_all_run(lib, settings):
 
 def test_configure_checks_every_setting_by_name(settings):
     settings = _pool.configure()
-    assert set(settings) == {"spin_ns", "yield_ns", "worker_delay_ns", "watch_ns"}
+    assert set(settings) == {"spin_ns", "yield_ns", "worker_delay_ns", "watch_ns", "give_back_delay_ns"}
     with pytest.raises(ValueError, match=r"spin_ns is -1"):
         _pool.configure(spin_ns=-1)
     with pytest.raises(ValueError, match=r"watch_ns is -3"):
@@ -520,6 +561,8 @@ def test_configure_checks_every_setting_by_name(settings):
         _pool.configure(spin_ns=True)
     with pytest.raises(ValueError, match=r"worker_delay_ns is -5"):
         _pool.configure(spin_ns=7, worker_delay_ns=-5)
+    with pytest.raises(ValueError, match=r"give_back_delay_ns is -4"):
+        _pool.configure(give_back_delay_ns=-4)
     assert _pool.configure() == settings  # a refused call changes nothing, not even its good values
     with pytest.raises(TypeError):
         _pool.configure(1)  # keywords only

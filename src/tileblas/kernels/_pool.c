@@ -73,13 +73,15 @@
  *   supported                      whether this build has the pool (POSIX threads)
  *   attach(setter, threads) -> int  set the callback through the library's setter (its address); makes
  *                                   threads - 1 workers; returns the slot number
- *   configure(spin_ns=, yield_ns=, worker_delay_ns=, watch_ns=)
+ *   configure(spin_ns=, yield_ns=, worker_delay_ns=, watch_ns=, give_back_delay_ns=)
  *                                   set (each optional, all checked before any is set); returns the
  *                                   settings.  yield_ns: an idle worker's yielding wait after its spin
  *                                   (0; TILEBLAS_POOL_WAIT sets it).  worker_delay_ns: each worker waits
  *                                   this long before it claims a part (0; for tests that force the
  *                                   calling thread to run them).  watch_ns: how long a sleeping worker's
- *                                   watcher looks for its work (100 ms; 0: no watch; TILEBLAS_POOL_WATCH)
+ *                                   watcher looks for its work (100 ms; 0: no watch; TILEBLAS_POOL_WATCH).
+ *                                   give_back_delay_ns: a worker lent a CPU waits this long after it
+ *                                   said its work is done before it gives the CPU back (0; for tests)
  *   warm(alloc, release, count, bytes) -> bool
  *                                   on a thread of its own, take count buffers at once through the
  *                                   OpenBLAS function at address alloc, write a byte on each page of
@@ -224,6 +226,7 @@ static _Atomic int nslots = 0;
 static _Atomic long long spin_ns = 200000LL;    /* idle spin before sleeping; a waiter's spin before it sleeps */
 static _Atomic long long yield_ns = 0LL;        /* after the idle spin, a worker's yielding wait before it sleeps */
 static _Atomic long long worker_delay_ns = 0LL; /* tests: a worker's wait before it claims a part */
+static _Atomic long long give_back_delay_ns = 0LL; /* tests: a lent worker's wait before give_back_cpu */
 static _Atomic long long watch_ns = 100000000LL; /* how long a sleeping worker's watcher looks for its work */
 
 /* A watcher whose last look is older than this is not on a CPU now: the calling thread wakes the worker. */
@@ -334,9 +337,13 @@ wake_on(Worker *w)
 }
 
 /* Around each part or job a worker runs: while it works, a calling thread that waits for it may lend it
- * its CPU (lend_cpu).  A worker that was lent one gets its CPU mask back when the work is done, and moves
- * off that CPU, before it says the work is done: the calling thread, told, then wakes on a CPU of its own
- * (the one it lent, which the kernel chooses first), not behind the worker. */
+ * its CPU (lend_cpu).  A worker that was lent one says its work is done while still there (work_end,
+ * then the done count and notify_waiter), and only then gets its CPU mask back and moves off that CPU
+ * (give_back_cpu): the calling thread, told, wakes on that CPU and runs as soon as the worker has left
+ * it.  Moved first, the worker would wait to say so behind whatever runs on the CPU it left, which is why
+ * it was lent one: another library's spinning thread kept it there for a whole scheduler tick (4 ms),
+ * while the calling thread slept and the lent CPU idled
+ * (docs/developer/drop-in-internals.md, "tileblas' pool"). */
 static inline void
 work_begin(Worker *w)
 {
@@ -349,33 +356,53 @@ work_begin(Worker *w)
 #endif
 }
 
-static inline void
+/* The work is done: no more lending to it; the CPU it was lent (-1: none), for give_back_cpu once the
+ * work is said to be done. */
+static inline int
 work_end(Worker *w)
 {
 #if defined(__linux__)
     pthread_mutex_lock(&w->lend_lock);
     int cpu = w->lent_cpu;
     w->working = 0;
-    if (cpu >= 0) {
-        w->lent_cpu = -1;
-        sched_setaffinity(0, sizeof w->lend_mask, &w->lend_mask);
-    }
     pthread_mutex_unlock(&w->lend_lock);
-    if (cpu >= 0)
-        step_aside(cpu); /* off the lent CPU, where it still runs (unless its mask put back left it out) */
+    return cpu;
 #else
     (void)w;
+    return -1;
+#endif
+}
+
+/* After the work is said to be done: a worker lent `cpu` gets its CPU mask back and moves off that CPU,
+ * where it still runs (unless its mask put back left it out). */
+static void
+give_back_cpu(Worker *w, int cpu)
+{
+#if defined(__linux__)
+    if (cpu < 0)
+        return;
+    long long delay = atomic_load_explicit(&give_back_delay_ns, memory_order_relaxed);
+    if (delay > 0)
+        pause_for(delay);
+    pthread_mutex_lock(&w->lend_lock);
+    w->lent_cpu = -1;
+    sched_setaffinity(0, sizeof w->lend_mask, &w->lend_mask);
+    pthread_mutex_unlock(&w->lend_lock);
+    step_aside(cpu);
+#else
+    (void)w;
+    (void)cpu;
 #endif
 }
 
 /* The calling thread, about to sleep until workers finish their work (wait_until): the CPU it leaves idle
  * goes to one of them, w or (w NULL) the first of the slot's workers that is working, which is moved
- * onto it (its mask that CPU alone until its work is done, work_end).  A worker still working this long
- * after the calling thread's own part is late: woken late, or sharing its CPU with other work (another
- * library's spinning threads, a busy process), where it runs at a fraction of its speed while this CPU
- * idles; the kernel seldom moves it here by itself within a call (a CPU idle as briefly and often as the
- * calling thread's does not look for work to take).  Only where the thread runs: the parts and the
- * bits of the call are the same. */
+ * onto it (its mask that CPU alone until its work is said to be done, give_back_cpu).  A worker still
+ * working this long after the calling thread's own part is late: woken late, or sharing its CPU with
+ * other work (another library's spinning threads, a busy process), where it runs at a fraction of its
+ * speed while this CPU idles; the kernel seldom moves it here by itself within a call (a CPU idle as
+ * briefly and often as the calling thread's does not look for work to take).  Only where the thread
+ * runs: the parts and the bits of the call are the same. */
 static void
 lend_cpu(Slot *s, Worker *only)
 {
@@ -452,11 +479,12 @@ claim_parts(Slot *s, Worker *w)
         if (w != NULL)
             work_begin(w);
         fn((int)next, data + (size_t)next * elsize, 0);
-        if (w != NULL)
-            work_end(w);
+        int lent = w != NULL ? work_end(w) : -1;
         ran++;
         atomic_fetch_add(&s->parts_done, 1); /* seq_cst: before notify_waiter reads waiting */
         notify_waiter(s);
+        if (w != NULL)
+            give_back_cpu(w, lent);
         c = atomic_load(&s->claim);
     }
 }
@@ -596,10 +624,11 @@ worker_main(void *arg)
             atomic_store_explicit(&w->started, 1, memory_order_release);
             work_begin(w);
             w->fn(w->index, w->data, w->arg);
-            work_end(w);
+            int lent = work_end(w);
             atomic_store_explicit(&w->cmd, CMD_NONE, memory_order_relaxed);
             atomic_store(&w->done, 1); /* seq_cst: before notify_waiter reads waiting */
             notify_waiter(w->slot);
+            give_back_cpu(w, lent);
         }
         unsigned long long told = atomic_load(&w->told);
         if (told != w->seen) {
@@ -1244,9 +1273,10 @@ static PyObject *
 settings_dict(void)
 {
 #if POOL_SUPPORTED
-    return Py_BuildValue("{s:L,s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "yield_ns",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "spin_ns", (long long)atomic_load(&spin_ns), "yield_ns",
                          (long long)atomic_load(&yield_ns), "worker_delay_ns",
-                         (long long)atomic_load(&worker_delay_ns), "watch_ns", (long long)atomic_load(&watch_ns));
+                         (long long)atomic_load(&worker_delay_ns), "watch_ns", (long long)atomic_load(&watch_ns),
+                         "give_back_delay_ns", (long long)atomic_load(&give_back_delay_ns));
 #else
     return PyDict_New();
 #endif
@@ -1255,15 +1285,16 @@ settings_dict(void)
 static PyObject *
 pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"spin_ns", "yield_ns", "worker_delay_ns", "watch_ns", NULL};
-    PyObject *vals[4] = {NULL, NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:configure", kwlist, &vals[0], &vals[1], &vals[2],
-                                     &vals[3]))
+    static char *kwlist[] = {"spin_ns", "yield_ns", "worker_delay_ns", "watch_ns", "give_back_delay_ns", NULL};
+    enum { NSET = 5 };
+    PyObject *vals[NSET] = {NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOOO:configure", kwlist, &vals[0], &vals[1], &vals[2],
+                                     &vals[3], &vals[4]))
         return NULL;
 #if POOL_SUPPORTED
-    long long v[4];
+    long long v[NSET];
     /* check all before setting any, so a bad value leaves the settings as they were */
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NSET; i++) {
         if (vals[i] == NULL || vals[i] == Py_None)
             continue;
         if (!PyLong_Check(vals[i]) || PyBool_Check(vals[i])) {
@@ -1280,8 +1311,9 @@ pool_configure(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
-    _Atomic long long *targets[4] = {&spin_ns, &yield_ns, &worker_delay_ns, &watch_ns};
-    for (int i = 0; i < 4; i++)
+    _Atomic long long *targets[NSET] = {&spin_ns, &yield_ns, &worker_delay_ns, &watch_ns,
+                                        &give_back_delay_ns};
+    for (int i = 0; i < NSET; i++)
         if (vals[i] != NULL && vals[i] != Py_None)
             atomic_store(targets[i], v[i]);
 #endif
@@ -1485,7 +1517,8 @@ static PyMethodDef methods[] = {
      "attach(setter, threads) -> slot: run the parallel jobs of the OpenBLAS whose "
      "openblas_set_threads_callback_function is at address setter on this pool"},
     {"configure", (PyCFunction)(void (*)(void))pool_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(*, spin_ns=None, yield_ns=None, worker_delay_ns=None, watch_ns=None) -> settings"},
+     "configure(*, spin_ns=None, yield_ns=None, worker_delay_ns=None, watch_ns=None, give_back_delay_ns=None)"
+     " -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
     {"warm", pool_warm, METH_VARARGS,
      "warm(alloc, release, count, bytes) -> bool: on a thread of its own, take count buffers through the "
