@@ -418,10 +418,12 @@ def test_a_lent_worker_says_its_part_is_done_before_it_gives_the_cpu_back(lib, s
     """A worker lent the calling thread's CPU tells the calling thread its part is done while still on
     that CPU, and only then gets its mask back and moves off it: moved first, it waited to tell behind
     whatever ran on its own CPU (another library's spinning thread: a scheduler tick, 4 ms, per call) while
-    the lent CPU idled (docs/developer/drop-in-internals.md, "tileblas' pool": lending the CPU).  Forced
-    as in the test above, with each lent worker holding the CPU 0.5 s after it told: a call that lent its
-    CPU returns well before that, the worker still has that CPU alone when it returns, and then gets the
-    process's mask back (without that CPU once asleep, sleep_off)."""
+    the lent CPU idled.  The calling thread, told, takes the CPU back itself where the worker has not yet
+    (take_back_cpu): a worker left with that CPU alone waited behind the calling thread's next call
+    (docs/developer/drop-in-internals.md, "tileblas' pool": lending the CPU).  Forced as in the test above,
+    each lent worker holding off its own give-back 0.5 s after it told: a call that lent its CPU returns
+    well before that, and the worker, still running (in that wait), no longer has that CPU alone; asleep
+    afterwards, it has the process's mask without that CPU (sleep_off)."""
     slot = lib.pool_slot
     mask = os.sched_getaffinity(0)
     cpu = min(mask)
@@ -434,24 +436,21 @@ def test_a_lent_worker_says_its_part_is_done_before_it_gives_the_cpu_back(lib, s
             t0 = time.monotonic()
             got = _pool.run_parts(slot, 2, spin_ns=10_000_000)
             seconds = time.monotonic() - t0
-            held = [t for t in _threads_named("tileblas-pool")  # running (others' workers sleep), that CPU alone
-                    if _state(t) == "R" and os.sched_getaffinity(t) == {cpu}]
+            running = {t: os.sched_getaffinity(t) for t in _threads_named("tileblas-pool") if _state(t) == "R"}
             after = _pool.stats()
             assert sorted(i for i, _ in got) == [0, 1]
             if after["lent"] > before["lent"]:
-                lent_calls.append((seconds, held))
-                assert _wait_for(lambda: not any(os.sched_getaffinity(t) == {cpu}
-                                                 for t in lent_calls[-1][1]), timeout=5.0)  # given back
+                lent_calls.append((seconds, running))
+                assert _wait_for(lambda: all(_state(t) == "S" for t in running), timeout=5.0)
                 if len(lent_calls) == 2:
                     break
     finally:
         os.sched_setaffinity(0, mask)
         _pool.configure(worker_delay_ns=0, give_back_delay_ns=0)
     assert lent_calls, "no call lent its CPU"
-    for seconds, held in lent_calls:
-        assert seconds < 0.5 and held, lent_calls
-    lent = {t for _, held in lent_calls for t in held}  # this slot's workers (other instances have their own)
-    assert _wait_for(lambda: all(_state(t) == "S" for t in lent), timeout=3.0)
+    for seconds, running in lent_calls:  # the lent worker still waits to give the CPU back: running
+        assert seconds < 0.5 and running and all(m != {cpu} for m in running.values()), lent_calls
+    lent = {t for _, running in lent_calls for t in running}
     masks = {t: os.sched_getaffinity(t) for t in lent}
     assert all(m == mask - {cpu} for m in masks.values()), (masks, mask, cpu)
 

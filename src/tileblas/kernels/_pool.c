@@ -373,8 +373,9 @@ work_end(Worker *w)
 #endif
 }
 
-/* After the work is said to be done: a worker lent `cpu` gets its CPU mask back and moves off that CPU,
- * where it still runs (unless its mask put back left it out). */
+/* After the work is said to be done: a worker lent `cpu` gets its CPU mask back (unless the calling
+ * thread, told, took the CPU back first: take_back_cpu) and moves off that CPU, where it still runs
+ * (unless its mask put back left it out). */
 static void
 give_back_cpu(Worker *w, int cpu)
 {
@@ -385,8 +386,10 @@ give_back_cpu(Worker *w, int cpu)
     if (delay > 0)
         pause_for(delay);
     pthread_mutex_lock(&w->lend_lock);
-    w->lent_cpu = -1;
-    sched_setaffinity(0, sizeof w->lend_mask, &w->lend_mask);
+    if (w->lent_cpu >= 0) {
+        w->lent_cpu = -1;
+        sched_setaffinity(0, sizeof w->lend_mask, &w->lend_mask);
+    }
     pthread_mutex_unlock(&w->lend_lock);
     step_aside(cpu);
 #else
@@ -403,13 +406,13 @@ give_back_cpu(Worker *w, int cpu)
  * speed while this CPU idles; the kernel seldom moves it here by itself within a call (a CPU idle as
  * briefly and often as the calling thread's does not look for work to take).  Only where the thread
  * runs: the parts and the bits of the call are the same. */
-static void
+static Worker *
 lend_cpu(Slot *s, Worker *only)
 {
 #if defined(__linux__)
     int cpu = sched_getcpu();
     if (cpu < 0)
-        return;
+        return NULL;
     int n = only != NULL ? 1 : s->nworkers;
     for (int i = 0; i < n; i++) {
         Worker *w = only != NULL ? only : s->workers[i];
@@ -427,12 +430,42 @@ lend_cpu(Slot *s, Worker *only)
         pthread_mutex_unlock(&w->lend_lock);
         if (lent) {
             atomic_fetch_add_explicit(&n_lent, 1, memory_order_relaxed);
-            return;
+            return w;
         }
     }
 #else
     (void)s;
     (void)only;
+#endif
+    return NULL;
+}
+
+/* The calling thread, told that the work it waited for is done: a worker it lent its CPU that has not
+ * yet given it back (give_back_cpu) gets its CPU mask back now, and is moved off this CPU.  Woken on the
+ * lent CPU, the calling thread may have taken it from the worker before the worker gave it back; the
+ * worker, its mask that CPU alone, then waited behind the calling thread's next call for a scheduler
+ * tick, where it took the next call's part late, was lent the CPU again and so on: ztrsm 512 ran 11.9 ms
+ * a call, as on one thread, for seconds.  Not while the worker works again (another part of the batch). */
+static void
+take_back_cpu(Worker *w)
+{
+#if defined(__linux__)
+    if (w == NULL)
+        return;
+    int tid = atomic_load_explicit(&w->tid, memory_order_acquire);
+    pthread_mutex_lock(&w->lend_lock);
+    int cpu = w->lent_cpu;
+    if (cpu >= 0 && !w->working && tid > 0) {
+        w->lent_cpu = -1;
+        cpu_set_t off = w->lend_mask;
+        CPU_CLR(cpu, &off);
+        if (CPU_COUNT(&off) > 0)
+            sched_setaffinity(tid, sizeof off, &off); /* moves it off this CPU at once */
+        sched_setaffinity(tid, sizeof w->lend_mask, &w->lend_mask);
+    }
+    pthread_mutex_unlock(&w->lend_lock);
+#else
+    (void)w;
 #endif
 }
 
@@ -505,7 +538,7 @@ wait_until(Slot *s, _Atomic int *flag, int want, Worker *w)
         if (start == 0)
             start = t;
         else if (t - start > atomic_load_explicit(&spin_ns, memory_order_relaxed)) {
-            lend_cpu(s, w);
+            Worker *lent = lend_cpu(s, w);
             pthread_mutex_lock(&s->wlock);
             atomic_fetch_add_explicit(&n_waits_asleep, 1, memory_order_relaxed);
             atomic_store(&s->waiting, 1); /* seq_cst: before the flag is read again */
@@ -513,6 +546,7 @@ wait_until(Slot *s, _Atomic int *flag, int want, Worker *w)
                 pthread_cond_wait(&s->wcond, &s->wlock);
             atomic_store(&s->waiting, 0);
             pthread_mutex_unlock(&s->wlock);
+            take_back_cpu(lent);
         }
     }
 }
