@@ -274,26 +274,36 @@ this_cpu(void)
 #endif
 }
 
+#if defined(__linux__)
+/* Move thread tid (0: this one) off `cpu` at once: its CPU mask `mask` without that CPU, then `mask` (the
+ * kernel moves a thread at once when its CPU leaves its mask).  1 when moved; 0 where `mask` has no other
+ * CPU or the move was refused. */
+static int
+move_off(pid_t tid, const cpu_set_t *mask, int cpu)
+{
+    cpu_set_t other = *mask;
+    CPU_CLR(cpu, &other);
+    if (CPU_COUNT(&other) == 0 || sched_setaffinity(tid, sizeof other, &other) != 0)
+        return 0;
+    sched_setaffinity(tid, sizeof *mask, mask);
+    return 1;
+}
+#endif
+
 /* A worker about to work that finds itself on the CPU of the call's calling thread moves to another CPU
- * it may run on: there it would only take turns with the thread it is to work beside, while another CPU
- * may idle (the kernel often wakes a thread on the CPU of the thread that woke it).  The move: the
- * worker's CPU mask without that CPU, then the mask as it was (the kernel moves a thread at once when its
- * CPU leaves its mask). */
+ * it may run on (move_off): there it would only take turns with the thread it is to work beside, while
+ * another CPU may idle (the kernel often wakes a thread on the CPU of the thread that woke it). */
 static void
 step_aside(int cpu)
 {
 #if defined(__linux__)
-    cpu_set_t mask, other;
+    cpu_set_t mask;
     if (cpu < 0 || sched_getcpu() != cpu)
         return;
-    if (sched_getaffinity(0, sizeof mask, &mask) != 0 || !CPU_ISSET(cpu, &mask) || CPU_COUNT(&mask) < 2)
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0 || !CPU_ISSET(cpu, &mask))
         return;
-    other = mask;
-    CPU_CLR(cpu, &other);
-    if (sched_setaffinity(0, sizeof other, &other) == 0) {
-        sched_setaffinity(0, sizeof mask, &mask);
+    if (move_off(0, &mask, cpu))
         atomic_fetch_add_explicit(&n_moved, 1, memory_order_relaxed);
-    }
 #else
     (void)cpu;
 #endif
@@ -445,7 +455,8 @@ lend_cpu(Slot *s, Worker *only)
  * lent CPU, the calling thread may have taken it from the worker before the worker gave it back; the
  * worker, its mask that CPU alone, then waited behind the calling thread's next call for a scheduler
  * tick, where it took the next call's part late, was lent the CPU again and so on: ztrsm 512 ran 11.9 ms
- * a call, as on one thread, for seconds.  Not while the worker works again (another part of the batch). */
+ * a call, as on one thread, for seconds.  Told, the calling thread waits for no more work of the worker,
+ * and holds the slot: the worker has none. */
 static void
 take_back_cpu(Worker *w)
 {
@@ -455,13 +466,10 @@ take_back_cpu(Worker *w)
     int tid = atomic_load_explicit(&w->tid, memory_order_acquire);
     pthread_mutex_lock(&w->lend_lock);
     int cpu = w->lent_cpu;
-    if (cpu >= 0 && !w->working && tid > 0) {
+    if (cpu >= 0 && tid > 0) {
         w->lent_cpu = -1;
-        cpu_set_t off = w->lend_mask;
-        CPU_CLR(cpu, &off);
-        if (CPU_COUNT(&off) > 0)
-            sched_setaffinity(tid, sizeof off, &off); /* moves it off this CPU at once */
-        sched_setaffinity(tid, sizeof w->lend_mask, &w->lend_mask);
+        if (!move_off(tid, &w->lend_mask, cpu))
+            sched_setaffinity(tid, sizeof w->lend_mask, &w->lend_mask);
     }
     pthread_mutex_unlock(&w->lend_lock);
 #else
