@@ -54,8 +54,7 @@ def _shipped_split() -> Mapping[str, tuple[float, float]]:
     """Per routine, the flops [lo, hi) run split on the pool (the figures:
     docs/measurements/drop-in.md, "Why each limit: the figures behind the small-call path's defaults")."""
     out = {r: (2.5e5, 1e10) for r in routines("gemm", "symm", "hemm")}  # parts of C, to order 1024
-    rank = {"s": (5e5, 5e7), "d": (5e5, 5e9), "c": (5e5, 5e7), "z": (5e5, 5e9)}  # strips of the triangle
-    out.update({r: rank[r[0]] for r in routines("syrk", "herk")})
+    out.update(dict.fromkeys(routines("syrk", "herk"), (5e5, 5e9)))  # strips of the triangle
     out.update({r: (_SHIPPED_ONE_THREAD[r], 3e6) for r in ("csyr2k", "zsyr2k", "cher2k", "zher2k")})  # strips
     out["dsyr2k"] = (1.9e6, 5e8)  # strips, orders 99-630; below, to its one-thread limit, OpenBLAS's choice
     out.update(dict.fromkeys(("sgemm", "dgemm"), (2e6, 1e10)))  # from order 100; orders 65-99 OpenBLAS's choice
