@@ -570,6 +570,16 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
                       + f"), error {row['error']:.1e}; policy's prediction GPU {ms(row.get('policy_gpu_s'))}, "
                       f"CPU {ms(row.get('policy_cpu_s'))}; GPU side: {_side_text(row['gpu_side'])}", flush=True)
                 host = None
+        if grt is not None and left() > 5:
+            # the search's fit timed again, now that every case has run: is what it measured at the search
+            # (the policy's call_cost above) what the same calls take later in the process?
+            again = _dispatch.call_cost_dict(_dispatch._call_cost(grt))
+            out["call_cost_again"] = again
+            print("  the search's per-call cost timed again after the cases: "
+                  + ", ".join(f"order {int(n)} {b * 1e3:.1f} ms (model {p * 1e3:.1f} ms)" for n, b, p in again["timed"])
+                  + "; at the search: " + ", ".join(f"order {int(n)} {b * 1e3:.1f} ms" for n, b, _ in
+                                                      (out["policy"].get("call_cost") or {}).get("timed", [])),
+                  flush=True)
     finally:
         _dispatch.set_devices(None)
         _dispatch.release_gpus()

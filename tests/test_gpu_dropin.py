@@ -246,6 +246,10 @@ def test_the_per_call_cost_is_fitted_from_two_timed_orders(monkeypatch):
     # no GPU that page-locks outputs: every output costs the staging's rate
     assert cost.locked_from == math.inf and cost.per_locked_byte == cost.per_byte
     assert cost.output_seconds(1 << 40) == cost.seconds + cost.per_byte * (1 << 40)
+    # what the fit was made from: each order's best time (at least the 4 ms + bytes slept) and the prediction
+    assert [t[0] for t in cost.timed] == list(_dispatch.CALL_COST_ORDERS)
+    for n, best, pred in cost.timed:
+        assert pred == 1e-3 and best >= 4e-3 + 2e-9 * 8 * n * n
 
 
 def test_outputs_page_locked_in_place_cost_what_locking_them_costs(standin):
@@ -666,7 +670,14 @@ def test_the_device_steps_dropin_part_runs_its_flow_on_the_stand_in(tmp_path):
         assert row["policy_gpu_s"] > 0 and row["policy_cpu_s"] > 0
         if row["chosen"] == "gpu":
             assert row["policy_gpu_s"] * d["policy"]["margin"] <= row["policy_cpu_s"]
-    assert set(d["policy"]["call_cost"]) == {"seconds", "seconds_per_byte", "seconds_per_locked_byte", "locked_from_bytes"}
+    keys = {"seconds", "seconds_per_byte", "seconds_per_locked_byte", "locked_from_bytes", "timed"}
+    assert set(d["policy"]["call_cost"]) == keys
+    # what the fit was made from, at the search and timed again after the cases
+    for cost in (d["policy"]["call_cost"], d["call_cost_again"]):
+        assert set(cost) == keys
+        assert [t[0] for t in cost["timed"]] == list(_dispatch.CALL_COST_ORDERS)
+        assert all(best > 0 and pred > 0 for _, best, pred in cost["timed"])
+    assert "timed again after the cases" in r.stdout
     assert set(d["measured_crossover"]) == {"dgemm", "dsyrk", "dtrsm", "zgemm"}
 
 

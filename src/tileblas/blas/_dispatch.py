@@ -302,12 +302,14 @@ class CallCost(NamedTuple):
     """What a drop-in call on the GPUs costs beyond the runtime's prediction, measured at the search
     (:func:`_call_cost`): seconds a call, seconds a byte of a new output copied through the pinned staging
     (below ``locked_from`` bytes), and seconds a byte of one page-locked in place (from ``locked_from``
-    bytes: the GPUs' ``register_min``; ``inf`` where outputs are never page-locked)."""
+    bytes: the GPUs' ``register_min``; ``inf`` where outputs are never page-locked); ``timed``: what the fit
+    was made from, ``(order, best seconds, the runtime's prediction)`` for each order timed."""
 
     seconds: float = 0.0
     per_byte: float = 0.0
     per_locked_byte: float = 0.0
     locked_from: float = float("inf")
+    timed: tuple = ()
 
     def output_seconds(self, nbytes: float) -> float:
         """The seconds a call with a new output of ``nbytes`` costs beyond the prediction."""
@@ -454,7 +456,7 @@ def _call_cost(rt: Any) -> CallCost:
 
     import numpy as np
 
-    excess, sizes = [], []
+    excess, sizes, timed = [], [], []
     for n in CALL_COST_ORDERS:
         a = np.asfortranarray(np.random.default_rng(n).random((n, n)))
         pred = _model_seconds("gemm", (n, n, n), np.float64, rt)
@@ -468,10 +470,11 @@ def _call_cost(rt: Any) -> CallCost:
             del c
         excess.append(max(best - pred, 0.0))
         sizes.append(8.0 * n * n)
+        timed.append((n, best, pred))
     per_byte = max((excess[1] - excess[0]) / (sizes[1] - sizes[0]), 0.0)
     locked_from, per_locked = _locking_cost(rt)
     return CallCost(max(excess[0] - per_byte * sizes[0], 0.0), per_byte,
-                    per_byte if per_locked is None else per_locked, locked_from)
+                    per_byte if per_locked is None else per_locked, locked_from, tuple(timed))
 
 
 def _locking_cost(rt: Any) -> tuple[float, float | None]:
@@ -704,6 +707,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def call_cost_dict(cost: CallCost) -> dict[str, Any]:
+    """``cost`` as :func:`gpu_report` gives it (``timed``: order, best seconds, the runtime's prediction)."""
+    return {"seconds": cost.seconds, "seconds_per_byte": cost.per_byte,
+            "seconds_per_locked_byte": cost.per_locked_byte, "locked_from_bytes": cost.locked_from,
+            "timed": [list(t) for t in cost.timed]}
+
+
 def gpu_report(search: bool = True) -> dict[str, Any]:
     """What ``tileblas info`` shows of the drop-in's devices: the setting, the devices in force, why no GPU
     takes calls where none does, and per routine and precision the smallest order n of a square call
@@ -719,10 +729,7 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     cfg = _config(threads)
     out: dict[str, Any] = {"setting": s.describe(), "cpu_threads": threads, "gpus": [], "note": _GPU.note,
                            "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {},
-                           "call_cost": {"seconds": _GPU.call_cost.seconds,
-                                         "seconds_per_byte": _GPU.call_cost.per_byte,
-                                         "seconds_per_locked_byte": _GPU.call_cost.per_locked_byte,
-                                         "locked_from_bytes": _GPU.call_cost.locked_from},
+                           "call_cost": call_cost_dict(_GPU.call_cost),
                            "cpu_rates": {k: [list(p) for p in v] for k, v in cfg.cpu_rates.items()},
                            "core_flops": get_tuning().core_flops}
     if not s.wants_gpus:

@@ -218,6 +218,10 @@ def _print_dropin_gpu(d: dict[str, Any]) -> None:
               f"{cost['seconds'] * 1e3:.3g} ms + {cost['seconds_per_byte'] * 1e12:.3g} ms per GB of output"
               + (f" ({cost.get('seconds_per_locked_byte', 0.0) * 1e12:.3g} ms per GB from {locked / 2 ** 20:.4g} MiB, "
                  "page-locked in place)" if locked != float("inf") else ""))
+        if cost.get("timed"):
+            print("             fitted from dgemm calls with new outputs: "
+                  + ", ".join(f"order {int(n)} {best * 1e3:.3g} ms (model {pred * 1e3:.3g} ms)"
+                              for n, best, pred in cost["timed"]))
 
 
 def _print_paths(p: dict[str, Any]) -> None:
