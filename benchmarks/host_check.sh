@@ -20,6 +20,8 @@
 #   nopool      170  the same with TILEBLAS_POOL=0 (OpenBLAS's own threads in tileblas' instances)
 #   mixed       100  bench_mixed.py: dgemm and dtrsm 128 and 512, partners none, python, numpy, lapack,
 #                    scipyblas, 2 rounds; NumPy's np.dot in tileblas' place for gemm (a second OpenBLAS)
+#   mixedsleep  100  the same with TILEBLAS_THREAD_TIMEOUT=4 (OpenBLAS's threads of tileblas' instances sleep
+#                    as soon as their call ends; SciPy's and NumPy's spin as before)
 #   grid        240  tileblas bench grid --quick, warm and cold (d, z for hemm/herk/her2k; 64, 256, 1024; F
 #                    and C; 3 rounds; new points stop after 3.2 minutes, the JSON kept point by point)
 #   tune        400  tileblas tune --quick --dry-run: the path crossovers and the C path's limits measured
@@ -32,6 +34,7 @@
 #   bash benchmarks/host_check.sh nopool,grid               (410 s of limits: timeout_s 480)
 #   bash benchmarks/host_check.sh tune                      (timeout_s 480)
 #   bash benchmarks/host_check.sh first,gaps                (build + 160 s of limits: timeout_s 270)
+#   bash benchmarks/host_check.sh mixed,mixedsleep          (build + 200 s of limits: timeout_s 300)
 #
 # Files in OUTDIR: summary.txt (the steps' limits, seconds, exit statuses, then each step's summary lines),
 # log.txt (every step's whole output), and gaps.json, manycore.json, pool.json, nopool.json, mixed.json,
@@ -56,6 +59,7 @@ run_manycore() { bench manycore 170 bench_manycore.py "${manycore[@]}"; }
 run_pool() { TILEBLAS_POOL=1 bench pool 170 bench_manycore.py "${manycore[@]}"; }
 run_nopool() { TILEBLAS_POOL=0 bench nopool 170 bench_manycore.py "${manycore[@]}"; }
 run_mixed() { bench mixed 100 bench_mixed.py "${mixed[@]}"; }
+run_mixedsleep() { TILEBLAS_THREAD_TIMEOUT=4 bench mixedsleep 100 bench_mixed.py "${mixed[@]}"; }
 run_grid() { step grid 240 tail -m tileblas bench grid "${grid[@]}" --modes warm,cold --no-progress --json "$out/grid.json"; }
 run_tune() { step tune 400 tail -m tileblas tune "${tune[@]}" --dry-run; }
 run_first() { step first 60 '^(scipy|tileblas) +import|^ +n=|^n=' "$root/benchmarks/bench_first_calls.py" "${first[@]}"; }

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-STEPS = ("gaps", "manycore", "pool", "nopool", "mixed", "grid", "tune", "first")
+STEPS = ("gaps", "manycore", "pool", "nopool", "mixed", "mixedsleep", "grid", "tune", "first")
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None or not sys.platform.startswith("linux"),
                                 reason="the check is a bash script for a Linux host")
 
@@ -35,7 +35,8 @@ def test_the_host_check_runs_each_step_and_writes_its_files(tmp_path):
     r = _check(["--dry", ",".join(STEPS)], out)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["gaps.json", "grid.json", "log.txt", "manycore.json",
-                                                     "mixed.json", "nopool.json", "pool.json", "summary.txt"]
+                                                     "mixed.json", "mixedsleep.json", "nopool.json", "pool.json",
+                                                     "summary.txt"]
     summary = (out / "summary.txt").read_text()
     for step in STEPS:
         assert any(line.split()[:1] == [step] and line.split()[3] == "0" and line.rstrip().endswith("ok")
@@ -49,6 +50,12 @@ def test_the_host_check_runs_each_step_and_writes_its_files(tmp_path):
     mixed = json.loads((out / "mixed.json").read_text())
     assert {p["partner"] for p in mixed["points"]} == {"none", "numpy"}
     assert all(p["numpy"] > 0 for p in mixed["points"])
+    # the mixedsleep step: the same loops with TILEBLAS_THREAD_TIMEOUT=4, which reached tileblas where
+    # OpenBLAS's threads run its calls (the note tileblas info shows; with the pool on it has nothing to set)
+    sleep = json.loads((out / "mixedsleep.json").read_text())
+    assert {p["partner"] for p in sleep["points"]} == {"none", "numpy"}
+    assert sleep["pool"]["enabled"] or any("TILEBLAS_THREAD_TIMEOUT" in n for n in sleep["pool"]["notes"])
+    assert not any("TILEBLAS_THREAD_TIMEOUT" in n for n in mixed["pool"]["notes"])
     # the pool step ran on the pool, the nopool step with OpenBLAS's own threads in tileblas' instances, the
     # manycore step as shipped for this machine (the pool only on the core counts it was measured at)
     from tileblas.kernels import _openblas

@@ -269,6 +269,50 @@ def test_a_process_on_cores_never_measured_keeps_openblas_threads_and_the_enviro
     assert "TILEBLAS_POOL='sometimes' not understood" in out.stdout
 
 
+def test_the_thread_timeout_setting_reads_exponents_and_refuses_the_rest():
+    assert _openblas.parse_thread_timeout("4") == 4 and _openblas.parse_thread_timeout(" 30 ") == 30
+    for bad in ("3", "31", "-4", "0x10", "4.5", "", "soon"):
+        with pytest.raises(ValueError, match=r"TILEBLAS_THREAD_TIMEOUT=.*an integer from 4 to 30"):
+            _openblas.parse_thread_timeout(bad)
+
+
+#: After one parallel dgemm on a two-thread instance with OpenBLAS's own threads, the CPU time the process
+#: spends while its only other thread, the calling one, sleeps 0.15 s: the instance's server thread
+#: spinning before it sleeps.
+_SPIN_AFTER_CALL = """
+import time, warnings
+warnings.simplefilter('always')
+import numpy as np
+from tileblas.kernels import _openblas
+lib = _openblas.get_library(2)
+assert lib.pool_slot is None
+a = np.asfortranarray(np.random.default_rng(0).random((512, 512)))
+c = np.zeros((512, 512), order='F')
+for _ in range(3):
+    _openblas.gemm(1.0, a, a, 0.0, c, lib=lib)
+t0 = time.process_time()
+time.sleep(0.15)
+print(time.process_time() - t0, _openblas.pool_info()['notes'])
+"""
+
+
+def test_the_thread_timeout_makes_openblas_threads_of_tileblas_instances_sleep_after_a_call():
+    """TILEBLAS_THREAD_TIMEOUT=4 with OpenBLAS's own threads (TILEBLAS_POOL=0): the server thread of
+    tileblas' instance sleeps as soon as the call ends (no CPU time while the caller sleeps), said in the
+    notes tileblas info shows; without it, it spins as OpenBLAS's default has it (about 0.1 s: the control,
+    that the measurement sees a spinning thread); a value not understood is one warning naming it, and
+    OpenBLAS's setting."""
+    short = _run_with(_SPIN_AFTER_CALL, TILEBLAS_POOL="0", TILEBLAS_THREAD_TIMEOUT="4")
+    default = _run_with(_SPIN_AFTER_CALL, TILEBLAS_POOL="0", TILEBLAS_THREAD_TIMEOUT="")
+    cpu_short, cpu_default = float(short.stdout.split()[0]), float(default.stdout.split()[0])
+    assert cpu_short < 0.01 < 0.02 < cpu_default, (cpu_short, cpu_default)
+    assert "spin 2**4 cycles after a call (TILEBLAS_THREAD_TIMEOUT)" in short.stdout
+    assert "TILEBLAS_THREAD_TIMEOUT" not in default.stdout
+    bad = _run_with(_SPIN_AFTER_CALL, TILEBLAS_POOL="0", TILEBLAS_THREAD_TIMEOUT="fast")
+    assert "TILEBLAS_THREAD_TIMEOUT='fast' not understood" in bad.stderr and "RuntimeWarning" in bad.stderr
+    assert "TILEBLAS_THREAD_TIMEOUT='fast' not understood" in bad.stdout and float(bad.stdout.split()[0]) > 0.02
+
+
 def test_the_pool_is_the_default_only_at_the_core_counts_it_was_measured_at():
     assert _openblas.machine_pool(2)
     for cores in (1, 3, 4, 16, 64):

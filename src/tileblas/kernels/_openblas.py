@@ -467,6 +467,44 @@ def _pool_from_environment() -> None:
 
 _pool_from_environment()
 
+#: The environment variable: how long the OpenBLAS threads of tileblas' instances spin after a call before
+#: they sleep, as OpenBLAS's own ``OPENBLAS_THREAD_TIMEOUT`` (2**N cycles, N from 4 to 30), for tileblas'
+#: instances alone, where OpenBLAS's threads run their parallel calls (the pool off)
+THREAD_TIMEOUT_ENV = "TILEBLAS_THREAD_TIMEOUT"
+
+
+def parse_thread_timeout(text: str, source: str = THREAD_TIMEOUT_ENV) -> int:
+    """The exponent N of ``text`` (an integer from 4 to 30: OpenBLAS's threads spin 2**N cycles after a
+    call); ValueError naming ``source`` and the value otherwise."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if not 4 <= value <= 30:
+        raise ValueError(f"{source}={text!r} not understood: an integer from 4 to 30 (OpenBLAS's threads spin "
+                         "2**N cycles after a call)")
+    return value
+
+
+def _thread_timeout_from_environment() -> str | None:
+    """:data:`THREAD_TIMEOUT_ENV` as OpenBLAS reads it (None: unset, OpenBLAS's own setting); a value refused
+    is one RuntimeWarning and a note that ``tileblas info`` shows, and OpenBLAS's setting kept."""
+    text = os.environ.get(THREAD_TIMEOUT_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return str(parse_thread_timeout(text))
+    except ValueError as exc:
+        _POOL["timeout_note"] = f"{exc}; OpenBLAS's own setting kept"
+        try:
+            warnings.warn(f"tileblas: {_POOL['timeout_note']}", RuntimeWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
+            pass
+        return None
+
+
+_POOL["thread_timeout"] = _thread_timeout_from_environment()
+
 
 def _waits_from_environment() -> None:
     """Set the pool's wait and watch for this machine (:func:`machine_waits`), then from :data:`WAIT_ENV`
@@ -522,11 +560,16 @@ def _idle_server_threads():
     two-thread instance was seen spinning through ten dgemm calls of order 2048 (2.2 s of CPU, never
     asleep), which then ran at one core's rate.  And where threads cannot be started (RLIMIT_NPROC),
     OpenBLAS raises SIGINT when its server threads fail at load; started later, a failure is harmless.
-    With the pool off (``TILEBLAS_POOL=0``) OpenBLAS's threads do the work and keep OpenBLAS's settings."""
-    if not (_POOL["enabled"] and _pool.supported):
+    With the pool off OpenBLAS's threads do the work and keep OpenBLAS's settings, but for how long they spin
+    after a call where :data:`THREAD_TIMEOUT_ENV` sets it (why: docs/guide/drop-in.md,
+    "Mixing tileblas with NumPy and SciPy")."""
+    if _POOL["enabled"] and _pool.supported:
+        settings = {"OPENBLAS_THREAD_TIMEOUT": "4", "OPENBLAS_NUM_THREADS": "1"}
+    elif _POOL.get("thread_timeout") is not None:
+        settings = {"OPENBLAS_THREAD_TIMEOUT": _POOL["thread_timeout"]}
+    else:
         yield
         return
-    settings = {"OPENBLAS_THREAD_TIMEOUT": "4", "OPENBLAS_NUM_THREADS": "1"}
     with _ENV_LOCK:  # two threads loading instances at once would save each other's values and leave them set
         saved = {k: os.environ.get(k) for k in settings}
         os.environ.update(settings)
@@ -576,7 +619,10 @@ def pool_info() -> dict[str, Any]:
     else:
         why = ""
     notes = [f"instance of {lib.threads} threads{' (ILP64)' if lib.ilp64 else ''}: {lib.note}" for lib in libs if lib.note]
-    notes += [_POOL[k] for k in ("pool_note", "machine_note", "wait_note", "watch_note") if _POOL.get(k)]
+    if _POOL.get("thread_timeout") is not None and not (_POOL["enabled"] and _pool.supported):
+        notes.append(f"OpenBLAS's threads of tileblas' instances spin 2**{_POOL['thread_timeout']} cycles after a "
+                     f"call ({THREAD_TIMEOUT_ENV})")
+    notes += [_POOL[k] for k in ("pool_note", "machine_note", "wait_note", "watch_note", "timeout_note") if _POOL.get(k)]
     return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
             "settings": _pool.configure(), "stats": _pool.stats(), "notes": notes}
 
