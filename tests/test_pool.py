@@ -293,13 +293,15 @@ for _ in range(3):
 t0 = time.process_time()
 time.sleep(0.15)
 print(time.process_time() - t0, _openblas.pool_info()['notes'])
+from tileblas.cli._core import _print_pool
+_print_pool(_openblas.pool_info())
 """
 
 
 def test_the_thread_timeout_makes_openblas_threads_of_tileblas_instances_sleep_after_a_call():
     """TILEBLAS_THREAD_TIMEOUT=4 with OpenBLAS's own threads (TILEBLAS_POOL=0): the server thread of
     tileblas' instance sleeps as soon as the call ends (no CPU time while the caller sleeps), said in the
-    notes tileblas info shows; without it, it spins as OpenBLAS's default has it (about 0.1 s: the control,
+    notes tileblas info shows (with the pool off too); without it, it spins as OpenBLAS's default has it (about 0.1 s: the control,
     that the measurement sees a spinning thread); a value not understood is one warning naming it, and
     OpenBLAS's setting."""
     short = _run_with(_SPIN_AFTER_CALL, TILEBLAS_POOL="0", TILEBLAS_THREAD_TIMEOUT="4")
@@ -307,6 +309,7 @@ def test_the_thread_timeout_makes_openblas_threads_of_tileblas_instances_sleep_a
     cpu_short, cpu_default = float(short.stdout.split()[0]), float(default.stdout.split()[0])
     assert cpu_short < 0.01 < 0.02 < cpu_default, (cpu_short, cpu_default)
     assert "spin 2**4 cycles after a call (TILEBLAS_THREAD_TIMEOUT)" in short.stdout
+    assert "\n             OpenBLAS's threads of tileblas' instances spin 2**4 cycles" in short.stdout  # tileblas info
     assert "TILEBLAS_THREAD_TIMEOUT" not in default.stdout
     bad = _run_with(_SPIN_AFTER_CALL, TILEBLAS_POOL="0", TILEBLAS_THREAD_TIMEOUT="fast")
     assert "TILEBLAS_THREAD_TIMEOUT='fast' not understood" in bad.stderr and "RuntimeWarning" in bad.stderr

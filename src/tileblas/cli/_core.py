@@ -175,6 +175,8 @@ def _print_pool(p: dict[str, Any]) -> None:
 
     if not p["enabled"]:
         print(f"BLAS threads {p['note']}")
+        for note in p.get("notes", []):
+            print(f"             {note}")
         return
     c, st = p["settings"], p["stats"]
     print(f"BLAS threads tileblas' pool runs the parallel calls ({p['instances']} instance(s) loaded): idle workers "
