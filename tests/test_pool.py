@@ -459,6 +459,25 @@ def test_a_calling_thread_lends_its_cpu_to_a_late_worker_and_the_worker_gets_its
     assert seen and all(m == mask - {cpu} for m in masks), (seen, masks, cpu)
 
 
+@pytest.mark.skipif(not (_pool.supported and sys.platform.startswith("linux")), reason="no pool, or not Linux")
+def test_a_lent_worker_reads_whether_no_cpu_idles():
+    """machine_crowded, what a lent worker reads before it leaves the CPU it was lent: readable here (0 or
+    1, not -1), and 1 once more busy processes run than the machine has CPUs online."""
+    assert _pool.machine_crowded() in (0, 1)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 1) + 1)]
+    try:
+        seen = [_pool.machine_crowded()]
+        deadline = time.monotonic() + 20
+        while seen[-1] != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen.append(_pool.machine_crowded())
+        assert seen[-1] == 1, seen
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
                     reason="CPU masks: Linux, two CPUs at least")
 def test_a_lent_worker_says_its_part_is_done_before_it_gives_the_cpu_back(lib, settings):

@@ -36,8 +36,9 @@
  * cost of the CPU it holds meanwhile from another library's threads.  While a worker sleeps, its watcher,
  * a thread of the idle scheduling class, looks for work posted to it for watch_ns (100 ms, as long as
  * OpenBLAS's threads stay awake) and wakes it: a sleeper's wake is then not the calling thread's cost
- * (watcher_main).  No state of the machine is read and nothing is decided from timings: the moment only
- * chooses which thread runs a part.
+ * (watcher_main).  Nothing is decided from timings, and the moment only chooses which thread runs a part
+ * and where: the one state of the machine read is whether no CPU idles, when a lent worker gives its CPU
+ * back (machine_crowded, give_back_cpu).
  *
  * Where a worker wakes: the kernel often puts a woken thread on the CPU of the thread that woke it, where
  * it waits for that thread's time slice (1-4 ms) while the other CPU idles.  So a worker about to sleep
@@ -124,6 +125,7 @@
 #define POOL_SUPPORTED 0
 #else
 #define POOL_SUPPORTED 1
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -383,9 +385,52 @@ work_end(Worker *w)
 #endif
 }
 
+#if defined(__linux__)
+/* Whether more threads are runnable on the machine than it has CPUs online: the running count of
+ * /proc/loadavg (kept open, read with pread) against sysconf's CPU count; -1 where either cannot be read.
+ * The one state of the machine the pool reads (give_back_cpu), and only for where a thread runs. */
+static int
+machine_crowded(void)
+{
+    static _Atomic int fd = -2;
+    static _Atomic long cpus = 0;
+    int f = atomic_load_explicit(&fd, memory_order_acquire);
+    if (f == -2) {
+        int opened = open("/proc/loadavg", O_RDONLY | O_CLOEXEC), expect = -2;
+        if (!atomic_compare_exchange_strong(&fd, &expect, opened) && opened >= 0)
+            close(opened); /* another thread opened it first */
+        f = atomic_load_explicit(&fd, memory_order_acquire);
+    }
+    long n = atomic_load_explicit(&cpus, memory_order_relaxed);
+    if (n == 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        atomic_store_explicit(&cpus, n, memory_order_relaxed);
+    }
+    char buf[128];
+    ssize_t got = f >= 0 && n > 0 ? pread(f, buf, sizeof buf - 1, 0) : -1;
+    if (got <= 0)
+        return -1;
+    buf[got] = 0; /* "0.52 0.58 0.59 3/412 12345": running/total is the fourth field */
+    char *slash = strchr(buf, '/'), *digits = slash;
+    if (slash == NULL)
+        return -1;
+    while (digits > buf && digits[-1] >= '0' && digits[-1] <= '9')
+        digits--;
+    if (digits == slash)
+        return -1;
+    return strtol(digits, NULL, 10) > n;
+}
+#endif
+
 /* After the work is said to be done: a worker lent `cpu` gets its CPU mask back (unless the calling
- * thread, told, took the CPU back first: take_back_cpu) and moves off that CPU, where it still runs
- * (unless its mask put back left it out). */
+ * thread, told, took the CPU back first: take_back_cpu) and, where the machine is crowded
+ * (machine_crowded: no CPU idles), moves off that CPU, where it still runs (unless its mask put back left
+ * it out).  The calling thread, told, was woken while the worker still ran there: with a CPU idle the
+ * kernel put it on that one, and a worker that moved off the lent CPU landed on the calling thread's new
+ * CPU and shared it with it call after call (dtrmm of order 1024 on the quiet 2-core machine: a lend, then
+ * the worker's part late again, 92 slow calls in 600 against 35 staying); with none idle (another
+ * library's spinning thread on the other CPU) it queued behind the worker on the lent CPU, which the
+ * worker leaves for it (docs/developer/drop-in-internals.md, "tileblas' pool"). */
 static void
 give_back_cpu(Worker *w, int cpu)
 {
@@ -401,7 +446,8 @@ give_back_cpu(Worker *w, int cpu)
         sched_setaffinity(0, sizeof w->lend_mask, &w->lend_mask);
     }
     pthread_mutex_unlock(&w->lend_lock);
-    step_aside(cpu);
+    if (machine_crowded() != 0)
+        step_aside(cpu);
 #else
     (void)w;
     (void)cpu;
@@ -1550,6 +1596,16 @@ pool_in_flight(PyObject *self, PyObject *unused)
 #endif
 }
 
+static PyObject *
+pool_machine_crowded(PyObject *self, PyObject *unused)
+{
+#if POOL_SUPPORTED && defined(__linux__)
+    return PyLong_FromLong(machine_crowded());
+#else
+    return PyLong_FromLong(-1);
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"quiesce", pool_quiesce, METH_O,
      "quiesce(timeout_s) -> bool: wait until no BLAS call is in flight and let none start again (the "
@@ -1562,6 +1618,9 @@ static PyMethodDef methods[] = {
      "configure(*, spin_ns=None, yield_ns=None, worker_delay_ns=None, watch_ns=None, give_back_delay_ns=None)"
      " -> settings"},
     {"stats", pool_stats, METH_NOARGS, "stats() -> counters of the pool"},
+    {"machine_crowded", pool_machine_crowded, METH_NOARGS,
+     "machine_crowded() -> int: 1 where more threads are runnable than the machine has CPUs online, 0 where "
+     "not, -1 where that cannot be read (what a lent worker reads before it leaves the CPU it was lent)"},
     {"warm", pool_warm, METH_VARARGS,
      "warm(alloc, release, count, bytes) -> bool: on a thread of its own, take count buffers through the "
      "OpenBLAS function at address alloc, write a byte on each page of their first bytes, give them back "
