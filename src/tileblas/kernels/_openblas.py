@@ -158,7 +158,7 @@ class BlasLibrary:
         #: why this instance runs on fewer threads than asked for ('' where it does not)
         self.note = ""
         self.pool_slot: int | None = _attach_pool(self) if threads > 1 else None
-        if threads > 1 and self.pool_slot is None and _POOL["enabled"] and _pool.supported:
+        if threads > 1 and self.pool_slot is None and _pool_on():
             # loaded for the pool (no server threads of its own) and the pool could not take it
             self.note = (f"runs on one thread: tileblas' pool could not start {threads - 1} worker thread(s) for "
                          "it (RLIMIT_NPROC?) or has no slot left")
@@ -207,7 +207,7 @@ class BlasLibrary:
         once), on a thread of the pool's own (:func:`tileblas.kernels._pool.warm`); whether it started.
         Once per instance; not where the pool is off or not built, nor where the symbol table lacks
         OpenBLAS's buffer functions.  A split call or an OpenBLAS parallel call made meanwhile ends it."""
-        if self._warmed or not (_POOL["enabled"] and _pool.supported):
+        if self._warmed or not _pool_on():
             return False
         alloc, release = self._internal("blas_memory_alloc"), self._internal("blas_memory_free")
         if alloc is None or release is None:
@@ -345,6 +345,21 @@ def _static_offsets(path: str, names: tuple[str, ...], anchor: tuple[str, Any]) 
 POOL_ENV = "TILEBLAS_POOL"
 _POOL: dict[str, Any] = {"enabled": False}
 
+
+def _pool_on() -> bool:
+    """Whether tileblas' pool runs the parallel calls of its instances: turned on, and built here."""
+    return bool(_POOL["enabled"] and _pool.supported)
+
+
+def _setting_refused(key: str, note: str) -> None:
+    """A setting from the environment refused: ``note`` kept as ``key`` among the notes ``tileblas info``
+    shows (:func:`pool_info`), and said once as a RuntimeWarning."""
+    _POOL[key] = note
+    try:
+        warnings.warn(f"tileblas: {note}", RuntimeWarning, stacklevel=3)
+    except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
+        pass
+
 #: The environment variable: how long an idle worker of the pool stays awake after its work
 WAIT_ENV = "TILEBLAS_POOL_WAIT"
 #: The environment variable: how long the idle-class watcher of a sleeping worker looks for its work
@@ -454,12 +469,8 @@ def _pool_from_environment() -> None:
         return
     _POOL["enabled"] = machine_pool(cores)
     if text not in ("", "auto"):
-        _POOL["pool_note"] = (f"{POOL_ENV}={os.environ[POOL_ENV]!r} not understood (0, 1 or auto); the default "
-                              "for this machine used")
-        try:
-            warnings.warn(f"tileblas: {_POOL['pool_note']}", RuntimeWarning, stacklevel=2)
-        except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
-            pass
+        _setting_refused("pool_note", f"{POOL_ENV}={os.environ[POOL_ENV]!r} not understood (0, 1 or auto); the "
+                         "default for this machine used")
     if not _POOL["enabled"]:
         _POOL["off_note"] = (f"OpenBLAS's own threads, by default here: tileblas' pool was {_measured_at(cores)} "
                              f"({POOL_ENV}=1 turns it on)")
@@ -495,11 +506,7 @@ def _thread_timeout_from_environment() -> str | None:
     try:
         return str(parse_thread_timeout(text))
     except ValueError as exc:
-        _POOL["timeout_note"] = f"{exc}; OpenBLAS's own setting kept"
-        try:
-            warnings.warn(f"tileblas: {_POOL['timeout_note']}", RuntimeWarning, stacklevel=2)
-        except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
-            pass
+        _setting_refused("timeout_note", f"{exc}; OpenBLAS's own setting kept")
         return None
 
 
@@ -510,7 +517,7 @@ def _waits_from_environment() -> None:
     """Set the pool's wait and watch for this machine (:func:`machine_waits`), then from :data:`WAIT_ENV`
     and :data:`WATCH_ENV` where they are set; a value refused is one RuntimeWarning, the setting it would
     have replaced kept, and a note that ``tileblas info`` shows."""
-    if not (_pool.supported and _POOL["enabled"]):
+    if not _pool_on():
         return
     from tileblas.kernels._threadpool import default_threads
 
@@ -527,11 +534,7 @@ def _waits_from_environment() -> None:
         try:
             value = parse(text)
         except ValueError as exc:
-            _POOL[f"{setting}_note"] = f"{exc}; the {setting} for this machine kept"
-            try:
-                warnings.warn(f"tileblas: {_POOL[f'{setting}_note']}", RuntimeWarning, stacklevel=2)
-            except Exception:  # noqa: BLE001 - warnings made errors (-W error): the note says why
-                pass
+            _setting_refused(f"{setting}_note", f"{exc}; the {setting} for this machine kept")
             continue
         if setting == "wait":
             _pool.configure(spin_ns=value[0], yield_ns=value[1])
@@ -563,7 +566,7 @@ def _idle_server_threads():
     With the pool off OpenBLAS's threads do the work and keep OpenBLAS's settings, but for how long they spin
     after a call where :data:`THREAD_TIMEOUT_ENV` sets it (why: docs/guide/drop-in.md,
     "Mixing tileblas with NumPy and SciPy")."""
-    if _POOL["enabled"] and _pool.supported:
+    if _pool_on():
         settings = {"OPENBLAS_THREAD_TIMEOUT": "4", "OPENBLAS_NUM_THREADS": "1"}
     elif _POOL.get("thread_timeout") is not None:
         settings = {"OPENBLAS_THREAD_TIMEOUT": _POOL["thread_timeout"]}
@@ -588,7 +591,7 @@ def _attach_pool(lib: BlasLibrary) -> int | None:
     None where the pool is off (``TILEBLAS_POOL=0``), not built for this platform, the OpenBLAS predates
     the threads callback (0.3.27), or the pool cannot take it (its 32 slots are taken, or threads cannot
     be started)."""
-    if not (_POOL["enabled"] and _pool.supported):
+    if not _pool_on():
         return None
     try:
         setter = lib._symbol("openblas_set_threads_callback_function")
@@ -619,11 +622,11 @@ def pool_info() -> dict[str, Any]:
     else:
         why = ""
     notes = [f"instance of {lib.threads} threads{' (ILP64)' if lib.ilp64 else ''}: {lib.note}" for lib in libs if lib.note]
-    if _POOL.get("thread_timeout") is not None and not (_POOL["enabled"] and _pool.supported):
+    if _POOL.get("thread_timeout") is not None and not _pool_on():
         notes.append(f"OpenBLAS's threads of tileblas' instances spin 2**{_POOL['thread_timeout']} cycles after a "
                      f"call ({THREAD_TIMEOUT_ENV})")
     notes += [_POOL[k] for k in ("pool_note", "machine_note", "wait_note", "watch_note", "timeout_note") if _POOL.get(k)]
-    return {"enabled": bool(_POOL["enabled"] and _pool.supported), "note": why, "instances": attached,
+    return {"enabled": _pool_on(), "note": why, "instances": attached,
             "settings": _pool.configure(), "stats": _pool.stats(), "notes": notes}
 
 

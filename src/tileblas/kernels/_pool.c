@@ -427,10 +427,9 @@ machine_crowded(void)
  * (machine_crowded: no CPU idles), moves off that CPU, where it still runs (unless its mask put back left
  * it out).  The calling thread, told, was woken while the worker still ran there: with a CPU idle the
  * kernel put it on that one, and a worker that moved off the lent CPU landed on the calling thread's new
- * CPU and shared it with it call after call (dtrmm of order 1024 on the quiet 2-core machine: a lend, then
- * the worker's part late again, 92 slow calls in 600 against 35 staying); with none idle (another
- * library's spinning thread on the other CPU) it queued behind the worker on the lent CPU, which the
- * worker leaves for it (docs/developer/drop-in-internals.md, "tileblas' pool"). */
+ * CPU and shared it with it call after call (a lend, then the worker's part late again); with none idle
+ * (another library's spinning thread on the other CPU) it queued behind the worker on the lent CPU, which
+ * the worker leaves for it.  The figures: docs/developer/drop-in-internals.md, "tileblas' pool". */
 static void
 give_back_cpu(Worker *w, int cpu)
 {
