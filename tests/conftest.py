@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import pytest
@@ -30,6 +31,31 @@ def _no_user_model_repository(tmp_path_factory):
             os.environ[k] = v
     clear_cache()
     _paths.reload()
+
+
+@pytest.fixture(scope="session")
+def _figures_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gpu-figures")
+
+
+_FIGURES_FILES = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _own_gpu_figures(_figures_dir):
+    """Each test its own file of kept GPU figures (``TILEBLAS_GPU_FIGURES``, absent until the test measures
+    one): what one test's GPUs, real or stand-in, measured and kept never reaches the next, and a user's
+    file is never read or written."""
+    from tileblas.devices import _figures
+
+    saved = os.environ.get("TILEBLAS_GPU_FIGURES")
+    os.environ["TILEBLAS_GPU_FIGURES"] = str(_figures_dir / f"gpus-{next(_FIGURES_FILES)}.json")
+    _figures._STATE = _figures._State()  # nothing read or kept yet, as in a new process
+    yield
+    if saved is None:
+        os.environ.pop("TILEBLAS_GPU_FIGURES", None)
+    else:
+        os.environ["TILEBLAS_GPU_FIGURES"] = saved
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -615,11 +615,14 @@ def test_info_shows_the_devices_in_force_and_the_crossover(h100):
     assert "gpu0 (H100" in text and "GB/s" in text and "CPU workers (" in text
     n = _dispatch.gpu_report(search=False)["crossover"]["dgemm"]
     assert f"gemm s {_dispatch.gpu_report(search=False)['crossover']['sgemm']}, d {n}," in text
-    assert "a call's cost on the GPUs beyond the model, measured at the start: 0 ms + 0 ms per GB" in text
+    assert "a call's cost on the GPUs beyond the model: 0 ms + 0 ms per GB" in text
+    # the search measured the figures (the stand-in's host link, its call cost) and kept them
+    assert "the GPUs' figures (host link, gemm rates, a call's cost): 0 read from " in text
+    assert "2 measured by this process and kept there" in text
     _dispatch._GPU.call_cost = _dispatch.CallCost(0.0125, 2e-10)  # as a search would have measured it
-    assert "measured at the start: 12.5 ms + 200 ms per GB of output\n" in _info_text()
+    assert "beyond the model: 12.5 ms + 200 ms per GB of output\n" in _info_text()
     _dispatch._GPU.call_cost = _dispatch.CallCost(0.0125, 2e-10, 5e-11, 64 << 20)
-    assert ("measured at the start: 12.5 ms + 200 ms per GB of output (50 ms per GB from 64 MiB, page-locked in "
+    assert ("beyond the model: 12.5 ms + 200 ms per GB of output (50 ms per GB from 64 MiB, page-locked in "
             "place)") in _info_text()
 
 

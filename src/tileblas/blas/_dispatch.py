@@ -29,8 +29,11 @@ The GPUs
     :func:`_gpu_first` predicts for the call on each side.  The GPUs are looked for once per process, by
     the first call at or above the floor (never at import, never for a smaller call, never with
     ``TILEBLAS_DEVICES=cpu``; where CuPy is not installed, not at all): CuPy imported, the devices counted,
-    one :class:`~tileblas.devices.gpu.GPUDevice` made per GPU (its tile memory, cuBLAS handles, measured
-    host link), and a 64 x 64 dgemm checked on each.  Whatever fails there (no CuPy, no device, a broken
+    one :class:`~tileblas.devices.gpu.GPUDevice` made per GPU (its tile memory, cuBLAS handles, host
+    link), a 64 x 64 dgemm checked on each, and what a call costs there beyond the runtime's prediction
+    (:func:`_call_cost`).  The host link and that cost are the machine's figures: measured by the first
+    process that uses the GPUs and kept for the processes after (:mod:`tileblas.devices._figures`), so
+    that a call takes the same side in every process.  Whatever fails there (no CuPy, no device, a broken
     driver, cuBLAS that does not start, a wrong result) leaves the CPU path, with the reason in
     :func:`gpu_report` (``tileblas info``); a call never raises for it.  A fork child never uses the
     parent's GPUs (CUDA does not survive ``fork()``): it takes the CPU path, or looks for GPUs itself
@@ -41,6 +44,7 @@ The GPUs
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 import threading
@@ -419,7 +423,7 @@ def _search() -> None:
                 raise RuntimeError(f"a 64 x 64 dgemm on {d.name} was off by {err:.3g} (at most {bound:.3g} "
                                    "expected): its cuBLAS gives wrong results")
             d.model  # noqa: B018 - the figures the choice reads (measured here where there is no preset)
-        _GPU.call_cost = _call_cost(rt)
+        _GPU.call_cost = _kept_call_cost(rt)
     except Exception as exc:  # noqa: BLE001 - no CuPy, no device, a broken driver or cuBLAS: the CPU path
         _GPU.cuda = sys.modules.get("cupy") is not None  # CuPy imported: CUDA may have been reached
         if rt is not None:
@@ -439,6 +443,9 @@ def _search() -> None:
         _say_unusable(s)
     atexit.register(_close_at_exit, rt, os.getpid())
 
+
+#: The name of the drop-in's per-call cost among the figures kept for the machine (tileblas.devices._figures).
+CALL_COST_FIGURE = "drop-in call cost"
 
 #: The orders of the dgemm calls :func:`_call_cost` times (fresh outputs, as the drop-in's calls have).
 CALL_COST_ORDERS = (512, 2048)
@@ -475,6 +482,19 @@ def _call_cost(rt: Any) -> CallCost:
     locked_from, per_locked = _locking_cost(rt)
     return CallCost(max(excess[0] - per_byte * sizes[0], 0.0), per_byte,
                     per_byte if per_locked is None else per_locked, locked_from, tuple(timed))
+
+
+def _kept_call_cost(rt: Any) -> CallCost:
+    """:func:`_call_cost` of the GPUs of ``rt`` as an earlier process on this machine measured it, else
+    measured now and kept for the processes after (:mod:`tileblas.devices._figures`: the side of a call
+    is then the same in every process); measured in this process alone where a GPU cannot be told apart."""
+    from tileblas.devices import _figures
+
+    keys = [getattr(d, "figures_key", None) for d in rt.devices]
+    if not keys or None in keys:
+        return _call_cost(rt)
+    return _figures.measured(f"{CALL_COST_FIGURE} | " + " + ".join(keys), lambda: call_cost_dict(_call_cost(rt)),
+                             call_cost_from_dict)
 
 
 def _locking_cost(rt: Any) -> tuple[float, float | None]:
@@ -714,6 +734,25 @@ def call_cost_dict(cost: CallCost) -> dict[str, Any]:
             "timed": [list(t) for t in cost.timed]}
 
 
+def _figures_status() -> dict[str, Any]:
+    from tileblas.devices import _figures
+
+    try:
+        return _figures.status()
+    except Exception as exc:  # noqa: BLE001 - a report: what went wrong, not a raise
+        return {"file": "?", "kept": 0, "read": [], "stored": [], "note": f"{type(exc).__name__}: {exc}"}
+
+
+def call_cost_from_dict(d: dict[str, Any]) -> CallCost:
+    """The :class:`CallCost` :func:`call_cost_dict` gave ``d`` for (as kept in the figures file); ValueError
+    (or KeyError, TypeError) for a damaged one."""
+    cost = CallCost(float(d["seconds"]), float(d["seconds_per_byte"]), float(d["seconds_per_locked_byte"]),
+                    float(d["locked_from_bytes"]), tuple((int(t[0]), float(t[1]), float(t[2])) for t in d.get("timed", ())))
+    if not all(v >= 0.0 for v in cost[:4]) or not all(math.isfinite(v) for v in cost[:3]):
+        raise ValueError(f"not a call cost: {d!r}")
+    return cost
+
+
 def gpu_report(search: bool = True) -> dict[str, Any]:
     """What ``tileblas info`` shows of the drop-in's devices: the setting, the devices in force, why no GPU
     takes calls where none does, and per routine and precision the smallest order n of a square call
@@ -729,7 +768,7 @@ def gpu_report(search: bool = True) -> dict[str, Any]:
     cfg = _config(threads)
     out: dict[str, Any] = {"setting": s.describe(), "cpu_threads": threads, "gpus": [], "note": _GPU.note,
                            "min_flops": cfg.gpu_min_flops, "margin": cfg.gpu_margin, "crossover": {},
-                           "call_cost": call_cost_dict(_GPU.call_cost),
+                           "call_cost": call_cost_dict(_GPU.call_cost), "figures": _figures_status(),
                            "cpu_rates": {k: [list(p) for p in v] for k, v in cfg.cpu_rates.items()},
                            "core_flops": get_tuning().core_flops}
     if not s.wants_gpus:

@@ -216,7 +216,7 @@ def _print_dropin_gpu(d: dict[str, Any]) -> None:
     cost = d.get("call_cost") or {}
     if cost:
         locked = cost.get("locked_from_bytes", float("inf"))
-        print(f"             a call's cost on the GPUs beyond the model, measured at the start: "
+        print(f"             a call's cost on the GPUs beyond the model: "
               f"{cost['seconds'] * 1e3:.3g} ms + {cost['seconds_per_byte'] * 1e12:.3g} ms per GB of output"
               + (f" ({cost.get('seconds_per_locked_byte', 0.0) * 1e12:.3g} ms per GB from {locked / 2 ** 20:.4g} MiB, "
                  "page-locked in place)" if locked != float("inf") else ""))
@@ -224,6 +224,12 @@ def _print_dropin_gpu(d: dict[str, Any]) -> None:
             print("             fitted from dgemm calls with new outputs: "
                   + ", ".join(f"order {int(n)} {best * 1e3:.3g} ms (model {pred * 1e3:.3g} ms)"
                               for n, best, pred in cost["timed"]))
+    fig = d.get("figures") or {}
+    if fig:
+        read, stored = len(fig.get("read", [])), len(fig.get("stored", []))
+        print(f"             the GPUs' figures (host link, gemm rates, a call's cost): {read} read from "
+              f"{fig['file']}, {stored} measured by this process and kept there (`tileblas tune --gpus` "
+              "measures them again)" + (f"; {fig['note']}" if fig.get("note") else ""))
 
 
 def _print_paths(p: dict[str, Any]) -> None:

@@ -402,15 +402,18 @@ def _duration(seconds: float) -> str:
 
 
 def _tune_reset(args: argparse.Namespace) -> int:
-    """Remove what tune stored (the path policy and the model repository), saying which files."""
+    """Remove what tune stored (the path policy, the model repository and the GPUs' figures), saying which
+    files."""
     from pathlib import Path
 
     from tileblas.blas import _dispatch
+    from tileblas.devices import _figures
     from tileblas.policy import _paths
 
     db = Path(args.db) if args.db else _paths.default_path()
+    gpus = _figures.figures_path()
     files = [_paths_target(args), db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"),
-             db.with_name(db.name + "-journal")]
+             db.with_name(db.name + "-journal"), gpus, gpus.with_name(gpus.name + ".lock")]
     removed = []
     for f in files:
         try:
@@ -426,6 +429,46 @@ def _tune_reset(args: argparse.Namespace) -> int:
         print(f"nothing stored: no {files[0]} and no {db}")
     _dispatch.apply_policy(reload=True)
     return 0
+
+
+def _tune_gpus(args: argparse.Namespace) -> int:
+    """Measure the figures of this machine's GPUs again (:mod:`tileblas.devices._figures`): those kept for
+    them are forgotten, a runtime over all of them measures each GPU's anew and the drop-in's per-call cost
+    is timed on it; all are kept in place of the old and shown."""
+    from tileblas.blas import _dispatch
+    from tileblas.devices import _figures
+    from tileblas.devices import gpu as _gpu
+    from tileblas.runtime import Runtime
+
+    if args.dry_run:
+        print("error: --gpus keeps what it measures (it replaces the figures the first use kept); it does not "
+              "take --dry-run (`tileblas info` shows the figures in use)")
+        return 2
+    try:
+        cp = _gpu._cupy()
+        n = _gpu.usable_count()
+        keys = [_figures.device_key(cp, i) for i in range(n)]
+    except Exception as exc:  # noqa: BLE001 - no CuPy, no GPU, a driver error: nothing to measure
+        print(f"no GPU to measure: {exc}")
+        return 1
+    gone = _figures.forget(lambda k: any(key in k for key in keys))
+    print(f"measuring the figures of {n} GPU(s) again ({len(gone)} kept figure(s) replaced; "
+          f"file {_figures.figures_path()})", flush=True)
+    _dispatch.release_gpus()  # the drop-in's GPUs, if any: found again with the new figures by its next call
+    with Runtime(devices=f"gpu:{n}") as rt:
+        for d in rt.devices:
+            m = d.model
+            print(f"  {d.name}: {m.name}, host link {d.host_link_bytes_s / 1e9:.3g} GB/s, gemm "
+                  + ", ".join(f"{p} {m.flops[p] / 1e12:.3g} TF/s" for p in "sd" if p in m.flops))
+        cost = _dispatch._kept_call_cost(rt)
+    print(f"  a drop-in call beyond the model: {cost.seconds * 1e3:.3g} ms + {cost.per_byte * 1e12:.3g} ms per GB "
+          "of output" + ("" if cost.locked_from == float("inf") else
+                         f" ({cost.per_locked_byte * 1e12:.3g} ms per GB from {cost.locked_from / 2 ** 20:.4g} MiB)")
+          + "; from " + ", ".join(f"dgemm {n_} {best * 1e3:.3g} ms (model {pred * 1e3:.3g} ms)"
+                                   for n_, best, pred in cost.timed))
+    st = _figures.status()
+    print(f"kept in {st['file']}" if not st["note"] else f"not kept: {st['note']}")
+    return 0 if not st["note"] else 1
 
 
 #: The ladders of ``tileblas tune``: full, and ``--quick`` (the path crossovers only, on short ladders).
@@ -455,6 +498,8 @@ def _ladders(args: argparse.Namespace) -> None:
 def _cmd_tune(args: argparse.Namespace) -> int:
     if args.reset:
         return _tune_reset(args)
+    if args.gpus:
+        return _tune_gpus(args)
     _ladders(args)
     if args.paths_only or args.quick:
         return _tune_paths(args)
@@ -604,9 +649,13 @@ def register(subparsers: Any) -> None:
                         "time estimate is printed before it starts)")
     w.add_argument("--paths-only", action="store_true", help="measure only the path crossovers (no models)")
     w.add_argument("--no-paths", action="store_true", help="build only the models")
+    w.add_argument("--gpus", action="store_true",
+                   help="measure the figures of this machine's GPUs again (host link, gemm rates where no preset "
+                        "covers the model, a drop-in call's cost beyond the model) and keep them in gpus.json in "
+                        "place of those the first use kept; nothing else")
     w.add_argument("--dry-run", action="store_true", help="measure and show the results, store nothing")
     w.add_argument("--reset", action="store_true",
-                   help="remove the stored path policy and model repository (naming each file) and return to "
+                   help="remove the stored path policy, model repository and GPU figures (naming each file) and return to "
                         "the shipped defaults; measures nothing")
     w.add_argument("--no-progress", action="store_true", help="no progress lines or bars")
     m = t.add_argument_group("performance models", "the models of an algorithm's block sizes and of the "

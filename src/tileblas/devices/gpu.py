@@ -64,7 +64,7 @@ from tileblas.kernels import _cuda
 from tileblas.kernels._cuda import cublas_bindings as _cublas
 from tileblas.kernels._openblas import colmajor
 from tileblas.devices._base import DeviceError
-from tileblas.devices import _hostmem
+from tileblas.devices import _figures, _hostmem
 from tileblas.devices._discrete import DiscreteDevice, Event
 from tileblas.devices._model import DeviceModel
 
@@ -87,6 +87,14 @@ _PEER_ALREADY_ENABLED = 704
 _H2D, _D2H = 1, 2
 #: How a GPUDevice moves tiles of host operands (see the module notes).
 HOST_TRANSFERS = ("register", "pack")
+
+
+def _positive(x: Any) -> float:
+    """``x`` as a positive finite figure (ValueError else)."""
+    v = float(x)
+    if not 0.0 < v < float("inf"):
+        raise ValueError(f"not a positive finite figure: {x!r}")
+    return v
 
 
 def _free_pools(cp: Any) -> None:
@@ -323,14 +331,30 @@ class GPUDevice(DiscreteDevice):
         self._peers: dict[int, bool] = {}
         self._peer_lock = threading.Lock()
         self.props = cp.cuda.runtime.getDeviceProperties(self.index)
-        self.host_link_bytes_s = self._measure_host_link()
+        try:
+            self.figures_key: str | None = _figures.device_key(cp, self.index)
+        except Exception:  # noqa: BLE001 - a GPU that cannot be told apart: its figures are this process's
+            self.figures_key = None
+        self.host_link_bytes_s = self._figure("host link", self._measure_host_link, _HOST_LINK_BYTES_S)
+
+    def _figure(self, what: str, measure: Any, nominal: float) -> float:
+        """The figure ``what`` of this GPU: kept from an earlier process on this machine
+        (:mod:`tileblas.devices._figures`), else ``measure()``'s, kept for the processes after; ``nominal``
+        where it cannot be measured (not kept)."""
+        try:
+            if self.figures_key is None:
+                return float(measure())
+            return _figures.measured(f"{what} | {self.figures_key}", measure, _positive)
+        except Exception:  # noqa: BLE001 - a model input only: the nominal figure
+            return nominal
 
     @property
     def model(self) -> DeviceModel:
         """The figures the runtime sizes this GPU's tiles from: the one given, else the preset of its name
         (an H100: :meth:`DeviceModel.h100 <tileblas.devices._model.DeviceModel.h100>`) or, for another GPU,
-        fp64 and fp32 gemm rates measured once here (n = 1024, scaled to large tiles by the model's knee);
-        with this device's tile memory, streams and measured host link in both cases."""
+        fp64 and fp32 gemm rates measured once on this machine (n = 1024, scaled to large tiles by the
+        model's knee; kept for the processes after: :mod:`tileblas.devices._figures`); with this device's
+        tile memory, streams and host link in both cases."""
         if self._model is None:
             name = str(self.describe().get("gpu", ""))
             link = float(self.host_link_bytes_s)
@@ -339,30 +363,29 @@ class GPUDevice(DiscreteDevice):
                 self._model = DeviceModel.h100(**common)
             else:
                 base = DeviceModel.h100()
-                d, s_ = (self._measure_gemm(np.float64), self._measure_gemm(np.float32))
+                d, s_ = (self._figure("fp64 gemm", lambda: self._measure_gemm(np.float64), 5e12),
+                         self._figure("fp32 gemm", lambda: self._measure_gemm(np.float32), 1e13))
                 scale = 1.0 + (base.knee / 1024) ** 2
                 self._model = base.with_(name=f"{name or 'GPU'} (measured)", flops={
                     "d": d * scale, "z": d * scale, "s": s_ * scale, "c": s_ * scale}, **common)
         return self._model
 
     def _measure_gemm(self, dtype: Any, n: int = 1024) -> float:
-        """flop/s of one cuBLAS gemm of order n on stream 0 (best of 3 after a warm-up)."""
+        """flop/s of one cuBLAS gemm of order n on stream 0 (best of 3 after a warm-up); raises where it
+        cannot be measured (:meth:`_figure` then takes a nominal rate)."""
         cp = self.cp
-        try:
-            with self.on_stream(0) as st:
-                a = cp.ones((n, n), dtype=dtype, order="F")
-                c = cp.empty((n, n), dtype=dtype, order="F")
-                best = float("inf")
-                for i in range(4):
-                    t0 = time.perf_counter()
-                    self._kernel("gemm", [1.0, a, a, 0.0, c], {}, 0)
-                    self._host_wait(st)
-                    if i:
-                        best = min(best, time.perf_counter() - t0)
-            del a, c
-            return 2.0 * n ** 3 / max(best, 1e-9)
-        except Exception:  # noqa: BLE001 - a model input only: a nominal rate
-            return 5e12 if np.dtype(dtype) == np.float64 else 1e13
+        with self.on_stream(0) as st:
+            a = cp.ones((n, n), dtype=dtype, order="F")
+            c = cp.empty((n, n), dtype=dtype, order="F")
+            best = float("inf")
+            for i in range(4):
+                t0 = time.perf_counter()
+                self._kernel("gemm", [1.0, a, a, 0.0, c], {}, 0)
+                self._host_wait(st)
+                if i:
+                    best = min(best, time.perf_counter() - t0)
+        del a, c
+        return 2.0 * n ** 3 / max(best, 1e-9)
 
     def _allocate(self, fixed: bool) -> Any:
         """The tile memory; a default size the driver refuses is retried at 3/4, down to _MIN_MEMORY (the
@@ -400,26 +423,23 @@ class GPUDevice(DiscreteDevice):
 
     def _measure_host_link(self, nbytes: int = 16 << 20) -> float:
         """Bytes per second of a pinned host -> device copy, measured once here (best of 3; before any
-        tile lives in the memory it copies into), for :meth:`transfer_seconds`; 12 GB/s (PCIe 3 x16
-        pinned) if it cannot be measured."""
+        tile lives in the memory it copies into), for :meth:`transfer_seconds`; raises where it cannot be
+        measured (:meth:`_figure` then takes 12 GB/s, PCIe 3 x16 pinned)."""
         import cupyx
 
         n = min(nbytes, self.memory_bytes)
-        try:
-            with self._cpdev:
-                src = cupyx.empty_pinned((n,), dtype=np.uint8)
-                st = self._streams[0]
-                best = float("inf")
-                for _ in range(3):
-                    a, b = self.cp.cuda.Event(), self.cp.cuda.Event(block=True)
-                    a.record(st)
-                    self._chunk.data.copy_from_host_async(ctypes.c_void_p(src.ctypes.data), n, st)
-                    b.record(st)
-                    b.synchronize()
-                    best = min(best, self.cp.cuda.get_elapsed_time(a, b) / 1e3)
-            rate = n / best if best > 0 else _HOST_LINK_BYTES_S
-        except Exception:  # noqa: BLE001 - a model input only: fall back to the nominal rate
-            return _HOST_LINK_BYTES_S
+        with self._cpdev:
+            src = cupyx.empty_pinned((n,), dtype=np.uint8)
+            st = self._streams[0]
+            best = float("inf")
+            for _ in range(3):
+                a, b = self.cp.cuda.Event(), self.cp.cuda.Event(block=True)
+                a.record(st)
+                self._chunk.data.copy_from_host_async(ctypes.c_void_p(src.ctypes.data), n, st)
+                b.record(st)
+                b.synchronize()
+                best = min(best, self.cp.cuda.get_elapsed_time(a, b) / 1e3)
+        rate = n / best if best > 0 else _HOST_LINK_BYTES_S
         return float(min(max(rate, 1e9), 1e12))
 
     # ----------------------------------------------------------------- memory
