@@ -487,7 +487,10 @@ def part_dropin(args: argparse.Namespace, res: dict) -> None:
     out["policy"] = {"setting": rep["setting"], "note": rep["note"], "gpus": rep["gpus"], "min_flops": rep["min_flops"],
                      "margin": rep["margin"], "crossover": {r: rep["crossover"].get(r) for r, _ in _DROPIN},
                      "call_cost": rep.get("call_cost"), "cpu_rates": rep.get("cpu_rates"),
-                     "core_flops": rep.get("core_flops")}
+                     "core_flops": rep.get("core_flops"), "figures": rep.get("figures")}
+    fig = rep.get("figures") or {}
+    print(f"  the GPUs' figures: {len(fig.get('read', []))} read from {fig.get('file')}, "
+          f"{len(fig.get('stored', []))} measured here" + (f" ({fig['note']})" if fig.get("note") else ""), flush=True)
     print(f"  policy: {rep['note']}; crossover (square n) "
           + ", ".join(f"{r} {rep['crossover'].get(r)}" for r, _ in _DROPIN), flush=True)
     grt = _dispatch.gpu_runtime(search=False)

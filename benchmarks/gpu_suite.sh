@@ -22,7 +22,8 @@
 #   tune      90   tileblas tune --paths-only on the host (gemm, syrk, trsm; real and  ~ 2 GiB
 #                  complex; n = 1024, 2048, 4096) into a scratch paths.json that the
 #                  bench step reads (TILEBLAS_PATHS): the CPU rates the drop-in's GPU
-#                  rule weighs (only where a GPU is seen)
+#                  rule weighs (only where a GPU is seen); then tileblas tune --gpus: the
+#                  GPUs' figures into a scratch gpus.json (TILEBLAS_GPU_FIGURES)
 #   bench    170   benchmarks/bench_gpu.py --parts quick,dropin:                     ~ 14 GiB
 #                  quick: dgemm n = 8192 in core and out of core (1 GiB tile memory) vs
 #                  cupy.matmul, recursive trmm/trsm vs cuBLAS;
@@ -149,14 +150,18 @@ export -f gpu_tests
 step pytest 110 "$out/pytest.txt" gpu_tests
 
 # 5. the CPU rates the drop-in's GPU rule weighs against the GPUs' predicted time, timed on this host by
-# tileblas tune into a scratch policy file, which the bench step reads (what a user who tuned has)
+# tileblas tune into a scratch policy file, and the GPUs' figures (host link, gemm rates, a drop-in call's
+# cost) by tileblas tune --gpus into a scratch figures file; the bench step reads both (what a user who
+# tuned has)
 export TILEBLAS_PATHS=$scratch/paths.json
+export TILEBLAS_GPU_FIGURES=$scratch/gpus.json
 tune_rates() {
     "$py" -c "import sys; from tileblas.devices.gpu import gpu_count
 sys.exit(0 if gpu_count() else 'no GPU: the CPU rates are weighed against a GPU only; not timed')" || return 1
     cd "$root" && "$py" -m tileblas tune --paths-only --families gemm,syrk,trsm --classes real,complex \
         --path-sizes 1024,2048,4096 --path-orders 1024 --path-rhs 64 --path-reps 2 --settle 0.1 \
-        --no-rank-gemm --no-one-thread --no-split --no-progress
+        --no-rank-gemm --no-one-thread --no-split --no-progress || return 1
+    "$py" -m tileblas tune --gpus
 }
 export -f tune_rates
 step tune 90 "$out/bench.txt" tune_rates
