@@ -222,6 +222,22 @@ def test_tune_gpus_measures_them_again_and_reset_removes_them(counted, monkeypat
     assert rc == 0 and f"removed {path}" in text and not path.exists()
 
 
+def test_tune_gpus_where_the_file_cannot_be_written_says_so(counted, monkeypatch):
+    from tileblas.runtime import Runtime
+
+    path = _figures.figures_path()
+    with Runtime(devices="gpu:1"):
+        pass
+    assert path.exists()
+
+    def refused(*args, **kwargs):  # as a read-only directory answers (root writes into those)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(_figures, "_write_locked", refused)
+    rc, text = _cli("tune", "--gpus")
+    assert rc == 1 and text.startswith(f"error: {path} cannot be written") and "TILEBLAS_GPU_FIGURES" in text
+
+
 def test_tune_gpus_without_a_gpu_says_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     rc, text = _cli("tune", "--gpus")

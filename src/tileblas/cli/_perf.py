@@ -451,7 +451,12 @@ def _tune_gpus(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - no CuPy, no GPU, a driver error: nothing to measure
         print(f"no GPU to measure: {exc}")
         return 1
-    gone = _figures.forget(lambda k: any(key in k for key in keys))
+    try:
+        gone = _figures.forget(lambda k: any(key in k for key in keys))
+    except OSError as exc:
+        print(f"error: {_figures.figures_path()} cannot be written ({type(exc).__name__}: {exc}); set "
+              "TILEBLAS_GPU_FIGURES to a file that can")
+        return 1
     print(f"measuring the figures of {n} GPU(s) again ({len(gone)} kept figure(s) replaced; "
           f"file {_figures.figures_path()})", flush=True)
     _dispatch.release_gpus()  # the drop-in's GPUs, if any: found again with the new figures by its next call
