@@ -28,6 +28,8 @@ import tileblas.blas as tb
 from tileblas.blas import _dispatch
 from tileblas.policy import _dropin, _offload
 
+_REAL_CALL_COST = _dispatch._call_cost  # the standin fixture replaces it; its own tests use this one
+
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(34)
 EPS = {np.float32: np.finfo(np.float32).eps, np.float64: np.finfo(np.float64).eps,
@@ -250,6 +252,68 @@ def test_the_per_call_cost_is_fitted_from_two_timed_orders(monkeypatch):
     assert [t[0] for t in cost.timed] == list(_dispatch.CALL_COST_ORDERS)
     for n, best, pred in cost.timed:
         assert pred == 1e-3 and best >= 4e-3 + 2e-9 * 8 * n * n
+
+
+def test_the_per_call_cost_is_timed_on_calls_that_allocate_no_staging(standin, monkeypatch):
+    """_call_cost times the calls of an order made after the GPUs' pinned staging holds their copies: the
+    first calls of a size allocate staging slots (each stream's ring, each way), which later calls do not
+    pay.  On the stand-in: at each order the calls stop at the second call after the first that allocated
+    no slot, and those two are the ones whose best is kept."""
+    import time
+
+    from tileblas.runtime import Runtime
+
+    standin()
+    monkeypatch.setattr(_dispatch, "_call_cost", _REAL_CALL_COST)
+    with Runtime(devices="gpu:1") as rt:
+        dev = rt.devices[0]
+        calls, run = [], rt.run
+
+        def recorded(name, alpha, a, b, beta, c):
+            before = dev.staging_allocations()
+            t0 = time.perf_counter()
+            run(name, alpha, a, b, beta, c)
+            calls.append((a.shape[0], dev.staging_allocations() > before, time.perf_counter() - t0))
+
+        monkeypatch.setattr(rt, "run", recorded)
+        cost = _dispatch._call_cost(rt)
+    for (n, best, _), order in zip(cost.timed, _dispatch.CALL_COST_ORDERS):
+        mine = [c for c in calls if c[0] == order]
+        assert mine[0][1]  # the first call of an order allocates its slots
+        clean = [c for c in mine[1:] if not c[1]]
+        assert len(clean) == 2 and not mine[-1][1] and len(mine) <= _dispatch.CALL_COST_MAX_CALLS, mine
+        assert n == order and best <= min(c[2] for c in clean) * 1.0001 + 1e-4
+
+
+def test_the_per_call_cost_without_clean_calls_takes_the_best_of_all(monkeypatch):
+    """A runtime whose every call allocates staging: the calls stop at CALL_COST_MAX_CALLS an order, and the
+    best of all but the first is kept."""
+    from tileblas.runtime import _shares
+
+    class Growing:
+        devices = ()
+        calls = 0
+
+        def tile_size_for(self, name, m, n, k, dtype):
+            return 4096
+
+        def run(self, name, alpha, a, b, beta, c):
+            Growing.calls += 1
+            self.dev.count += 1
+
+    class Dev:
+        count = 0
+
+        def staging_allocations(self):
+            return self.count
+
+    rt = Growing()
+    rt.dev = Dev()
+    rt.devices = (rt.dev,)
+    monkeypatch.setattr(_shares, "predict_seconds", lambda *args: 0.0)
+    cost = _dispatch._call_cost(rt)
+    assert Growing.calls == _dispatch.CALL_COST_MAX_CALLS * len(_dispatch.CALL_COST_ORDERS)
+    assert all(math.isfinite(best) for _, best, _ in cost.timed)
 
 
 def test_outputs_page_locked_in_place_cost_what_locking_them_costs(standin):

@@ -206,6 +206,7 @@ class _Staging:
         self.slots: list[Any] = [None] * slots
         self.events: list[Any] = [None] * slots
         self.next = 0
+        self.allocated = 0  # slots page-locked so far (a slot's first use, or a larger copy than it held)
 
     def take(self, nbytes: int) -> tuple[int, np.ndarray]:
         import cupyx
@@ -219,6 +220,7 @@ class _Staging:
         buf = self.slots[i]
         if buf is None or buf.nbytes < nbytes:
             buf = self.slots[i] = cupyx.empty_pinned((max(nbytes, 1),), dtype=np.uint8)
+            self.allocated += 1
         return i, buf
 
     def used(self, i: int, ev: Any) -> None:
@@ -336,6 +338,12 @@ class GPUDevice(DiscreteDevice):
         except Exception:  # noqa: BLE001 - a GPU that cannot be told apart: its figures are this process's
             self.figures_key = None
         self.host_link_bytes_s = self._figure("host link", self._measure_host_link, _HOST_LINK_BYTES_S)
+
+    def staging_allocations(self) -> int:
+        """How many pinned staging slots this device has allocated so far: each stream's ring, each way,
+        allocates a slot at its first use and again for a larger copy than it held, so the first calls of
+        each size pay page-locking besides their copies."""
+        return sum(r.allocated for r in self._in + self._out)
 
     def _figure(self, what: str, measure: Any, nominal: float) -> float:
         """The figure ``what`` of this GPU: kept from an earlier process on this machine
