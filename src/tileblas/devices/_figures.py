@@ -68,16 +68,17 @@ def _host_cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def device_key(cp: Any, index: int) -> str:
-    """What a figure of GPU ``index`` (CuPy module ``cp``) depends on, as one string: the GPU's name, UUID
-    (else PCI bus id) and memory, the CUDA driver and runtime versions, the host's CPU model, tileblas'
-    version."""
+def device_key(cp: Any, index: int, props: dict | None = None) -> str:
+    """What a figure of GPU ``index`` (CuPy module ``cp``; ``props`` its CUDA device properties where the
+    caller has them) depends on, as one string: the GPU's name, UUID (else PCI bus id) and memory, the CUDA
+    driver and runtime versions, the host's CPU model, tileblas' version."""
     from tileblas._version import __version__
+    from tileblas.devices.gpu import _gpu_name
 
     rt = cp.cuda.runtime
-    props = rt.getDeviceProperties(index)
-    name = props.get("name", b"")
-    name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+    if props is None:
+        props = rt.getDeviceProperties(index)
+    name = _gpu_name(props)
     ident = props.get("uuid")
     if isinstance(ident, bytes):
         ident = ident.hex()

@@ -89,6 +89,12 @@ _H2D, _D2H = 1, 2
 HOST_TRANSFERS = ("register", "pack")
 
 
+def _gpu_name(props: dict, missing: Any = b"") -> str:
+    """The GPU's name in CUDA's device properties ``props`` (``missing`` where they have none), as text."""
+    name = props.get("name", missing)
+    return name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+
+
 def _positive(x: Any) -> float:
     """``x`` as a positive finite figure (ValueError else)."""
     v = float(x)
@@ -168,10 +174,7 @@ def gpu_info() -> dict[str, Any]:
     except GPUUnavailableError as exc:
         out["note"] = str(exc)
         return out
-    names = []
-    for i in range(n):
-        name = cp.cuda.runtime.getDeviceProperties(i).get("name", b"?")
-        names.append(name.decode(errors="replace") if isinstance(name, bytes) else str(name))
+    names = [_gpu_name(cp.cuda.runtime.getDeviceProperties(i), b"?") for i in range(n)]
     out.update(available=True, devices=names, cupy=cp.__version__, cublas=_cuda.cublas_report(),
                note=f"{n} CUDA device(s), CuPy {cp.__version__}")
     return out
@@ -334,7 +337,7 @@ class GPUDevice(DiscreteDevice):
         self._peer_lock = threading.Lock()
         self.props = cp.cuda.runtime.getDeviceProperties(self.index)
         try:
-            self.figures_key: str | None = _figures.device_key(cp, self.index)
+            self.figures_key: str | None = _figures.device_key(cp, self.index, self.props)
         except Exception:  # noqa: BLE001 - a GPU that cannot be told apart: its figures are this process's
             self.figures_key = None
         self.host_link_bytes_s = self._figure("host link", self._measure_host_link, _HOST_LINK_BYTES_S)
@@ -865,9 +868,8 @@ class GPUDevice(DiscreteDevice):
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
-        d.update(index=self.index, gpu=self.props.get("name", b"").decode(errors="replace")
-                 if isinstance(self.props.get("name"), bytes) else str(self.props.get("name")),
-                 fallbacks=sorted(self._fallbacks), host_transfer=self.host_transfer, transfers=dict(self.transfers))
+        d.update(index=self.index, gpu=_gpu_name(self.props), fallbacks=sorted(self._fallbacks),
+                 host_transfer=self.host_transfer, transfers=dict(self.transfers))
         return d
 
 
